@@ -1,0 +1,1 @@
+//! Clawboo HTTP server (mounted by `clawboo serve`).

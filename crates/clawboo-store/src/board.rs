@@ -1,0 +1,790 @@
+//! The durable kanban board: the state machine, atomic claims, dependencies, ancestors,
+//! soft delete and the creation caps. One state table ([`Status::can_transition_to`])
+//! serves every surface (MCP, REST, UI).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+
+use rusqlite::{OptionalExtension, Row, Transaction, params};
+use serde::Serialize;
+
+use crate::error::{CapReason, Result, StoreError};
+use crate::{Store, inbox, new_id};
+
+/// A parent may have at most this many live (non-dropped) children.
+pub const MAX_CHILDREN: i64 = 24;
+/// A task may nest at most this deep (a root is depth 0).
+pub const MAX_DEPTH: i64 = 2;
+/// At most this many root tasks may be created board-wide in [`ROOT_RATE_WINDOW_MS`].
+pub const MAX_ROOTS_PER_WINDOW: i64 = 30;
+/// The rolling window of the root-creation rate cap (5 minutes).
+pub const ROOT_RATE_WINDOW_MS: i64 = 5 * 60 * 1000;
+/// Longest accepted title, in characters.
+pub const MAX_TITLE_CHARS: usize = 500;
+/// Longest accepted description or comment body, in characters.
+pub const MAX_BODY_CHARS: usize = 100_000;
+
+/// A task's place in the workflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Backlog,
+    Todo,
+    InProgress,
+    InReview,
+    Blocked,
+    Done,
+    Cancelled,
+}
+
+impl Status {
+    /// Every status, in board-column order.
+    pub const ALL: [Status; 7] = [
+        Status::Backlog,
+        Status::Todo,
+        Status::InProgress,
+        Status::InReview,
+        Status::Blocked,
+        Status::Done,
+        Status::Cancelled,
+    ];
+
+    /// The wire name (`in_progress`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Backlog => "backlog",
+            Status::Todo => "todo",
+            Status::InProgress => "in_progress",
+            Status::InReview => "in_review",
+            Status::Blocked => "blocked",
+            Status::Done => "done",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether a task may move from `self` to `to`. A move to the same status is an
+    /// allowed no-op; `done` and `cancelled` are terminal.
+    pub fn can_transition_to(self, to: Status) -> bool {
+        use Status::*;
+        self == to
+            || matches!(
+                (self, to),
+                (Backlog, Todo | Blocked | Cancelled)
+                    | (Todo, InProgress | Blocked | Backlog | Cancelled)
+                    | (InProgress, InReview | Done | Blocked | Todo | Cancelled)
+                    | (InReview, Done | InProgress | Blocked | Cancelled)
+                    | (Blocked, Todo | InProgress | Backlog | Cancelled)
+            )
+    }
+
+    /// Whether entering this status stamps `completed_at`.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Done | Status::Cancelled)
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Status {
+    type Err = StoreError;
+    fn from_str(s: &str) -> Result<Status> {
+        Status::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| StoreError::Invalid(format!("unknown status: {s}")))
+    }
+}
+
+/// A board task. `depends_on` lists the ids this task waits for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    pub id: String,
+    pub title: String,
+    pub description: Option<String>,
+    pub status: Status,
+    pub priority: i64,
+    pub team_id: Option<String>,
+    pub assignee_agent_id: Option<String>,
+    pub assignee_runtime: Option<String>,
+    pub parent_task_id: Option<String>,
+    pub dropped: bool,
+    pub tenant_id: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub completed_at: Option<i64>,
+    pub depends_on: Vec<String>,
+}
+
+/// Who wrote a comment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthorType {
+    Agent,
+    User,
+    System,
+}
+
+impl AuthorType {
+    fn as_str(self) -> &'static str {
+        match self {
+            AuthorType::Agent => "agent",
+            AuthorType::User => "user",
+            AuthorType::System => "system",
+        }
+    }
+
+    fn parse(s: &str) -> AuthorType {
+        match s {
+            "user" => AuthorType::User,
+            "system" => AuthorType::System,
+            _ => AuthorType::Agent,
+        }
+    }
+}
+
+/// A comment on a task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Comment {
+    pub id: String,
+    pub task_id: String,
+    pub author_agent_id: Option<String>,
+    pub author_type: AuthorType,
+    pub body: String,
+    pub created_at: i64,
+}
+
+/// A task with its comments and its ancestors (root first, direct parent last).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TaskDetail {
+    pub task: Task,
+    pub comments: Vec<Comment>,
+    pub ancestors: Vec<Task>,
+}
+
+/// The fields of a new task.
+#[derive(Debug, Clone, Default)]
+pub struct NewTask {
+    pub title: String,
+    pub description: Option<String>,
+    /// `todo` when absent, so agent-created work is claimable at once.
+    pub status: Option<Status>,
+    pub priority: Option<i64>,
+    /// The parent's team when absent and a parent is given.
+    pub team_id: Option<String>,
+    pub parent_task_id: Option<String>,
+    pub assignee_agent_id: Option<String>,
+    pub assignee_runtime: Option<String>,
+    pub tenant_id: Option<String>,
+}
+
+impl NewTask {
+    /// A task with only a title.
+    pub fn titled(title: impl Into<String>) -> NewTask {
+        NewTask {
+            title: title.into(),
+            ..NewTask::default()
+        }
+    }
+}
+
+/// Whether a create goes through the creation caps (the Tasks MCP server) or not (REST,
+/// the team-chat orchestrator). Uncapped rows still count toward the caps' totals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreatePolicy {
+    Capped,
+    Uncapped,
+}
+
+/// The caller's view of the board: with a team, tasks of other teams are answered exactly
+/// as tasks that do not exist.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Scope<'a> {
+    pub team_id: Option<&'a str>,
+}
+
+impl<'a> Scope<'a> {
+    /// The whole board.
+    pub const ALL: Scope<'static> = Scope { team_id: None };
+
+    /// Only `team_id`'s tasks.
+    pub fn team(team_id: Option<&'a str>) -> Scope<'a> {
+        Scope { team_id }
+    }
+}
+
+/// Filters for [`Store::list_tasks`].
+#[derive(Debug, Clone, Default)]
+pub struct TaskFilter {
+    pub team_id: Option<String>,
+    pub status: Option<Status>,
+    /// Only claimable work: `todo`, not dropped, every dependency done.
+    pub ready: bool,
+    pub include_dropped: bool,
+}
+
+/// Operator edits of a task's fields (REST `PATCH`).
+#[derive(Debug, Clone, Default)]
+pub struct TaskPatch {
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub priority: Option<i64>,
+}
+
+/// The fields of a new comment.
+#[derive(Debug, Clone)]
+pub struct NewComment {
+    pub author_agent_id: Option<String>,
+    pub author_type: AuthorType,
+    pub body: String,
+}
+
+const TASK_COLUMNS: &str = "id, title, description, status, priority, team_id, assignee_agent_id, \
+     assignee_runtime, parent_task_id, dropped, tenant_id, created_at, updated_at, completed_at";
+
+/// `task` has a dependency that is not done.
+const UNFINISHED_DEP: &str = "EXISTS (SELECT 1 FROM task_deps d JOIN tasks dep ON dep.id = d.depends_on_task_id \
+     WHERE d.task_id = tasks.id AND dep.status <> 'done')";
+
+fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
+    let status: String = r.get(3)?;
+    Ok(Task {
+        id: r.get(0)?,
+        title: r.get(1)?,
+        description: r.get(2)?,
+        status: status.parse().map_err(|e: StoreError| {
+            rusqlite::Error::FromSqlConversionFailure(3, rusqlite::types::Type::Text, Box::new(e))
+        })?,
+        priority: r.get(4)?,
+        team_id: r.get(5)?,
+        assignee_agent_id: r.get(6)?,
+        assignee_runtime: r.get(7)?,
+        parent_task_id: r.get(8)?,
+        dropped: r.get(9)?,
+        tenant_id: r.get(10)?,
+        created_at: r.get(11)?,
+        updated_at: r.get(12)?,
+        completed_at: r.get(13)?,
+        depends_on: Vec::new(),
+    })
+}
+
+fn comment_from_row(r: &Row<'_>) -> rusqlite::Result<Comment> {
+    let author_type: String = r.get(3)?;
+    Ok(Comment {
+        id: r.get(0)?,
+        task_id: r.get(1)?,
+        author_agent_id: r.get(2)?,
+        author_type: AuthorType::parse(&author_type),
+        body: r.get(4)?,
+        created_at: r.get(5)?,
+    })
+}
+
+fn check_len(field: &str, value: &str, max: usize) -> Result<()> {
+    let n = value.chars().count();
+    if n > max {
+        return Err(StoreError::Invalid(format!(
+            "{field} is {n} characters; the limit is {max}"
+        )));
+    }
+    Ok(())
+}
+
+/// Load one task visible in `scope`, with its dependency ids.
+fn load_task(tx: &rusqlite::Connection, id: &str, scope: Scope<'_>) -> Result<Option<Task>> {
+    let sql =
+        format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1 AND (?2 IS NULL OR team_id = ?2)");
+    let Some(mut task) = tx
+        .query_row(&sql, params![id, scope.team_id], task_from_row)
+        .optional()?
+    else {
+        return Ok(None);
+    };
+    let mut stmt = tx.prepare_cached(
+        "SELECT depends_on_task_id FROM task_deps WHERE task_id = ?1 ORDER BY created_at, depends_on_task_id",
+    )?;
+    task.depends_on = stmt
+        .query_map([id], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(Some(task))
+}
+
+fn require_task(tx: &rusqlite::Connection, id: &str, scope: Scope<'_>) -> Result<Task> {
+    load_task(tx, id, scope)?.ok_or_else(|| StoreError::NotFound(id.to_owned()))
+}
+
+/// Depth of `id` (a root is 0), walking parents.
+fn depth_of(tx: &Transaction<'_>, id: &str) -> Result<i64> {
+    Ok(tx
+        .query_row(
+            "WITH RECURSIVE up(id, parent, depth) AS (
+             SELECT id, parent_task_id, 0 FROM tasks WHERE id = ?1
+             UNION ALL
+             SELECT t.id, t.parent_task_id, up.depth + 1 FROM tasks t JOIN up ON t.id = up.parent
+             WHERE up.depth < 64)
+         SELECT MAX(depth) FROM up",
+            [id],
+            |r| r.get::<_, Option<i64>>(0),
+        )?
+        .unwrap_or(0))
+}
+
+/// Queue an inbox note for the task's assignee when someone else acted on it.
+fn notify_assignee(
+    tx: &Transaction<'_>,
+    now: i64,
+    task: &Task,
+    actor: Option<&str>,
+    what: &str,
+) -> Result<()> {
+    if let Some(assignee) = task.assignee_agent_id.as_deref()
+        && actor != Some(assignee)
+    {
+        let who = actor.unwrap_or("someone");
+        let body = format!("{who} {what} on your task \"{}\" ({})", task.title, task.id);
+        inbox::push(tx, now, assignee, task.team_id.as_deref(), "board", &body)?;
+    }
+    Ok(())
+}
+
+fn summarize(body: &str) -> String {
+    const MAX: usize = 200;
+    let line = body.lines().next().unwrap_or("").trim();
+    if line.chars().count() > MAX {
+        format!("{}…", line.chars().take(MAX).collect::<String>())
+    } else {
+        line.to_owned()
+    }
+}
+
+impl Store {
+    /// Create a task. With [`CreatePolicy::Capped`] the parent, depth, child-count and
+    /// root-rate caps are checked together with the insert in one `BEGIN IMMEDIATE`.
+    /// `scope` restricts which parent is visible and, when it names a team, the team the
+    /// task lands in.
+    pub fn create_task_in(
+        &self,
+        new: NewTask,
+        policy: CreatePolicy,
+        scope: Scope<'_>,
+    ) -> Result<Task> {
+        let title = new.title.trim();
+        if title.is_empty() {
+            return Err(StoreError::Invalid("title must not be empty".into()));
+        }
+        check_len("title", title, MAX_TITLE_CHARS)?;
+        if let Some(d) = &new.description {
+            check_len("description", d, MAX_BODY_CHARS)?;
+        }
+        if new.parent_task_id.as_deref() == Some("") {
+            return Err(StoreError::Invalid("parentTaskId must not be empty".into()));
+        }
+        let now = self.now_ms();
+        self.write(|tx| {
+            let mut team_id = scope.team_id.map(str::to_owned).or(new.team_id.clone());
+            if let Some(parent_id) = new.parent_task_id.as_deref() {
+                let parent = load_task(tx, parent_id, scope)?.filter(|p| !p.dropped);
+                let Some(parent) = parent else {
+                    return Err(match policy {
+                        CreatePolicy::Capped => StoreError::Cap {
+                            reason: CapReason::ParentNotFound,
+                            message: format!("parent not found: {parent_id}"),
+                        },
+                        CreatePolicy::Uncapped => StoreError::NotFound(parent_id.to_owned()),
+                    });
+                };
+                if policy == CreatePolicy::Capped {
+                    if depth_of(tx, parent_id)? + 1 > MAX_DEPTH {
+                        return Err(StoreError::Cap {
+                            reason: CapReason::DepthCap,
+                            message: format!(
+                                "subtask rejected: parent {parent_id} is at the maximum nesting depth ({MAX_DEPTH}); attach the new task higher in the tree"
+                            ),
+                        });
+                    }
+                    let children: i64 = tx.query_row(
+                        "SELECT COUNT(*) FROM tasks WHERE parent_task_id = ?1 AND dropped = 0",
+                        [parent_id],
+                        |r| r.get(0),
+                    )?;
+                    if children >= MAX_CHILDREN {
+                        return Err(StoreError::Cap {
+                            reason: CapReason::ChildCap,
+                            message: format!(
+                                "subtask rejected: parent {parent_id} already has {children} children (max {MAX_CHILDREN}); drop one or attach the new task elsewhere"
+                            ),
+                        });
+                    }
+                }
+                if team_id.is_none() {
+                    team_id = parent.team_id;
+                }
+            } else if policy == CreatePolicy::Capped {
+                let recent: i64 = tx.query_row(
+                    "SELECT COUNT(*) FROM tasks WHERE parent_task_id IS NULL AND created_at > ?1",
+                    [now - ROOT_RATE_WINDOW_MS],
+                    |r| r.get(0),
+                )?;
+                if recent >= MAX_ROOTS_PER_WINDOW {
+                    return Err(StoreError::Cap {
+                        reason: CapReason::RootRateCap,
+                        message: format!(
+                            "task rejected: {recent} root tasks already created in the last 5 min (max {MAX_ROOTS_PER_WINDOW}); attach this work to an existing task with parentTaskId instead of opening another"
+                        ),
+                    });
+                }
+            }
+            let status = new.status.unwrap_or(Status::Todo);
+            let id = new_id();
+            tx.execute(
+                "INSERT INTO tasks(id, title, description, status, priority, team_id, assignee_agent_id,
+                    assignee_runtime, parent_task_id, tenant_id, created_at, updated_at, completed_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12)",
+                params![
+                    id,
+                    title,
+                    new.description,
+                    status.as_str(),
+                    new.priority.unwrap_or(0),
+                    team_id,
+                    new.assignee_agent_id,
+                    new.assignee_runtime,
+                    new.parent_task_id,
+                    new.tenant_id,
+                    now,
+                    status.is_terminal().then_some(now),
+                ],
+            )?;
+            require_task(tx, &id, Scope::ALL)
+        })
+    }
+
+    /// [`Store::create_task_in`] over the whole board.
+    pub fn create_task(&self, new: NewTask, policy: CreatePolicy) -> Result<Task> {
+        self.create_task_in(new, policy, Scope::ALL)
+    }
+
+    /// One task visible in `scope` (dropped ones included), or `None`.
+    pub fn get_task(&self, id: &str, scope: Scope<'_>) -> Result<Option<Task>> {
+        self.read(|c| load_task(c, id, scope))
+    }
+
+    /// A task with its comments (oldest first) and ancestors (root first), read in one snapshot.
+    pub fn task_detail(&self, id: &str, scope: Scope<'_>) -> Result<Option<TaskDetail>> {
+        self.snapshot(|tx| {
+            let Some(task) = load_task(tx, id, scope)? else {
+                return Ok(None);
+            };
+            let mut stmt = tx.prepare_cached(
+                "SELECT id, task_id, author_agent_id, author_type, body, created_at FROM task_comments
+                 WHERE task_id = ?1 ORDER BY created_at, id",
+            )?;
+            let comments = stmt.query_map([id], comment_from_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+            let mut ancestors = Vec::new();
+            let mut next = task.parent_task_id.clone();
+            while let Some(parent_id) = next {
+                if ancestors.len() > 64 {
+                    break;
+                }
+                let Some(parent) = load_task(tx, &parent_id, Scope::ALL)? else {
+                    break;
+                };
+                next = parent.parent_task_id.clone();
+                ancestors.push(parent);
+            }
+            ancestors.reverse();
+            Ok(Some(TaskDetail { task, comments, ancestors }))
+        })
+    }
+
+    /// Tasks matching `filter`, highest priority first, then oldest first.
+    pub fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>> {
+        let mut conditions = vec![
+            "(?1 IS NULL OR team_id = ?1)",
+            "(?2 IS NULL OR status = ?2)",
+        ];
+        if !filter.include_dropped || filter.ready {
+            conditions.push("dropped = 0");
+        }
+        let ready_condition = format!("status = 'todo' AND NOT {UNFINISHED_DEP}");
+        if filter.ready {
+            conditions.push(&ready_condition);
+        }
+        let where_clause = conditions.join(" AND ");
+        let status = filter.status.map(Status::as_str);
+        self.snapshot(|tx| {
+            let sql = format!(
+                "SELECT {TASK_COLUMNS} FROM tasks WHERE {where_clause} ORDER BY priority DESC, created_at, id"
+            );
+            let mut stmt = tx.prepare(&sql)?;
+            let mut tasks = stmt
+                .query_map(params![filter.team_id, status], task_from_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let deps_sql = format!(
+                "SELECT d.task_id, d.depends_on_task_id FROM task_deps d
+                 WHERE d.task_id IN (SELECT id FROM tasks WHERE {where_clause})
+                 ORDER BY d.created_at, d.depends_on_task_id"
+            );
+            let mut stmt = tx.prepare(&deps_sql)?;
+            let mut deps: HashMap<String, Vec<String>> = HashMap::new();
+            for edge in stmt.query_map(params![filter.team_id, status], |r| Ok((r.get(0)?, r.get(1)?)))? {
+                let (task_id, dep): (String, String) = edge?;
+                deps.entry(task_id).or_default().push(dep);
+            }
+            for task in &mut tasks {
+                if let Some(d) = deps.remove(&task.id) {
+                    task.depends_on = d;
+                }
+            }
+            Ok(tasks)
+        })
+    }
+
+    /// Atomically claim a `todo` task for `agent_id` (also serves `assign_task`): one
+    /// conditional update that wins only when the task exists in `scope`, is `todo`,
+    /// unassigned, not dropped and every dependency is done. With any number of racing
+    /// claimers in any number of processes, exactly one wins; the rest get
+    /// [`StoreError::Conflict`] ([`StoreError::NotReady`] while dependencies are open).
+    pub fn claim_task_in(
+        &self,
+        id: &str,
+        agent_id: &str,
+        runtime: Option<&str>,
+        scope: Scope<'_>,
+    ) -> Result<Task> {
+        if agent_id.trim().is_empty() {
+            return Err(StoreError::Invalid(
+                "assigneeAgentId must not be empty".into(),
+            ));
+        }
+        let now = self.now_ms();
+        self.write(|tx| {
+            let sql = format!(
+                "UPDATE tasks SET assignee_agent_id = ?1, assignee_runtime = COALESCE(?2, assignee_runtime),
+                     status = 'in_progress', updated_at = ?3
+                 WHERE id = ?4 AND (?5 IS NULL OR team_id = ?5) AND status = 'todo'
+                   AND assignee_agent_id IS NULL AND dropped = 0 AND NOT {UNFINISHED_DEP}"
+            );
+            let changed = tx.execute(&sql, params![agent_id, runtime, now, id, scope.team_id])?;
+            if changed == 1 {
+                return require_task(tx, id, Scope::ALL);
+            }
+            match load_task(tx, id, scope)?.filter(|t| !t.dropped) {
+                None => Err(StoreError::NotFound(id.to_owned())),
+                Some(t) if t.status == Status::Todo && t.assignee_agent_id.is_none() => Err(StoreError::NotReady),
+                Some(_) => Err(StoreError::Conflict),
+            }
+        })
+    }
+
+    /// [`Store::claim_task_in`] over the whole board.
+    pub fn claim_task(&self, id: &str, agent_id: &str, runtime: Option<&str>) -> Result<Task> {
+        self.claim_task_in(id, agent_id, runtime, Scope::ALL)
+    }
+
+    /// Move a task to `to` if the state machine allows it. Entering `done`/`cancelled`
+    /// stamps `completed_at`; entering `todo` clears the assignee. When `actor` is not the
+    /// assignee, the assignee gets an inbox note.
+    pub fn set_status(
+        &self,
+        id: &str,
+        to: Status,
+        actor: Option<&str>,
+        scope: Scope<'_>,
+    ) -> Result<Task> {
+        self.transition(id, to, actor, scope, |_| true)
+    }
+
+    /// Release an `in_progress` task back to `todo`, clearing its assignee.
+    pub fn release_task(&self, id: &str, actor: Option<&str>, scope: Scope<'_>) -> Result<Task> {
+        self.transition(id, Status::Todo, actor, scope, |from| {
+            from == Status::InProgress
+        })
+    }
+
+    /// Move a `blocked` task back to `todo` (only from `blocked`).
+    pub fn unblock_task(&self, id: &str, actor: Option<&str>, scope: Scope<'_>) -> Result<Task> {
+        self.transition(id, Status::Todo, actor, scope, |from| {
+            from == Status::Blocked
+        })
+    }
+
+    fn transition(
+        &self,
+        id: &str,
+        to: Status,
+        actor: Option<&str>,
+        scope: Scope<'_>,
+        allowed_from: impl Fn(Status) -> bool,
+    ) -> Result<Task> {
+        let now = self.now_ms();
+        self.write(|tx| {
+            let task = require_task(tx, id, scope)?;
+            if !allowed_from(task.status) || !task.status.can_transition_to(to) {
+                return Err(StoreError::IllegalTransition {
+                    from: task.status.as_str().into(),
+                    to: to.as_str().into(),
+                });
+            }
+            if task.status == to {
+                return Ok(task);
+            }
+            tx.execute(
+                "UPDATE tasks SET status = ?1, updated_at = ?2,
+                     completed_at = CASE WHEN ?3 THEN ?2 ELSE completed_at END,
+                     assignee_agent_id = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_agent_id END,
+                     assignee_runtime = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_runtime END
+                 WHERE id = ?4",
+                params![to.as_str(), now, to.is_terminal(), id],
+            )?;
+            notify_assignee(tx, now, &task, actor, &format!("moved it to {to}"))?;
+            require_task(tx, id, Scope::ALL)
+        })
+    }
+
+    /// Add a comment; the assignee gets an inbox note when someone else wrote it.
+    pub fn add_comment(&self, task_id: &str, new: NewComment, scope: Scope<'_>) -> Result<Comment> {
+        if new.body.trim().is_empty() {
+            return Err(StoreError::Invalid("body must not be empty".into()));
+        }
+        check_len("body", &new.body, MAX_BODY_CHARS)?;
+        let now = self.now_ms();
+        self.write(|tx| {
+            let task = require_task(tx, task_id, scope)?;
+            let id = new_id();
+            tx.execute(
+                "INSERT INTO task_comments(id, task_id, author_agent_id, author_type, body, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![id, task_id, new.author_agent_id, new.author_type.as_str(), new.body, now],
+            )?;
+            let what = format!("commented \"{}\"", summarize(&new.body));
+            notify_assignee(tx, now, &task, new.author_agent_id.as_deref(), &what)?;
+            Ok(Comment {
+                id,
+                task_id: task_id.to_owned(),
+                author_agent_id: new.author_agent_id,
+                author_type: new.author_type,
+                body: new.body,
+                created_at: now,
+            })
+        })
+    }
+
+    /// Make `task_id` depend on `depends_on`. Self-links and links that would close a cycle
+    /// (direct or transitive) are refused inside the write transaction; re-linking an
+    /// existing edge is a no-op.
+    pub fn link_task(&self, task_id: &str, depends_on: &str, scope: Scope<'_>) -> Result<()> {
+        let now = self.now_ms();
+        self.write(|tx| {
+            require_task(tx, task_id, scope)?;
+            require_task(tx, depends_on, scope)?;
+            let cycle = || StoreError::Cycle { task_id: task_id.to_owned(), depends_on: depends_on.to_owned() };
+            if task_id == depends_on {
+                return Err(cycle());
+            }
+            let exists: bool = tx.query_row(
+                "SELECT EXISTS(SELECT 1 FROM task_deps WHERE task_id = ?1 AND depends_on_task_id = ?2)",
+                params![task_id, depends_on],
+                |r| r.get(0),
+            )?;
+            if exists {
+                return Ok(());
+            }
+            // Would `depends_on` (transitively) wait for `task_id`? Then the new edge closes a cycle.
+            let reaches: bool = tx.query_row(
+                "WITH RECURSIVE reach(id) AS (
+                     SELECT depends_on_task_id FROM task_deps WHERE task_id = ?1
+                     UNION
+                     SELECT d.depends_on_task_id FROM task_deps d JOIN reach r ON d.task_id = r.id)
+                 SELECT EXISTS(SELECT 1 FROM reach WHERE id = ?2)",
+                params![depends_on, task_id],
+                |r| r.get(0),
+            )?;
+            if reaches {
+                return Err(cycle());
+            }
+            tx.execute(
+                "INSERT INTO task_deps(task_id, depends_on_task_id, created_at) VALUES (?1, ?2, ?3)",
+                params![task_id, depends_on, now],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Soft-delete (or restore) a task: a dropped task is hidden from lists, claims and
+    /// ready, and frees a slot under its parent's child cap.
+    pub fn set_dropped(&self, id: &str, dropped: bool, scope: Scope<'_>) -> Result<Task> {
+        let now = self.now_ms();
+        self.write(|tx| {
+            require_task(tx, id, scope)?;
+            tx.execute(
+                "UPDATE tasks SET dropped = ?1, updated_at = ?2 WHERE id = ?3",
+                params![dropped, now, id],
+            )?;
+            require_task(tx, id, Scope::ALL)
+        })
+    }
+
+    /// Edit a task's title, description or priority.
+    pub fn patch_task(&self, id: &str, patch: &TaskPatch, scope: Scope<'_>) -> Result<Task> {
+        if let Some(title) = &patch.title {
+            if title.trim().is_empty() {
+                return Err(StoreError::Invalid("title must not be empty".into()));
+            }
+            check_len("title", title, MAX_TITLE_CHARS)?;
+        }
+        if let Some(d) = &patch.description {
+            check_len("description", d, MAX_BODY_CHARS)?;
+        }
+        let now = self.now_ms();
+        self.write(|tx| {
+            require_task(tx, id, scope)?;
+            tx.execute(
+                "UPDATE tasks SET title = COALESCE(?1, title), description = COALESCE(?2, description),
+                     priority = COALESCE(?3, priority), updated_at = ?4 WHERE id = ?5",
+                params![patch.title.as_deref().map(str::trim), patch.description, patch.priority, now, id],
+            )?;
+            require_task(tx, id, Scope::ALL)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transition_table_matches_the_spec() {
+        use Status::*;
+        let legal: &[(Status, &[Status])] = &[
+            (Backlog, &[Todo, Blocked, Cancelled]),
+            (Todo, &[InProgress, Blocked, Backlog, Cancelled]),
+            (InProgress, &[InReview, Done, Blocked, Todo, Cancelled]),
+            (InReview, &[Done, InProgress, Blocked, Cancelled]),
+            (Blocked, &[Todo, InProgress, Backlog, Cancelled]),
+            (Done, &[]),
+            (Cancelled, &[]),
+        ];
+        for (from, tos) in legal {
+            for to in Status::ALL {
+                let expected = *from == to || tos.contains(&to);
+                assert_eq!(from.can_transition_to(to), expected, "{from} -> {to}");
+            }
+        }
+    }
+
+    #[test]
+    fn status_round_trips_through_its_wire_name() {
+        for s in Status::ALL {
+            assert_eq!(s.as_str().parse::<Status>().unwrap(), s);
+        }
+        assert!("doing".parse::<Status>().is_err());
+    }
+}

@@ -1,0 +1,131 @@
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+
+use crate::error::{Result, StoreError};
+use crate::migrations;
+
+/// A source of "now" in epoch milliseconds; injectable so time-window rules are testable.
+pub type Clock = fn() -> i64;
+
+fn system_clock() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// How a store is opened.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// How long a writer waits for another process's lock before giving up.
+    pub busy_timeout: Duration,
+    /// The time source (epoch milliseconds).
+    pub clock: Clock,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            busy_timeout: Duration::from_secs(10),
+            clock: system_clock,
+        }
+    }
+}
+
+/// The one SQLite store. Cheap to share behind an `Arc`; every method is blocking and
+/// must run off the async executor.
+pub struct Store {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Open (creating when missing) the database at `path` and apply pending migrations.
+    pub fn open(path: &Path) -> Result<Store> {
+        Store::open_with(path, StoreConfig::default())
+    }
+
+    /// [`Store::open`] with explicit settings.
+    pub fn open_with(path: &Path, config: StoreConfig) -> Result<Store> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        let mut conn = Connection::open(path)?;
+        conn.busy_timeout(config.busy_timeout)?;
+        // journal_mode returns a row, so it is read rather than executed.
+        let _mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")?;
+        migrations::apply(&mut conn)?;
+        Ok(Store {
+            conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+            clock: config.clock,
+        })
+    }
+
+    /// The database file this store writes.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Now, in epoch milliseconds, from the configured clock.
+    pub fn now_ms(&self) -> i64 {
+        (self.clock)()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves no transaction open (rusqlite rolls back on
+        // drop), so the connection is still sound: recover it instead of poisoning every caller.
+        self.conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Run `f` inside one `BEGIN IMMEDIATE` transaction: committed when `f` returns `Ok`,
+    /// rolled back otherwise. Use for every read-modify-write.
+    pub fn write<T, E>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(StoreError::from)?;
+        let value = f(&tx)?;
+        tx.commit().map_err(StoreError::from)?;
+        Ok(value)
+    }
+
+    /// Run `f` against the connection for reads (one consistent snapshot per statement;
+    /// wrap several statements in `write` or a deferred transaction when they must agree).
+    pub fn read<T, E>(&self, f: impl FnOnce(&Connection) -> Result<T, E>) -> Result<T, E> {
+        let conn = self.lock();
+        f(&conn)
+    }
+
+    /// Run `f` inside one deferred (read) transaction, so several statements see one snapshot.
+    pub fn snapshot<T, E>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .map_err(StoreError::from)?;
+        let value = f(&tx)?;
+        tx.commit().map_err(StoreError::from)?;
+        Ok(value)
+    }
+}

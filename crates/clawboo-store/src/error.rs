@@ -1,0 +1,83 @@
+use std::fmt;
+
+/// Why a capped create was refused: the machine-readable policy reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapReason {
+    /// The named parent does not exist (or is hidden from the caller).
+    ParentNotFound,
+    /// The parent already has the maximum number of live children.
+    ChildCap,
+    /// The new task would nest deeper than the maximum depth.
+    DepthCap,
+    /// Too many root tasks were created board-wide in the rolling window.
+    RootRateCap,
+}
+
+impl CapReason {
+    /// The stable code (`child_cap`, `depth_cap`, `root_rate_cap`, `parent_not_found`).
+    pub fn code(self) -> &'static str {
+        match self {
+            CapReason::ParentNotFound => "parent_not_found",
+            CapReason::ChildCap => "child_cap",
+            CapReason::DepthCap => "depth_cap",
+            CapReason::RootRateCap => "root_rate_cap",
+        }
+    }
+}
+
+impl fmt::Display for CapReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// Every failure a store operation can report. Variants other than `Sqlite` and `Io`
+/// are domain refusals that leave the store unchanged.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The named row does not exist (or is hidden from the caller's scope).
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The row exists but the conditional write lost (e.g. already claimed).
+    #[error("conflict")]
+    Conflict,
+    /// A claim on a task whose dependencies are not all done.
+    #[error("not_ready")]
+    NotReady,
+    /// A status change the state machine does not allow.
+    #[error("illegal transition from {from} to {to}")]
+    IllegalTransition { from: String, to: String },
+    /// A dependency link that would close a cycle.
+    #[error("linking {task_id} to {depends_on} would create a dependency cycle")]
+    Cycle { task_id: String, depends_on: String },
+    /// A creation cap refused the write; `message` is the agent-facing text.
+    #[error("{message}")]
+    Cap { reason: CapReason, message: String },
+    /// Input the store refuses to write (the text says what is wrong).
+    #[error("invalid: {0}")]
+    Invalid(String),
+    /// The database itself failed.
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The filesystem failed (creating the database folder).
+    #[error("io error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl StoreError {
+    /// The stable code for this failure (`not_found`, `conflict`, `cycle`, …).
+    pub fn code(&self) -> &'static str {
+        match self {
+            StoreError::NotFound(_) => "not_found",
+            StoreError::Conflict => "conflict",
+            StoreError::NotReady => "not_ready",
+            StoreError::IllegalTransition { .. } => "illegal_transition",
+            StoreError::Cycle { .. } => "cycle",
+            StoreError::Cap { reason, .. } => reason.code(),
+            StoreError::Invalid(_) => "invalid_args",
+            StoreError::Sqlite(_) | StoreError::Io(_) => "internal",
+        }
+    }
+}
+
+pub(crate) type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -1,0 +1,90 @@
+//! The agent inbox: short notes for an agent (a teammate moved or commented on its task, a
+//! delegation arrived) delivered once, piggybacked on the agent's next tool result.
+
+use rusqlite::{Transaction, params};
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::{Store, new_id};
+
+/// One delivered inbox row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InboxItem {
+    pub id: String,
+    pub agent_id: String,
+    pub team_id: Option<String>,
+    pub body: String,
+    pub source: String,
+    pub created_at: i64,
+}
+
+/// Queue a row for `agent_id` inside the caller's write transaction.
+pub(crate) fn push(
+    tx: &Transaction<'_>,
+    now: i64,
+    agent_id: &str,
+    team_id: Option<&str>,
+    source: &str,
+    body: &str,
+) -> Result<()> {
+    tx.execute(
+        "INSERT INTO agent_inbox(id, agent_id, team_id, body, source, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![new_id(), agent_id, team_id, body, source, now],
+    )?;
+    Ok(())
+}
+
+impl Store {
+    /// Take up to `limit` undelivered rows for `agent_id` (rows of `team_id` or team-less),
+    /// oldest first, marking them delivered via `via`. Only rows this call flipped are
+    /// returned, so each row is delivered exactly once even with concurrent sessions.
+    pub fn take_inbox(
+        &self,
+        agent_id: &str,
+        team_id: Option<&str>,
+        limit: usize,
+        via: &str,
+    ) -> Result<Vec<InboxItem>> {
+        let now = self.now_ms();
+        self.write(|tx| {
+            let mut stmt = tx.prepare(
+                "UPDATE agent_inbox SET delivered_at = ?1, delivered_via = ?2
+                 WHERE id IN (
+                     SELECT id FROM agent_inbox
+                     WHERE agent_id = ?3 AND delivered_at IS NULL
+                       AND (team_id IS NULL OR ?4 IS NULL OR team_id = ?4)
+                     ORDER BY created_at, id LIMIT ?5)
+                   AND delivered_at IS NULL
+                 RETURNING id, agent_id, team_id, body, source, created_at",
+            )?;
+            let rows = stmt.query_map(params![now, via, agent_id, team_id, limit as i64], |r| {
+                Ok(InboxItem {
+                    id: r.get(0)?,
+                    agent_id: r.get(1)?,
+                    team_id: r.get(2)?,
+                    body: r.get(3)?,
+                    source: r.get(4)?,
+                    created_at: r.get(5)?,
+                })
+            })?;
+            let mut items = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+            // RETURNING does not promise an order.
+            items.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+            Ok(items)
+        })
+    }
+
+    /// Queue an inbox row for `agent_id` in its own transaction.
+    pub fn push_inbox(
+        &self,
+        agent_id: &str,
+        team_id: Option<&str>,
+        source: &str,
+        body: &str,
+    ) -> Result<()> {
+        let now = self.now_ms();
+        self.write(|tx| push(tx, now, agent_id, team_id, source, body))
+    }
+}

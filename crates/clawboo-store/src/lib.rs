@@ -1,0 +1,36 @@
+//! Clawboo's one SQLite store and every domain rule.
+//!
+//! The store knows nothing of MCP, JSON-RPC or HTTP: it exposes typed operations
+//! (`Store::claim_task`, `Store::link_task`, …) and typed errors ([`StoreError`]) whose
+//! variants a caller can act on. Every read-modify-write runs in one `BEGIN IMMEDIATE`
+//! transaction, so each rule holds across OS processes sharing the file, not only threads.
+//!
+//! ```
+//! use clawboo_store::{Store, board::{NewTask, CreatePolicy}};
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = Store::open(&dir.path().join("clawboo.db")).unwrap();
+//! let task = store.create_task(NewTask::titled("write the README"), CreatePolicy::Capped).unwrap();
+//! let claimed = store.claim_task(&task.id, "agent-1", None).unwrap();
+//! assert_eq!(claimed.assignee_agent_id.as_deref(), Some("agent-1"));
+//! ```
+
+pub mod board;
+mod db;
+mod error;
+pub mod inbox;
+mod migrations;
+mod path;
+pub mod settings;
+pub mod teams;
+
+pub use db::{Clock, Store, StoreConfig};
+pub use error::{CapReason, StoreError};
+/// The schema version a fully migrated database reports (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = migrations::LATEST;
+
+pub use path::{DB_PATH_ENV, default_db_path, resolve_db_path};
+
+/// A fresh sortable identifier (UUID v7, lowercase hyphenated).
+pub fn new_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}

@@ -1,0 +1,50 @@
+//! Numbered, embedded schema migrations, applied on open. An applied migration is never
+//! edited: change the schema by adding the next file.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::Result;
+
+/// Every migration, in order; its position + 1 is the `user_version` it leaves behind.
+const MIGRATIONS: &[(&str, &str)] = &[("0001_board", include_str!("../migrations/0001_board.sql"))];
+
+/// The schema version a fully migrated database reports (`PRAGMA user_version`).
+pub(crate) const LATEST: i64 = MIGRATIONS.len() as i64;
+
+/// Apply every pending migration. Each runs in its own `BEGIN IMMEDIATE` transaction and
+/// re-reads the version inside it, so processes opening the same file at once never
+/// apply one twice.
+pub(crate) fn apply(conn: &mut Connection) -> Result<()> {
+    for (index, (name, sql)) in MIGRATIONS.iter().enumerate() {
+        let target = index as i64 + 1;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let current: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if current >= target {
+            continue;
+        }
+        tracing::debug!(migration = name, "applying migration");
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", target)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_database_reaches_latest_version_and_reopen_is_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        for _ in 0..2 {
+            let mut conn = Connection::open(&path).unwrap();
+            apply(&mut conn).unwrap();
+            let v: i64 = conn
+                .query_row("PRAGMA user_version", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(v, LATEST);
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! Key/value settings (the attach-signing secret lives here).
+
+use rusqlite::{OptionalExtension, params};
+
+use crate::Store;
+use crate::error::{Result, StoreError};
+
+impl Store {
+    /// The value stored under `key`, if any.
+    pub fn setting(&self, key: &str) -> Result<Option<String>> {
+        self.read(|c| {
+            c.query_row("SELECT value FROM settings WHERE key = ?1", [key], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(StoreError::from)
+        })
+    }
+
+    /// The value under `key`, created from `make` when missing. Atomic across processes:
+    /// every caller sees the same value, whoever wrote it first.
+    pub fn setting_or_insert_with(
+        &self,
+        key: &str,
+        make: impl FnOnce() -> String,
+    ) -> Result<String> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO settings(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO NOTHING",
+                params![key, make()],
+            )?;
+            Ok(
+                tx.query_row("SELECT value FROM settings WHERE key = ?1", [key], |r| {
+                    r.get(0)
+                })?,
+            )
+        })
+    }
+}
