@@ -18,6 +18,7 @@ pub mod board;
 mod db;
 mod error;
 pub mod inbox;
+pub mod memory;
 mod migrations;
 mod path;
 pub mod scrub;

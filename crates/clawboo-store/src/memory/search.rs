@@ -1,0 +1,475 @@
+//! Search: full text (FTS5 + bm25), vector (cosine over every fact in scope embedded by the
+//! current model at the current dimension) and hybrid (reciprocal-rank fusion of both).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use super::{
+    FACT_COLUMNS, Fact, MAX_SEARCH_LIMIT, Memory, ScopeFilter, blob_to_vector, check_limit,
+    fact_from_row,
+};
+use crate::error::{Result, StoreError};
+
+/// Most query words used (the rest are ignored).
+const MAX_QUERY_WORDS: usize = 64;
+/// Candidates each list contributes to a hybrid fusion (at least the limit).
+const FUSION_CANDIDATES: usize = 50;
+/// The reciprocal-rank-fusion constant (the usual 60).
+const RRF_K: f64 = 60.0;
+/// Facts lacking a current vector that one search embeds before scanning.
+const LAZY_EMBED_PER_SEARCH: usize = 256;
+
+/// How a search matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    /// Full text (bm25).
+    Fts,
+    /// Vector similarity.
+    Vector,
+    /// Both, fused by reciprocal rank.
+    Hybrid,
+}
+
+impl SearchMode {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchMode::Fts => "fts",
+            SearchMode::Vector => "vector",
+            SearchMode::Hybrid => "hybrid",
+        }
+    }
+}
+
+impl fmt::Display for SearchMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for SearchMode {
+    type Err = StoreError;
+
+    fn from_str(s: &str) -> Result<SearchMode> {
+        match s {
+            "fts" => Ok(SearchMode::Fts),
+            "vector" => Ok(SearchMode::Vector),
+            "hybrid" => Ok(SearchMode::Hybrid),
+            other => Err(StoreError::Invalid(format!(
+                "mode {other:?} is not one of fts, vector, hybrid"
+            ))),
+        }
+    }
+}
+
+/// Which list(s) found a hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchedVia {
+    /// Full text only.
+    Fts,
+    /// Vector similarity only.
+    Vector,
+    /// Both.
+    Both,
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchHit {
+    /// The fact found.
+    pub fact: Fact,
+    /// Relevance in 0..1, higher is better.
+    pub score: f64,
+    /// Which list(s) found it.
+    pub matched_via: MatchedVia,
+}
+
+/// A search's results and the mode actually used (a fallback shows here).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchOutcome {
+    /// Best first.
+    pub hits: Vec<SearchHit>,
+    /// The mode used.
+    pub mode: SearchMode,
+}
+
+/// Lowercase words of a query: letters and digits only, so no punctuation can reach the
+/// FTS5 query syntax. Duplicates dropped; at most [`MAX_QUERY_WORDS`].
+pub(crate) fn query_words(query: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    for w in query.split(|c: char| !c.is_alphanumeric()) {
+        if w.is_empty() {
+            continue;
+        }
+        let w = w.to_lowercase();
+        if !words.contains(&w) {
+            words.push(w);
+        }
+        if words.len() == MAX_QUERY_WORDS {
+            break;
+        }
+    }
+    words
+}
+
+/// The FTS5 query: each word quoted, all OR-ed.
+fn fts_query(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| format!("\"{w}\""))
+        .collect::<Vec<_>>()
+        .join(" OR ")
+}
+
+/// One cached fact vector.
+#[derive(Debug)]
+struct CachedVector {
+    seq: i64,
+    team_id: Option<String>,
+    agent_id: Option<String>,
+    tenant_id: Option<String>,
+    /// Empty when the fact's vector is no longer from the cached model.
+    vector: Vec<f32>,
+}
+
+/// Every fact vector of one model and dimension, kept in step with the database through
+/// the `embed_seq` watermark.
+#[derive(Debug, Default)]
+pub(super) struct VectorCache {
+    model: String,
+    dim: usize,
+    watermark: i64,
+    entries: Vec<CachedVector>,
+    by_seq: HashMap<i64, usize>,
+}
+
+impl VectorCache {
+    fn reset(&mut self, model: &str, dim: usize) {
+        *self = VectorCache {
+            model: model.to_string(),
+            dim,
+            ..VectorCache::default()
+        };
+    }
+
+    fn live(&self) -> usize {
+        self.entries.iter().filter(|e| !e.vector.is_empty()).count()
+    }
+}
+
+type ChangedRow = (
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<Vec<u8>>,
+    Option<String>,
+    Option<i64>,
+    i64,
+);
+
+impl Memory {
+    /// Search facts in `scope`. `mode` `None` uses [`Memory::default_mode`]; vector and
+    /// hybrid fall back to full text when there is no embedder or embedding the query
+    /// fails (the outcome's `mode` says which ran). `limit` must be 1..=100.
+    pub fn search(
+        &self,
+        query: &str,
+        mode: Option<SearchMode>,
+        scope: &ScopeFilter,
+        limit: u32,
+    ) -> Result<SearchOutcome> {
+        check_limit(limit, MAX_SEARCH_LIMIT)?;
+        if query.trim().is_empty() {
+            return Err(StoreError::Invalid(
+                "query is empty; say what to look for".into(),
+            ));
+        }
+        let limit = limit as usize;
+        let words = query_words(query);
+        let mode = mode.unwrap_or_else(|| self.default_mode());
+        let query_vector = match mode {
+            SearchMode::Fts => None,
+            SearchMode::Vector | SearchMode::Hybrid => self.embed_one(query),
+        };
+        let Some((embedder, qv)) = query_vector else {
+            let ranked = self.fts_ranked(&words, scope, limit)?;
+            let hits = ranked
+                .into_iter()
+                .map(|(fact, score)| SearchHit {
+                    fact,
+                    score,
+                    matched_via: MatchedVia::Fts,
+                })
+                .collect();
+            return Ok(SearchOutcome {
+                hits,
+                mode: SearchMode::Fts,
+            });
+        };
+        let model = embedder.model_id().to_string();
+        match mode {
+            SearchMode::Vector => {
+                let ranked = self.vector_ranked(&qv, &model, scope, limit)?;
+                let facts = self.facts_by_seq(ranked.iter().map(|(s, _)| *s))?;
+                let hits = ranked
+                    .into_iter()
+                    .filter_map(|(seq, score)| {
+                        facts.get(&seq).map(|f| SearchHit {
+                            fact: f.clone(),
+                            score: f64::from(score).clamp(0.0, 1.0),
+                            matched_via: MatchedVia::Vector,
+                        })
+                    })
+                    .collect();
+                Ok(SearchOutcome {
+                    hits,
+                    mode: SearchMode::Vector,
+                })
+            }
+            SearchMode::Fts | SearchMode::Hybrid => {
+                let candidates = limit.max(FUSION_CANDIDATES);
+                let fts = self.fts_ranked(&words, scope, candidates)?;
+                let vector = self.vector_ranked(&qv, &model, scope, candidates)?;
+                let hits = self.fuse(fts, vector, limit)?;
+                Ok(SearchOutcome {
+                    hits,
+                    mode: SearchMode::Hybrid,
+                })
+            }
+        }
+    }
+
+    /// Reciprocal-rank fusion of a full-text list and a vector list. The fused score is
+    /// scaled so a fact ranked first in both lists scores 1.
+    fn fuse(
+        &self,
+        fts: Vec<(Fact, f64)>,
+        vector: Vec<(i64, f32)>,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>> {
+        let vector_facts = self.facts_by_seq(vector.iter().map(|(s, _)| *s))?;
+        let mut fused: HashMap<String, (Fact, f64, bool, bool)> = HashMap::new();
+        for (rank, (fact, _)) in fts.into_iter().enumerate() {
+            let contribution = 1.0 / (RRF_K + rank as f64 + 1.0);
+            fused.insert(fact.id.clone(), (fact, contribution, true, false));
+        }
+        for (rank, (seq, _)) in vector.iter().enumerate() {
+            let Some(fact) = vector_facts.get(seq) else {
+                continue;
+            };
+            let contribution = 1.0 / (RRF_K + rank as f64 + 1.0);
+            fused
+                .entry(fact.id.clone())
+                .and_modify(|e| {
+                    e.1 += contribution;
+                    e.3 = true;
+                })
+                .or_insert_with(|| (fact.clone(), contribution, false, true));
+        }
+        let best = 2.0 / (RRF_K + 1.0);
+        let mut hits: Vec<SearchHit> = fused
+            .into_values()
+            .map(|(fact, score, by_fts, by_vector)| SearchHit {
+                fact,
+                score: (score / best).clamp(0.0, 1.0),
+                matched_via: match (by_fts, by_vector) {
+                    (true, true) => MatchedVia::Both,
+                    (true, false) => MatchedVia::Fts,
+                    _ => MatchedVia::Vector,
+                },
+            })
+            .collect();
+        hits.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| b.fact.created_at.cmp(&a.fact.created_at))
+        });
+        hits.truncate(limit);
+        Ok(hits)
+    }
+
+    /// The best `k` full-text matches in scope with a 0..1 score (from bm25, where a
+    /// title match weighs double).
+    fn fts_ranked(
+        &self,
+        words: &[String],
+        scope: &ScopeFilter,
+        k: usize,
+    ) -> Result<Vec<(Fact, f64)>> {
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (cond, args) = scope.sql("f");
+        let sql = format!(
+            "SELECT {FACT_COLUMNS}, bm25(memory_facts_fts, 2.0, 1.0, 1.0) AS rank
+             FROM memory_facts_fts JOIN memory_facts f ON f.seq = memory_facts_fts.rowid
+             WHERE memory_facts_fts MATCH ? AND {cond}
+             ORDER BY rank LIMIT CAST(? AS INTEGER)"
+        );
+        let all: Vec<String> = std::iter::once(fts_query(words))
+            .chain(args)
+            .chain(std::iter::once(k.to_string()))
+            .collect();
+        self.store.read(|conn| {
+            let mut stmt = conn.prepare(&sql)?;
+            let rows = stmt.query_map(rusqlite::params_from_iter(all.iter()), |r| {
+                let fact = fact_from_row(r)?;
+                let rank: f64 = r.get(9)?;
+                let relevance = (-rank).max(0.0);
+                Ok((fact, relevance / (1.0 + relevance)))
+            })?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+
+    /// The best `k` facts in scope by cosine similarity to `query` (positive only), among
+    /// facts embedded by `model` at the query's dimension. Facts lacking such a vector are
+    /// embedded first (up to [`LAZY_EMBED_PER_SEARCH`] per search).
+    fn vector_ranked(
+        &self,
+        query: &[f32],
+        model: &str,
+        scope: &ScopeFilter,
+        k: usize,
+    ) -> Result<Vec<(i64, f32)>> {
+        let mut cache = self
+            .vectors
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if cache.model != model || cache.dim != query.len() {
+            cache.reset(model, query.len());
+        }
+        self.refresh_cache(&mut cache)?;
+        let total: i64 = self
+            .store
+            .read(|conn| conn.query_row("SELECT count(*) FROM memory_facts", [], |r| r.get(0)))?;
+        if total as usize > cache.live() {
+            if let Err(e) =
+                self.reindex_scope(&ScopeFilter::default(), 64, Some(LAZY_EMBED_PER_SEARCH))
+            {
+                tracing::warn!(error = %e, "lazy re-embedding failed; searching what has vectors");
+            }
+            self.refresh_cache(&mut cache)?;
+        }
+        let mut scored: Vec<(i64, f32)> = cache
+            .entries
+            .iter()
+            .filter(|e| {
+                e.vector.len() == query.len()
+                    && scope.admits(
+                        e.team_id.as_deref(),
+                        e.agent_id.as_deref(),
+                        e.tenant_id.as_deref(),
+                    )
+            })
+            .map(|e| (e.seq, clawboo_embed::dot(query, &e.vector)))
+            .filter(|(_, s)| *s > 0.0)
+            .collect();
+        let by_score = |a: &(i64, f32), b: &(i64, f32)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
+        if scored.len() > k {
+            scored.select_nth_unstable_by(k, by_score);
+            scored.truncate(k);
+        }
+        scored.sort_by(by_score);
+        Ok(scored)
+    }
+
+    /// Load every row whose embedding changed since the cache last looked.
+    fn refresh_cache(&self, cache: &mut VectorCache) -> Result<()> {
+        let changed: Vec<ChangedRow> = self.store.read(|conn| {
+            let mut stmt = conn.prepare(
+                "SELECT seq, team_id, agent_id, tenant_id, embedding, embedding_model,
+                        embedding_dim, embed_seq
+                 FROM memory_facts WHERE embed_seq > ? ORDER BY embed_seq",
+            )?;
+            let rows = stmt.query_map([cache.watermark], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                ))
+            })?;
+            Ok::<_, StoreError>(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })?;
+        for (seq, team_id, agent_id, tenant_id, blob, model, dim, embed_seq) in changed {
+            cache.watermark = cache.watermark.max(embed_seq);
+            let vector = match (blob, model, dim) {
+                (Some(blob), Some(m), Some(d)) if m == cache.model && d as usize == cache.dim => {
+                    blob_to_vector(&blob).filter(|v| v.len() == cache.dim)
+                }
+                _ => None,
+            }
+            .unwrap_or_default();
+            match cache.by_seq.get(&seq) {
+                Some(&i) => cache.entries[i].vector = vector,
+                None if !vector.is_empty() => {
+                    cache.by_seq.insert(seq, cache.entries.len());
+                    cache.entries.push(CachedVector {
+                        seq,
+                        team_id,
+                        agent_id,
+                        tenant_id,
+                        vector,
+                    });
+                }
+                None => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Facts by internal row number.
+    fn facts_by_seq(&self, seqs: impl Iterator<Item = i64>) -> Result<HashMap<i64, Fact>> {
+        let seqs: Vec<i64> = seqs.collect();
+        if seqs.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let marks = vec!["?"; seqs.len()].join(",");
+        let sql =
+            format!("SELECT {FACT_COLUMNS}, f.seq FROM memory_facts f WHERE f.seq IN ({marks})");
+        self.store.read(|conn| {
+            let mut stmt = conn.prepare(&sql)?;
+            let rows = stmt.query_map(rusqlite::params_from_iter(seqs.iter()), |r| {
+                Ok((r.get::<_, i64>(9)?, fact_from_row(r)?))
+            })?;
+            Ok(rows.collect::<rusqlite::Result<HashMap<_, _>>>()?)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_words_strip_every_piece_of_fts_syntax() {
+        assert_eq!(
+            query_words("\"deploy\" AND (prod* OR NEAR(x y)) -- ' ; DROP TABLE"),
+            [
+                "deploy", "and", "prod", "or", "near", "x", "y", "drop", "table"
+            ]
+        );
+        assert_eq!(fts_query(&query_words("a-b a")), "\"a\" OR \"b\"");
+        assert!(query_words("?!*\"").is_empty());
+    }
+
+    #[test]
+    fn modes_parse_and_print() {
+        for m in [SearchMode::Fts, SearchMode::Vector, SearchMode::Hybrid] {
+            assert_eq!(m.as_str().parse::<SearchMode>().ok(), Some(m));
+        }
+        assert!("semantic".parse::<SearchMode>().is_err());
+    }
+}

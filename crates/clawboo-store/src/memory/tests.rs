@@ -1,0 +1,435 @@
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use clawboo_embed::HashedEmbedder;
+
+use super::*;
+
+fn memory(embedder: Option<Arc<dyn Embedder>>) -> (tempfile::TempDir, Memory) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(&dir.path().join("m.db")).unwrap());
+    (dir, Memory::new(store, embedder))
+}
+
+fn hashed() -> Option<Arc<dyn Embedder>> {
+    Some(Arc::new(HashedEmbedder::default()))
+}
+
+fn fact(title: &str, content: &str, team: Option<&str>, agent: Option<&str>) -> NewFact {
+    NewFact {
+        title: title.into(),
+        content: content.into(),
+        team_id: team.map(Into::into),
+        agent_id: agent.map(Into::into),
+        ..NewFact::default()
+    }
+}
+
+fn team(t: &str) -> ScopeFilter {
+    ScopeFilter {
+        team: TeamFilter::TeamOrGlobal(t.into()),
+        ..ScopeFilter::default()
+    }
+}
+
+fn titles(hits: &[SearchHit]) -> Vec<&str> {
+    hits.iter().map(|h| h.fact.title.as_str()).collect()
+}
+
+#[test]
+fn save_scrubs_every_field_and_declines_pure_secrets() {
+    let (_d, m) = memory(None);
+    let saved = m
+        .save_fact(NewFact {
+            title: "creds ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8".into(),
+            content: "use API_KEY=abc123 for staging".into(),
+            tags: vec!["sk-proj-4f9aB7cD2eF1gH8iJ3kL6mN0pQ5rS".into(), "ops".into()],
+            ..NewFact::default()
+        })
+        .unwrap();
+    assert_eq!(saved.title, "creds [REDACTED]");
+    assert_eq!(saved.content, "use API_KEY=[REDACTED] for staging");
+    assert_eq!(saved.tags, ["[REDACTED]", "ops"]);
+    let stored = m.get_fact(&saved.id, &ScopeFilter::default()).unwrap();
+    assert_eq!(stored.as_ref(), Some(&saved));
+
+    let err = m
+        .save_fact(fact(
+            "t",
+            "sk-proj-4f9aB7cD2eF1gH8iJ3kL6mN0pQ5rS",
+            None,
+            None,
+        ))
+        .unwrap_err();
+    assert_eq!(err.to_string(), format!("invalid: {ENTIRELY_REDACTED}"));
+    let err = m.save_fact(fact("  ", "content", None, None)).unwrap_err();
+    assert_eq!(err.to_string(), format!("invalid: {TITLE_REQUIRED}"));
+    assert_eq!(m.browse(&ScopeFilter::default(), 200).unwrap().len(), 1);
+}
+
+#[test]
+fn oversize_input_and_bad_limits_are_refused() {
+    let (_d, m) = memory(None);
+    let long = "x".repeat(MAX_CONTENT_CHARS + 1);
+    assert!(m.save_fact(fact("t", &long, None, None)).is_err());
+    assert!(m.browse(&ScopeFilter::default(), 0).is_err());
+    assert!(m.browse(&ScopeFilter::default(), 201).is_err());
+    assert!(m.search("x", None, &ScopeFilter::default(), 101).is_err());
+    assert!(m.search("   ", None, &ScopeFilter::default(), 5).is_err());
+}
+
+#[test]
+fn browse_is_newest_first() {
+    let (_d, m) = memory(None);
+    for i in 0..5 {
+        m.save_fact(fact(&format!("f{i}"), "body", None, None))
+            .unwrap();
+    }
+    let facts = m.browse(&ScopeFilter::default(), 3).unwrap();
+    let names: Vec<&str> = facts.iter().map(|f| f.title.as_str()).collect();
+    assert_eq!(names, ["f4", "f3", "f2"]);
+}
+
+#[test]
+fn scope_filters_team_agent_and_tenant_in_every_mode() {
+    let (_d, m) = memory(hashed());
+    m.save_fact(fact(
+        "alpha deploy",
+        "deploy notes for team A",
+        Some("A"),
+        None,
+    ))
+    .unwrap();
+    m.save_fact(fact(
+        "beta deploy",
+        "deploy notes for team B",
+        Some("B"),
+        None,
+    ))
+    .unwrap();
+    m.save_fact(fact(
+        "global deploy",
+        "deploy notes for everyone",
+        None,
+        None,
+    ))
+    .unwrap();
+    m.save_fact(fact(
+        "a1 deploy",
+        "deploy notes of agent a1",
+        Some("A"),
+        Some("a1"),
+    ))
+    .unwrap();
+    m.save_fact(NewFact {
+        tenant_id: Some("t1".into()),
+        ..fact(
+            "tenant deploy",
+            "deploy notes of tenant t1",
+            Some("A"),
+            None,
+        )
+    })
+    .unwrap();
+
+    for mode in [SearchMode::Fts, SearchMode::Vector, SearchMode::Hybrid] {
+        let hits = m
+            .search("deploy notes", Some(mode), &team("A"), 100)
+            .unwrap();
+        assert_eq!(hits.mode, mode);
+        let mut got = titles(&hits.hits);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                "a1 deploy",
+                "alpha deploy",
+                "global deploy",
+                "tenant deploy"
+            ],
+            "{mode}"
+        );
+        let scope = ScopeFilter {
+            team: TeamFilter::TeamOrGlobal("A".into()),
+            agent_id: Some("a2".into()),
+            tenant_id: None,
+        };
+        let hits = m.search("deploy notes", Some(mode), &scope, 100).unwrap();
+        assert!(!titles(&hits.hits).contains(&"a1 deploy"), "{mode}");
+        let scope = ScopeFilter {
+            tenant_id: Some("t1".into()),
+            ..ScopeFilter::default()
+        };
+        let hits = m.search("deploy notes", Some(mode), &scope, 100).unwrap();
+        assert_eq!(titles(&hits.hits), ["tenant deploy"], "{mode}");
+        let global = ScopeFilter {
+            team: TeamFilter::GlobalOnly,
+            ..ScopeFilter::default()
+        };
+        let hits = m.search("deploy notes", Some(mode), &global, 100).unwrap();
+        assert_eq!(titles(&hits.hits), ["global deploy"], "{mode}");
+        for hit in &hits.hits {
+            assert!(hit.score > 0.0 && hit.score <= 1.0);
+        }
+    }
+    let browsed = m.browse(&team("B"), 200).unwrap();
+    let mut got: Vec<&str> = browsed.iter().map(|f| f.title.as_str()).collect();
+    got.sort();
+    assert_eq!(got, ["beta deploy", "global deploy"]);
+    assert_eq!(m.browse(&ScopeFilter::default(), 200).unwrap().len(), 5);
+}
+
+#[test]
+fn fts_survives_any_punctuation_and_ranks_title_matches() {
+    let (_d, m) = memory(None);
+    m.save_fact(fact("postgres backups", "nightly at 02:00", None, None))
+        .unwrap();
+    m.save_fact(fact("misc", "we once talked about postgres", None, None))
+        .unwrap();
+    for q in [
+        "postgres\"",
+        "postgres AND (",
+        "NEAR(postgres",
+        "postgres*",
+        "'; DROP TABLE memory_facts; --",
+        "-postgres",
+        "^postgres:",
+    ] {
+        let out = m.search(q, None, &ScopeFilter::default(), 10).unwrap();
+        assert_eq!(out.mode, SearchMode::Fts);
+        if q.contains("postgres") {
+            assert_eq!(out.hits[0].fact.title, "postgres backups", "{q}");
+            assert!(out.hits.iter().all(|h| h.matched_via == MatchedVia::Fts));
+        }
+    }
+    assert!(
+        m.search("???", None, &ScopeFilter::default(), 10)
+            .unwrap()
+            .hits
+            .is_empty()
+    );
+    assert_eq!(m.browse(&ScopeFilter::default(), 10).unwrap().len(), 2);
+}
+
+#[test]
+fn vector_and_hybrid_fall_back_to_fts_without_an_embedder() {
+    let (_d, m) = memory(None);
+    m.save_fact(fact("cache", "redis cache eviction", None, None))
+        .unwrap();
+    assert_eq!(m.default_mode(), SearchMode::Fts);
+    for mode in [SearchMode::Vector, SearchMode::Hybrid] {
+        let out = m
+            .search("redis", Some(mode), &ScopeFilter::default(), 10)
+            .unwrap();
+        assert_eq!(out.mode, SearchMode::Fts);
+        assert_eq!(out.hits.len(), 1);
+    }
+}
+
+/// An embedder that always fails, to prove the fallback.
+struct Broken;
+
+impl Embedder for Broken {
+    fn model_id(&self) -> &str {
+        "broken"
+    }
+    fn dim(&self) -> usize {
+        8
+    }
+    fn embed(&self, _: &[&str]) -> std::result::Result<Vec<Vec<f32>>, EmbedError> {
+        Err(EmbedError::Http("connection refused".into()))
+    }
+}
+
+#[test]
+fn a_failing_embedder_still_saves_and_search_degrades_to_fts() {
+    let (_d, m) = memory(Some(Arc::new(Broken)));
+    let saved = m
+        .save_fact(fact("cache", "redis cache eviction", None, None))
+        .unwrap();
+    assert_eq!(saved.embedding_model, None);
+    assert_eq!(m.default_mode(), SearchMode::Hybrid);
+    let out = m
+        .search("redis", None, &ScopeFilter::default(), 10)
+        .unwrap();
+    assert_eq!(out.mode, SearchMode::Fts);
+    assert_eq!(out.hits.len(), 1);
+}
+
+#[test]
+fn hybrid_marks_hits_found_by_both_lists() {
+    let (_d, m) = memory(hashed());
+    m.save_fact(fact(
+        "deploy checklist",
+        "run migrations then restart",
+        None,
+        None,
+    ))
+    .unwrap();
+    m.save_fact(fact("lunch", "pizza on fridays", None, None))
+        .unwrap();
+    let out = m
+        .search(
+            "deploy checklist",
+            Some(SearchMode::Hybrid),
+            &ScopeFilter::default(),
+            10,
+        )
+        .unwrap();
+    assert_eq!(out.mode, SearchMode::Hybrid);
+    assert_eq!(out.hits[0].fact.title, "deploy checklist");
+    assert_eq!(out.hits[0].matched_via, MatchedVia::Both);
+    assert!(out.hits[0].score > 0.9 && out.hits[0].score <= 1.0);
+    // The built-in embedder is lexical: hybrid is not the default with it.
+    assert_eq!(m.default_mode(), SearchMode::Fts);
+}
+
+#[test]
+fn vectors_of_another_model_are_re_embedded_lazily_and_by_reindex() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(&dir.path().join("m.db")).unwrap());
+    let old = Memory::new(store.clone(), Some(Arc::new(HashedEmbedder::new(64))));
+    let a = old
+        .save_fact(fact("kafka", "kafka topics retention", None, None))
+        .unwrap();
+    assert_eq!(a.embedding_model.as_deref(), Some("clawboo-hashed-v1-64"));
+    let unembedded = Memory::new(store.clone(), None);
+    unembedded
+        .save_fact(fact("zookeeper", "kafka needs zookeeper", None, None))
+        .unwrap();
+
+    // A new model: the vector search re-embeds both facts before scanning.
+    let new = Memory::new(store.clone(), hashed());
+    let out = new
+        .search(
+            "kafka",
+            Some(SearchMode::Vector),
+            &ScopeFilter::default(),
+            10,
+        )
+        .unwrap();
+    assert_eq!(out.mode, SearchMode::Vector);
+    assert_eq!(out.hits.len(), 2);
+    for hit in &out.hits {
+        assert_eq!(
+            hit.fact.embedding_model.as_deref(),
+            Some("clawboo-hashed-v1-256")
+        );
+    }
+    // Reindex back to the old model reports the work done.
+    let report = old.reindex().unwrap();
+    assert_eq!(
+        report,
+        ReindexReport {
+            embedded: 2,
+            up_to_date: 0
+        }
+    );
+    assert_eq!(
+        old.reindex().unwrap(),
+        ReindexReport {
+            embedded: 0,
+            up_to_date: 2
+        }
+    );
+    // The new model's cache sees the change made through another handle and catches up.
+    let out = new
+        .search(
+            "kafka",
+            Some(SearchMode::Vector),
+            &ScopeFilter::default(),
+            10,
+        )
+        .unwrap();
+    assert_eq!(out.hits.len(), 2);
+}
+
+#[test]
+fn procedures_version_per_name_and_scope() {
+    let (_d, m) = memory(None);
+    let proc = |content: &str, team: Option<&str>| NewProcedure {
+        name: "release".into(),
+        content: content.into(),
+        team_id: team.map(Into::into),
+        ..NewProcedure::default()
+    };
+    assert_eq!(m.save_procedure(proc("v1 steps", None)).unwrap().version, 1);
+    assert_eq!(m.save_procedure(proc("v2 steps", None)).unwrap().version, 2);
+    assert_eq!(
+        m.save_procedure(proc("team A steps", Some("A")))
+            .unwrap()
+            .version,
+        1
+    );
+    let err = m
+        .save_procedure(proc("AKIAIOSFODNN7EXAMPLE", None))
+        .unwrap_err();
+    assert_eq!(err.to_string(), format!("invalid: {ENTIRELY_REDACTED}"));
+
+    let latest = m
+        .latest_procedures(&ScopeFilter::default(), None, 10)
+        .unwrap();
+    let mut got: Vec<(Option<String>, i64)> = latest
+        .iter()
+        .map(|p| (p.team_id.clone(), p.version))
+        .collect();
+    got.sort();
+    assert_eq!(got, [(None, 2), (Some("A".into()), 1)]);
+    let b_only = m
+        .latest_procedures(&team("B"), Some("release"), 10)
+        .unwrap();
+    assert_eq!(b_only.len(), 1);
+    assert_eq!(b_only[0].content, "v2 steps");
+    assert!(
+        m.latest_procedures(&team("B"), Some("unrelated"), 10)
+            .unwrap()
+            .is_empty()
+    );
+    let versions = m
+        .procedure_versions(
+            "release",
+            &ScopeFilter {
+                team: TeamFilter::GlobalOnly,
+                ..ScopeFilter::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        versions.iter().map(|p| p.version).collect::<Vec<_>>(),
+        [1, 2]
+    );
+}
+
+#[test]
+fn concurrent_procedure_saves_from_many_connections_get_distinct_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    Store::open(&path).unwrap();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                // One store (one connection) per thread, as separate processes would have.
+                let m = Memory::new(Arc::new(Store::open(&path).unwrap()), None);
+                (0..5)
+                    .map(|i| {
+                        m.save_procedure(NewProcedure {
+                            name: "deploy".into(),
+                            content: format!("writer {t} save {i}"),
+                            ..NewProcedure::default()
+                        })
+                        .unwrap()
+                        .version
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut versions: Vec<i64> = threads
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    versions.sort();
+    assert_eq!(versions, (1..=40).collect::<Vec<_>>());
+}
