@@ -242,6 +242,8 @@ fn openai(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
     use std::collections::HashMap;
 
@@ -295,10 +297,10 @@ mod tests {
 
     #[test]
     fn explicit_minilm_without_files_says_how_to_install() {
-        let dir = tempfile_dir();
+        let dir = tempfile::tempdir().unwrap();
         let c = config(&[
             (EMBEDDINGS_ENV, "minilm"),
-            (MINILM_DIR_ENV, dir.to_str().unwrap()),
+            (MINILM_DIR_ENV, dir.path().to_str().unwrap()),
         ])
         .unwrap();
         let err = select(&c).err().unwrap();
@@ -307,8 +309,8 @@ mod tests {
 
     #[test]
     fn automatic_choice_with_nothing_available_is_builtin() {
-        let dir = tempfile_dir();
-        let mut c = config(&[(MINILM_DIR_ENV, dir.to_str().unwrap())]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = config(&[(MINILM_DIR_ENV, dir.path().to_str().unwrap())]).unwrap();
         // A port nothing listens on: bind one, learn it, close it.
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -318,11 +320,5 @@ mod tests {
         c.ollama_host = format!("http://127.0.0.1:{port}");
         let e = select(&c).unwrap().unwrap();
         assert_eq!(e.model_id(), HashedEmbedder::default().model_id());
-    }
-
-    fn tempfile_dir() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("clawboo-embed-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
     }
 }
