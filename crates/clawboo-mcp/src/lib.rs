@@ -21,6 +21,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod binding;
+pub mod memory;
 pub mod protocol;
 pub mod server;
 pub mod stdio;

@@ -30,3 +30,23 @@ pub fn open_store(db: Option<&Path>) -> anyhow::Result<Arc<Store>> {
         .with_context(|| format!("cannot open the database {}", path.display()))?;
     Ok(Arc::new(store))
 }
+
+/// Shared memory over `store` with the embedder the environment selects
+/// (`CLAWBOO_EMBEDDINGS`, else MiniLM, Ollama, OpenAI, built-in). A configuration that
+/// cannot be honoured is logged and memory runs without vectors (full-text search).
+pub fn open_memory(store: Arc<Store>) -> Arc<clawboo_store::memory::Memory> {
+    let embedder = clawboo_embed::select::EmbedConfig::from_env()
+        .and_then(|config| clawboo_embed::select::select(&config));
+    let embedder = match embedder {
+        Ok(Some(e)) => {
+            tracing::info!(model = e.model_id(), dim = e.dim(), "memory embeddings");
+            Some(e)
+        }
+        Ok(None) => None,
+        Err(e) => {
+            tracing::error!("{e}; memory search falls back to full text");
+            None
+        }
+    };
+    Arc::new(clawboo_store::memory::Memory::new(store, embedder))
+}

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::bail;
 use clap::{Args, Parser};
 use clawboo_mcp::binding::Binding;
+use clawboo_mcp::memory::{MemoryConfig, MemoryServer};
 use clawboo_mcp::server::McpServer;
 use clawboo_mcp::stdio::serve_stdio;
 use clawboo_mcp::tasks::{TasksConfig, TasksServer};
@@ -56,6 +57,8 @@ pub fn run(server: &str, args: StdioArgs) -> anyhow::Result<()> {
     }
     let store = crate::open_store(args.db.as_deref())?;
     let binding = args.binding();
+    // Chosen before the async runtime starts: the HTTP embedders are blocking clients.
+    let memory = (server == "memory").then(|| crate::open_memory(store.clone()));
     // One thread is plenty: store work runs on the blocking pool, and a single-threaded
     // reactor keeps cold start and idle memory small.
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -69,6 +72,11 @@ pub fn run(server: &str, args: StdioArgs) -> anyhow::Result<()> {
                     binding,
                 };
                 serve_stdio(McpServer::new(TasksServer::new(store, config))).await?
+            }
+            "memory" => {
+                let memory = memory.ok_or_else(|| anyhow::anyhow!("memory was not opened"))?;
+                let config = MemoryConfig { binding };
+                serve_stdio(McpServer::new(MemoryServer::new(memory, config))).await?
             }
             other => {
                 bail!("unknown server: {other} (expected one of: tasks, memory, tools, teamchat)")

@@ -99,6 +99,31 @@ pub struct SearchOutcome {
     pub mode: SearchMode,
 }
 
+/// English function words dropped from full-text queries (unless the query has nothing
+/// else): OR-ing them would match nearly every fact and drown the real matches.
+const STOPWORDS: &[&str] = &[
+    "a", "about", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "did",
+    "do", "does", "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it",
+    "its", "me", "my", "of", "on", "or", "our", "should", "so", "that", "the", "their", "them",
+    "then", "there", "these", "they", "this", "to", "us", "was", "we", "were", "what", "when",
+    "where", "which", "who", "why", "will", "with", "would", "you", "your",
+];
+
+/// The words a full-text query ORs: the query's words without function words, or all of
+/// them when it has nothing else.
+fn fts_words(words: &[String]) -> Vec<String> {
+    let content: Vec<String> = words
+        .iter()
+        .filter(|w| !STOPWORDS.contains(&w.as_str()))
+        .cloned()
+        .collect();
+    if content.is_empty() {
+        words.to_vec()
+    } else {
+        content
+    }
+}
+
 /// Lowercase words of a query: letters and digits only, so no punctuation can reach the
 /// FTS5 query syntax. Duplicates dropped; at most [`MAX_QUERY_WORDS`].
 pub(crate) fn query_words(query: &str) -> Vec<String> {
@@ -313,7 +338,7 @@ impl Memory {
              WHERE memory_facts_fts MATCH ? AND {cond}
              ORDER BY rank LIMIT CAST(? AS INTEGER)"
         );
-        let all: Vec<String> = std::iter::once(fts_query(words))
+        let all: Vec<String> = std::iter::once(fts_query(&fts_words(words)))
             .chain(args)
             .chain(std::iter::once(k.to_string()))
             .collect();
@@ -463,6 +488,10 @@ mod tests {
         );
         assert_eq!(fts_query(&query_words("a-b a")), "\"a\" OR \"b\"");
         assert!(query_words("?!*\"").is_empty());
+        let words = query_words("where is the deploy runbook");
+        assert_eq!(fts_words(&words), ["deploy", "runbook"]);
+        let words = query_words("what is it");
+        assert_eq!(fts_words(&words), ["what", "is", "it"]);
     }
 
     #[test]

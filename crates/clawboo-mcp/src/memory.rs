@@ -1,0 +1,339 @@
+//! The Memory server (`clawboo-memory`): `memory_save`, `memory_search`, `memory_browse`
+//! over shared memory (facts and versioned procedures).
+//!
+//! Scope: an unbound session takes `scopeTeamId` / `scopeAgentId` from the arguments (a
+//! team shows that team's facts and global ones; an agent likewise). A bound session
+//! ignores those arguments: a save is tagged with the bound team and tenant only (the
+//! agent dropped, so the fact is team-shared) and reads filter by the full bound scope, so
+//! it never sees another team's facts.
+
+use std::sync::Arc;
+
+use clawboo_store::StoreError;
+use clawboo_store::memory::{
+    ENTIRELY_REDACTED, Memory, NewFact, NewProcedure, ScopeFilter, SearchMode, TITLE_REQUIRED,
+    TeamFilter,
+};
+use rmcp::RoleServer;
+use rmcp::model::{CallToolResult, JsonObject, Tool};
+use rmcp::service::RequestContext;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::binding::Binding;
+use crate::protocol::{
+    internal_error, invalid_args, json_result, parse_args, tool, tool_error, unknown_tool,
+};
+use crate::server::ToolSet;
+
+/// Settings of a Memory server.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryConfig {
+    /// Team, agent and tenant bound by the spawner or the signed URL.
+    pub binding: Binding,
+}
+
+/// The Memory tool set over shared memory (one [`Memory`] may serve many sessions).
+pub struct MemoryServer {
+    memory: Arc<Memory>,
+    config: MemoryConfig,
+}
+
+impl MemoryServer {
+    /// A Memory server over `memory`.
+    pub fn new(memory: Arc<Memory>, config: MemoryConfig) -> MemoryServer {
+        MemoryServer { memory, config }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum ModeArg {
+    Fts,
+    Vector,
+    Hybrid,
+}
+
+impl From<ModeArg> for SearchMode {
+    fn from(m: ModeArg) -> SearchMode {
+        match m {
+            ModeArg::Fts => SearchMode::Fts,
+            ModeArg::Vector => SearchMode::Vector,
+            ModeArg::Hybrid => SearchMode::Hybrid,
+        }
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SaveArgs {
+    /// The fact or the procedure's steps. Secrets are redacted before saving.
+    content: String,
+    /// Required for a fact (not a procedure).
+    title: Option<String>,
+    /// Free-form labels.
+    tags: Option<Vec<String>>,
+    /// Set to save a procedure (a new version of that name) instead of a fact.
+    procedure_name: Option<String>,
+    /// The owning team (ignored when the connection is bound).
+    scope_team_id: Option<String>,
+    /// The owning agent (ignored when bound).
+    scope_agent_id: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SearchArgs {
+    /// What to look for.
+    query: String,
+    /// fts, vector or hybrid (default: hybrid with a sentence-embedding model, else fts).
+    mode: Option<ModeArg>,
+    /// Most results, 1..100 (default 10).
+    #[schemars(range(min = 1, max = 100))]
+    limit: Option<u32>,
+    /// Only this team's facts and global ones (ignored when bound).
+    scope_team_id: Option<String>,
+    /// Only this agent's facts and agent-less ones (ignored when bound).
+    scope_agent_id: Option<String>,
+    /// Also return the latest version of each matching procedure as {procedure} entries.
+    include_procedures: Option<bool>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct BrowseArgs {
+    /// Most facts, 1..200 (default 10).
+    #[schemars(range(min = 1, max = 200))]
+    limit: Option<u32>,
+    /// Only this team's facts and global ones (ignored when bound).
+    scope_team_id: Option<String>,
+    /// Only this agent's facts and agent-less ones (ignored when bound).
+    scope_agent_id: Option<String>,
+    /// Also return the latest version of each procedure in scope, as `procedures`.
+    include_procedures: Option<bool>,
+}
+
+fn tool_list() -> Vec<Tool> {
+    vec![
+        tool::<SaveArgs>(
+            "memory_save",
+            "Save a durable fact (title + content) or a versioned procedure (set procedureName). Facts are declarative (\"user prefers X\"), not instructions. Secrets are redacted; content that is nothing but secrets is declined. Returns {saved: \"fact\", fact} or {saved: \"procedure\", procedure}.",
+        ),
+        tool::<SearchArgs>(
+            "memory_search",
+            "Search saved facts. mode is fts, vector or hybrid (default hybrid when a sentence-embedding model is configured, else fts). Results cite a fact id: {results: [{fact, score (0..1, higher is better), matchedVia}], mode} where mode is the one actually used. limit is 1-100. includeProcedures adds {procedure} entries.",
+        ),
+        tool::<BrowseArgs>(
+            "memory_browse",
+            "List recent saved facts (scoped), newest first: {facts}. limit is 1-200. includeProcedures adds `procedures` (the latest version of each).",
+        ),
+    ]
+}
+
+/// A store failure as the tool-error an agent sees.
+fn store_error(e: StoreError) -> CallToolResult {
+    match e {
+        StoreError::Invalid(what) if what == TITLE_REQUIRED => tool_error("title_required", what),
+        StoreError::Invalid(what) if what == ENTIRELY_REDACTED => {
+            tool_error("entirely_redacted", what)
+        }
+        StoreError::Invalid(what) => invalid_args(what),
+        other => internal_error(other),
+    }
+}
+
+fn check_limit(limit: Option<u32>, max: u32) -> Result<u32, CallToolResult> {
+    match limit {
+        None => Ok(clawboo_store::memory::DEFAULT_LIMIT),
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        Some(n) => Err(invalid_args(format!(
+            "limit must be between 1 and {max} (got {n})"
+        ))),
+    }
+}
+
+/// Run blocking memory work on the blocking pool; a panic becomes an internal tool-error.
+async fn blocking<T, F>(memory: &Arc<Memory>, f: F) -> Result<T, CallToolResult>
+where
+    T: Send + 'static,
+    F: FnOnce(&Memory) -> T + Send + 'static,
+{
+    let memory = Arc::clone(memory);
+    tokio::task::spawn_blocking(move || f(&memory))
+        .await
+        .map_err(internal_error)
+}
+
+impl MemoryServer {
+    /// The read scope: the full bound scope when bound, else the arguments.
+    fn read_scope(&self, team: Option<String>, agent: Option<String>) -> ScopeFilter {
+        let binding = &self.config.binding;
+        if binding.is_bound() {
+            ScopeFilter {
+                team: match &binding.team_id {
+                    Some(t) => TeamFilter::TeamOrGlobal(t.clone()),
+                    None => TeamFilter::GlobalOnly,
+                },
+                agent_id: binding.agent_id.clone(),
+                tenant_id: binding.tenant_id.clone(),
+            }
+        } else {
+            ScopeFilter {
+                team: team.map_or(TeamFilter::Any, TeamFilter::TeamOrGlobal),
+                agent_id: agent,
+                tenant_id: None,
+            }
+        }
+    }
+
+    /// The owner of a save: the bound team and tenant (no agent) when bound, else the
+    /// arguments.
+    fn save_owner(
+        &self,
+        team: Option<String>,
+        agent: Option<String>,
+    ) -> (Option<String>, Option<String>, Option<String>) {
+        let binding = &self.config.binding;
+        if binding.is_bound() {
+            (binding.team_id.clone(), None, binding.tenant_id.clone())
+        } else {
+            (team, agent, None)
+        }
+    }
+
+    async fn dispatch(
+        &self,
+        name: &str,
+        args: JsonObject,
+    ) -> Result<CallToolResult, CallToolResult> {
+        match name {
+            "memory_save" => {
+                let a: SaveArgs = parse_args(args)?;
+                let (team_id, agent_id, tenant_id) =
+                    self.save_owner(a.scope_team_id, a.scope_agent_id);
+                let tags = a.tags.unwrap_or_default();
+                let result = match a.procedure_name {
+                    Some(name) => {
+                        let new = NewProcedure {
+                            name,
+                            content: a.content,
+                            tags,
+                            team_id,
+                            agent_id,
+                            tenant_id,
+                        };
+                        blocking(&self.memory, move |m| m.save_procedure(new))
+                            .await?
+                            .map(|p| json!({"saved": "procedure", "procedure": p}))
+                    }
+                    None => {
+                        let new = NewFact {
+                            title: a.title.unwrap_or_default(),
+                            content: a.content,
+                            tags,
+                            team_id,
+                            agent_id,
+                            tenant_id,
+                        };
+                        blocking(&self.memory, move |m| m.save_fact(new))
+                            .await?
+                            .map(|f| json!({"saved": "fact", "fact": f}))
+                    }
+                };
+                Ok(result.map_or_else(store_error, |v| json_result(&v)))
+            }
+            "memory_search" => {
+                let a: SearchArgs = parse_args(args)?;
+                let limit = check_limit(a.limit, clawboo_store::memory::MAX_SEARCH_LIMIT)?;
+                if a.query.trim().is_empty() {
+                    return Err(invalid_args("query must be a non-empty string"));
+                }
+                let scope = self.read_scope(a.scope_team_id, a.scope_agent_id);
+                let mode = a.mode.map(SearchMode::from);
+                let with_procedures = a.include_procedures.unwrap_or(false);
+                let answer = blocking(&self.memory, move |m| {
+                    let outcome = m.search(&a.query, mode, &scope, limit)?;
+                    let mut results: Vec<Value> = outcome
+                        .hits
+                        .iter()
+                        .map(|h| json!({"fact": h.fact, "score": h.score, "matchedVia": h.matched_via}))
+                        .collect();
+                    if with_procedures {
+                        for p in m.latest_procedures(&scope, Some(&a.query), limit)? {
+                            results.push(json!({ "procedure": p }));
+                        }
+                    }
+                    Ok::<_, StoreError>(json!({"results": results, "mode": outcome.mode}))
+                })
+                .await?;
+                Ok(answer.map_or_else(store_error, |v| json_result(&v)))
+            }
+            "memory_browse" => {
+                let a: BrowseArgs = parse_args(args)?;
+                let limit = check_limit(a.limit, clawboo_store::memory::MAX_BROWSE_LIMIT)?;
+                let scope = self.read_scope(a.scope_team_id, a.scope_agent_id);
+                let with_procedures = a.include_procedures.unwrap_or(false);
+                let answer = blocking(&self.memory, move |m| {
+                    let facts = m.browse(&scope, limit)?;
+                    if with_procedures {
+                        let procedures = m.latest_procedures(&scope, None, limit)?;
+                        Ok::<_, StoreError>(json!({"facts": facts, "procedures": procedures}))
+                    } else {
+                        Ok(json!({ "facts": facts }))
+                    }
+                })
+                .await?;
+                Ok(answer.map_or_else(store_error, |v| json_result(&v)))
+            }
+            other => Ok(unknown_tool(other)),
+        }
+    }
+}
+
+impl ToolSet for MemoryServer {
+    fn server_name(&self) -> &'static str {
+        "clawboo-memory"
+    }
+
+    fn tools(&self) -> Vec<Tool> {
+        tool_list()
+    }
+
+    async fn call<'a>(
+        &'a self,
+        name: &'a str,
+        args: JsonObject,
+        _ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        self.dispatch(name, args)
+            .await
+            .unwrap_or_else(|refusal| refusal)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_match_the_seed_fields() {
+        let tools = tool_list();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(names, ["memory_save", "memory_search", "memory_browse"]);
+        let save = Value::Object((*tools[0].input_schema).clone());
+        assert_eq!(save["required"], json!(["content"]));
+        assert_eq!(save["properties"]["tags"]["type"], "array");
+        let search = Value::Object((*tools[1].input_schema).clone());
+        assert_eq!(search["required"], json!(["query"]));
+        assert_eq!(
+            search["properties"]["mode"]["enum"],
+            json!(["fts", "vector", "hybrid"])
+        );
+        assert_eq!(search["properties"]["limit"]["maximum"], 100);
+        assert_eq!(search["properties"]["includeProcedures"]["type"], "boolean");
+        let browse = Value::Object((*tools[2].input_schema).clone());
+        assert_eq!(browse["required"], json!([]));
+        assert_eq!(browse["properties"]["limit"]["maximum"], 200);
+    }
+}
