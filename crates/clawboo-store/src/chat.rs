@@ -360,8 +360,16 @@ impl Store {
     /// [`Store::read_chat`], but when nothing is new wait up to `wait` (at most
     /// [`MAX_WAIT`]) for a post, from this process or another. Returns as soon as a post
     /// arrives; after the wait, an empty page whose cursor has moved only past posts the
-    /// echo guard hides. Blocking: run it off the async executor.
-    pub fn wait_chat(&self, query: &ChatQuery<'_>, wait: Duration) -> Result<ChatPage> {
+    /// echo guard hides. `keep_waiting` is asked after every read that found nothing (so
+    /// at least every [`POLL_INTERVAL`]); when it says no (the caller went away) the wait
+    /// ends early. Blocking: run it off the async
+    /// executor.
+    pub fn wait_chat(
+        &self,
+        query: &ChatQuery<'_>,
+        wait: Duration,
+        mut keep_waiting: impl FnMut() -> bool,
+    ) -> Result<ChatPage> {
         let deadline = Instant::now() + wait.min(MAX_WAIT);
         let mut query = *query;
         loop {
@@ -375,7 +383,7 @@ impl Store {
             let Some(left) = deadline.checked_duration_since(Instant::now()) else {
                 return Ok(page);
             };
-            if left.is_zero() {
+            if left.is_zero() || !keep_waiting() {
                 return Ok(page);
             }
             DOORBELL.wait_past(seen, left.min(POLL_INTERVAL));
@@ -604,7 +612,7 @@ mod tests {
         let (_dir, s) = store();
         let poster = Arc::clone(&s);
         let waiter = std::thread::spawn(move || {
-            s.wait_chat(&query("r", 0, 10, Some("me")), MAX_WAIT)
+            s.wait_chat(&query("r", 0, 10, Some("me")), MAX_WAIT, || true)
                 .unwrap()
         });
         // Own posts do not end the wait; a peer's does.
@@ -618,11 +626,27 @@ mod tests {
     }
 
     #[test]
+    fn a_wait_ends_when_the_caller_stops_waiting() {
+        let (_dir, s) = store();
+        let asked = std::cell::Cell::new(0);
+        let page = s
+            .wait_chat(&query("r", 0, 10, None), MAX_WAIT, || {
+                asked.set(asked.get() + 1);
+                false
+            })
+            .unwrap();
+        assert_eq!(asked.get(), 1);
+        assert!(page.posts.is_empty());
+    }
+
+    #[test]
     fn an_empty_wait_returns_nothing_and_keeps_the_cursor() {
         let (_dir, s) = store();
         s.post_chat("r", "a", PostKind::Peer, "old").unwrap();
         let page = s
-            .wait_chat(&query("r", 1, 10, None), Duration::from_millis(120))
+            .wait_chat(&query("r", 1, 10, None), Duration::from_millis(120), || {
+                true
+            })
             .unwrap();
         assert_eq!(
             page,
