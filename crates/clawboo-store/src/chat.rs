@@ -32,6 +32,8 @@ pub const MAX_WAIT: Duration = Duration::from_secs(30);
 pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
 /// The author of the posts the server narrates itself.
 pub const SYSTEM_AUTHOR: &str = "clawboo";
+/// The author of an operator's post (web board, REST) that names nobody.
+pub const OPERATOR_AUTHOR: &str = "operator";
 
 /// The room of a team: `team:<teamId>`.
 pub fn team_room(team_id: &str) -> String {

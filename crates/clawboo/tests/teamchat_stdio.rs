@@ -270,6 +270,8 @@ fn long_poll_returns_another_process_post_in_the_same_call() {
         subscriber.backlog.push(message);
     };
     assert_eq!(progress["params"]["progressToken"], "lp-1");
+    // A parked long-poll does not hold up the session's other calls.
+    assert_eq!(subscriber.tool_names().len(), 2);
     let fresh = post(&mut poster, "writer", "t", "wake up");
     let answer = subscriber.recv_id(&json!(900));
     let result = &answer["result"];
@@ -433,5 +435,46 @@ fn delegation_creates_a_task_the_assignee_hears_about() {
     assert!(
         wrapped.starts_with("[Inter-session message · from=clawboo · kind=system · seq=1 · isUser=false]\n| alice delegated \"Write the docs\" to bob"),
         "{wrapped}"
+    );
+}
+
+#[test]
+fn clawboo_mcp_teamchat_serves_the_same_server() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+
+    let (_dir, db) = temp_db();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_clawboo"))
+        .args(["mcp", "teamchat", "--db"])
+        .arg(&db)
+        .args(["--team", "t", "--agent", "a1", "--delegate"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let requests = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "team_chat_post", "arguments": {"text": "hi"}}}),
+    ];
+    let mut stdin = child.stdin.take().unwrap();
+    for r in requests {
+        writeln!(stdin, "{r}").unwrap();
+    }
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let answers: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let init = answers.iter().find(|a| a["id"] == 1).unwrap();
+    assert_eq!(init["result"]["serverInfo"]["name"], "clawboo-teamchat");
+    let posted = answers.iter().find(|a| a["id"] == 2).unwrap();
+    let posted: Value = serde_json::from_str(first_text(&posted["result"])).unwrap();
+    assert_eq!(
+        posted,
+        json!({"posted": {"seq": 1, "roomId": "team:t", "authorAgentId": "a1"}})
     );
 }
