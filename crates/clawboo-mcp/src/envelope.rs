@@ -168,7 +168,6 @@ fn forged_tail_len(tail: &str) -> usize {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

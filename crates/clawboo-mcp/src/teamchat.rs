@@ -325,7 +325,6 @@ impl ToolSet for TeamChatServer {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use serde_json::Value;
 
