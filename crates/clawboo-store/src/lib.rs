@@ -20,6 +20,7 @@ mod error;
 pub mod inbox;
 mod migrations;
 mod path;
+pub mod scrub;
 pub mod settings;
 pub mod teams;
 
