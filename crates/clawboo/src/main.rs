@@ -1,1 +1,54 @@
-fn main() {}
+//! `clawboo`: run the coordination layer and operate it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use clawboo::board::BoardCommand;
+use clawboo::stdio::StdioArgs;
+
+#[derive(Parser)]
+#[command(
+    name = "clawboo",
+    version,
+    about = "Many AI coding agents, one team: tasks, memory, tools and team chat over MCP."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve one MCP server over stdio (tasks, memory, tools or teamchat).
+    Mcp {
+        /// Which server.
+        server: String,
+        #[command(flatten)]
+        args: StdioArgs,
+    },
+    /// Operate on the board.
+    Board {
+        /// Database file (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
+        #[arg(long, global = true, value_name = "PATH")]
+        db: Option<PathBuf>,
+        #[command(subcommand)]
+        command: BoardCommand,
+    },
+}
+
+fn main() -> ExitCode {
+    clawboo::init_logging();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Mcp { server, args } => clawboo::stdio::run(&server, args),
+        Command::Board { db, command } => clawboo::board::run(db, command),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("clawboo: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
