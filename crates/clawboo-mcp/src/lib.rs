@@ -25,6 +25,7 @@ pub mod protocol;
 pub mod server;
 pub mod stdio;
 pub mod tasks;
+pub mod tools;
 
 /// The four servers, by the short name used in URLs and binary names.
 pub const MCP_SERVER_NAMES: [&str; 4] = ["tasks", "memory", "tools", "teamchat"];

@@ -329,7 +329,8 @@ fn clamp_rewrites_the_limit_before_approval_and_execution() {
         CallOutcome::Completed { is_error: true, .. }
     ));
     let approval = &h.store.list_approvals(false, 10).unwrap()[0];
-    assert_eq!(approval.args_json, r#"{"limit":1000,"query":"rust"}"#);
+    let asked: Value = serde_json::from_str(&approval.args_json).unwrap();
+    assert_eq!(asked, json!({"limit": 1000, "query": "rust"}));
     let before = h
         .store
         .tool_audit(Some("web_search"), 10)
