@@ -6,7 +6,7 @@
 //! reason) and `_meta.error` (its class); while a call waits for a human, progress
 //! notifications flow when the client sent a progress token.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use clawboo_store::Store;
 use clawboo_store::broker::{
@@ -36,6 +36,9 @@ pub struct ToolsConfig {
 pub struct ToolsServer {
     broker: Broker,
     caller: Caller,
+    /// The names this session last listed; a call that finds availability changed (an
+    /// operator switched a tool, a key was configured) tells the client to list again.
+    listed: Mutex<Option<Vec<String>>>,
 }
 
 impl ToolsServer {
@@ -47,8 +50,21 @@ impl ToolsServer {
                 agent_id: config.binding.agent_id,
                 team_id: config.binding.team_id,
             },
+            listed: Mutex::new(None),
         }
     }
+
+    /// Remember `names` as available; `true` when they differ from an earlier list.
+    fn remember_listed(&self, names: Vec<String>) -> bool {
+        let mut listed = self.listed.lock().unwrap_or_else(|p| p.into_inner());
+        let changed = listed.as_ref().is_some_and(|before| *before != names);
+        *listed = Some(names);
+        changed
+    }
+}
+
+fn names(specs: &[ToolSpec]) -> Vec<String> {
+    specs.iter().map(|s| s.name.to_string()).collect()
 }
 
 /// The input schema of a builtin, as the seeds give it.
@@ -148,7 +164,10 @@ impl ToolSet for ToolsServer {
     fn tools(&self) -> Vec<Tool> {
         // A two-table read; short enough to run inline, where the trait wants a list.
         match self.broker.available_tools() {
-            Ok(specs) => specs.iter().map(to_tool).collect(),
+            Ok(specs) => {
+                self.remember_listed(names(&specs));
+                specs.iter().map(to_tool).collect()
+            }
             Err(error) => {
                 tracing::error!(%error, "cannot read tool availability; listing no tools");
                 Vec::new()
@@ -173,7 +192,7 @@ impl ToolSet for ToolsServer {
         let tool = name.to_string();
         let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
         let run = tokio::task::spawn_blocking(move || {
-            broker.call(&caller, &tool, &args, &mut |progress| {
+            let outcome = broker.call(&caller, &tool, &args, &mut |progress| {
                 // The receiver lives until this call ends; a send cannot outlive it.
                 let _sent = progress_tx.send(progress.clone());
                 if cancelled.is_cancelled() {
@@ -181,7 +200,9 @@ impl ToolSet for ToolsServer {
                 } else {
                     WaitControl::Continue
                 }
-            })
+            });
+            let available = broker.available_tools().map(|specs| names(&specs));
+            (outcome, available)
         });
         // The sender is dropped when the blocking call returns, which ends this loop.
         while let Some(progress) = progress_rx.recv().await {
@@ -196,9 +217,18 @@ impl ToolSet for ToolsServer {
                 }
             }
         }
-        match run.await {
-            Ok(Ok(outcome)) => to_result(outcome),
-            Ok(Err(error)) => internal_error(error),
+        let (outcome, available) = match run.await {
+            Ok(done) => done,
+            Err(error) => return internal_error(error),
+        };
+        if let Ok(available) = available
+            && self.remember_listed(available)
+            && let Err(error) = ctx.peer.notify_tool_list_changed().await
+        {
+            tracing::debug!(%error, "tool list change not delivered");
+        }
+        match outcome {
+            Ok(outcome) => to_result(outcome),
             Err(error) => internal_error(error),
         }
     }

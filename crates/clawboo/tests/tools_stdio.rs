@@ -113,6 +113,33 @@ fn lists_only_available_tools_and_refuses_hidden_and_unknown_ones() {
 }
 
 #[test]
+fn a_tool_an_operator_disables_disappears_and_the_client_is_told() {
+    let (_dir, db) = temp_db();
+    let mut client = spawn_tools(&db, &[], &[]);
+    assert_eq!(client.tool_names(), vec!["echo", "note", "delete_path"]);
+    let conn = rusqlite::Connection::open(&db).expect("open db");
+    conn.execute(
+        "INSERT INTO tool_registry(name, enabled, updated_at) VALUES ('note', 0, 0)",
+        [],
+    )
+    .expect("disable note");
+    let echoed = client.call_tool("echo", json!({"message": "hi"}));
+    assert_eq!(first_text(&echoed), "hi");
+    assert!(
+        client
+            .backlog
+            .iter()
+            .any(|m| m["method"] == "notifications/tools/list_changed"),
+        "{:?}",
+        client.backlog
+    );
+    assert_eq!(client.tool_names(), vec!["echo", "delete_path"]);
+    let refused = client.call_tool("note", json!({"note": "x"}));
+    assert_denied(&refused, "unavailable:note", "unavailable");
+    assert!(first_text(&refused).contains("disabled by an operator"));
+}
+
+#[test]
 fn safe_tools_run_at_once_and_inspectors_deny_with_their_reasons() {
     let (_dir, db) = temp_db();
     let mut client = spawn_tools(&db, &["--agent", "a1", "--team", "t1"], &[]);
