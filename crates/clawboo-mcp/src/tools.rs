@@ -193,8 +193,10 @@ impl ToolSet for ToolsServer {
         let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
         let run = tokio::task::spawn_blocking(move || {
             let outcome = broker.call(&caller, &tool, &args, &mut |progress| {
-                // The receiver lives until this call ends; a send cannot outlive it.
-                let _sent = progress_tx.send(progress.clone());
+                if progress.report {
+                    // The receiver lives until this call ends; a send cannot outlive it.
+                    let _sent = progress_tx.send(progress.clone());
+                }
                 if cancelled.is_cancelled() {
                     WaitControl::Abandon
                 } else {

@@ -220,6 +220,52 @@ fn an_unanswered_approval_expires_after_the_configured_wait() {
 }
 
 #[test]
+fn concurrent_waits_are_decided_independently_and_a_closed_client_expires_the_rest() {
+    let (_dir, db) = temp_db();
+    let mut client = spawn_tools(&db, &[], &[]);
+    start_call(&mut client, 1, "delete_path", json!({"path": "/one"}));
+    let first = wait_until_pending(&mut client, &db, 1);
+    start_call(&mut client, 2, "delete_path", json!({"path": "/two"}));
+    // The second call waits too while the first is still pending.
+    let progress = loop {
+        let message = client.recv();
+        if message["method"] == "notifications/progress"
+            && message["params"]["progressToken"] == "p2"
+        {
+            break message;
+        }
+        client.backlog.push(message);
+    };
+    let listed = approvals_json(&db, &["list", "--json"]);
+    let second = listed["approvals"]
+        .as_array()
+        .expect("approvals")
+        .iter()
+        .map(|a| a["id"].as_str().expect("id").to_string())
+        .find(|id| *id != first)
+        .expect("a second pending approval");
+    assert!(
+        progress["params"]["message"]
+            .as_str()
+            .expect("message")
+            .contains(&second)
+    );
+    approvals_json(&db, &["allow", &second, "--json"]);
+    assert_ne!(answer(&mut client, 2)["isError"], true);
+    // The client goes away while call 1 still waits: the server exits and its row expires.
+    assert_eq!(client.close(), Some(0));
+    let listed = approvals_json(&db, &["list", "--all", "--json"]);
+    let row = listed["approvals"]
+        .as_array()
+        .expect("approvals")
+        .iter()
+        .find(|a| a["id"] == first.as_str())
+        .expect("first approval")
+        .clone();
+    assert_eq!(row["status"], "expired", "{row}");
+}
+
+#[test]
 fn allow_always_skips_the_next_approval_for_that_bound_agent_only() {
     let (_dir, db) = temp_db();
     let mut a1 = spawn_tools(&db, &["--agent", "a1", "--team", "t1"], &[]);

@@ -283,7 +283,7 @@ fn wake(id: &str) {
     }
 }
 
-/// Progress of a waiting call, reported about once a second.
+/// Progress of a waiting call, seen on every poll.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WaitProgress {
     /// The approval being waited on.
@@ -292,6 +292,9 @@ pub struct WaitProgress {
     pub waited_ms: u64,
     /// The whole wait, in milliseconds.
     pub total_ms: u64,
+    /// Whether to tell the caller (about once a second); the observer is also asked on
+    /// every poll so an abandoned wait ends promptly.
+    pub report: bool,
 }
 
 /// What a waiting call's observer wants next.
@@ -362,19 +365,21 @@ pub(crate) fn wait_for_decision(
             }
             continue; // a decision landed just in time: read it
         }
-        if last_progress.is_none_or(|at| at.elapsed() >= pacing.progress) {
+        let report = last_progress.is_none_or(|at| at.elapsed() >= pacing.progress);
+        if report {
             last_progress = Some(Instant::now());
-            let progress = WaitProgress {
-                approval_id: approval_id.to_string(),
-                waited_ms: (now - created_at).max(0) as u64,
-                total_ms,
-            };
-            if observer(&progress) == WaitControl::Abandon {
-                if expire(store, approval_id)? {
-                    return Ok(WaitEnd::Expired);
-                }
-                continue;
+        }
+        let progress = WaitProgress {
+            approval_id: approval_id.to_string(),
+            waited_ms: (now - created_at).max(0) as u64,
+            total_ms,
+            report,
+        };
+        if observer(&progress) == WaitControl::Abandon {
+            if expire(store, approval_id)? {
+                return Ok(WaitEnd::Expired);
             }
+            continue;
         }
         let remaining = Duration::from_millis((expires_at - now).max(1) as u64);
         registration.sleep(remaining.min(pacing.poll));
