@@ -96,21 +96,33 @@ impl FromStr for Decision {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Approval {
+    /// The approval id operators decide by.
     pub id: String,
+    /// The call it belongs to (its audit rows share this id).
     pub call_id: String,
+    /// The tool the call wants to run.
     pub tool_name: String,
+    /// The calling agent (from the binding), if bound.
     pub agent_id: Option<String>,
+    /// The calling team (from the binding), if bound.
     pub team_id: Option<String>,
+    /// The tool's risk level (`external`, `destructive`).
     pub risk: String,
     /// Why approval is needed, for the human.
     pub message: String,
     /// The call's arguments, scrubbed, as JSON text.
     pub args_json: String,
+    /// Where it stands.
     pub status: ApprovalStatus,
+    /// The human's answer, once given.
     pub decision: Option<Decision>,
+    /// Who answered (`cli`, `web`, `api`).
     pub decided_by: Option<String>,
+    /// When the call asked (epoch ms).
     pub created_at: i64,
+    /// When the call stops waiting and the row expires (epoch ms).
     pub expires_at: i64,
+    /// When it was decided or expired (epoch ms).
     pub decided_at: Option<i64>,
 }
 
@@ -146,7 +158,12 @@ pub enum ApprovalError {
     NotFound(String),
     /// Somebody (or the clock) already settled it.
     #[error("approval {id} is already {status}; only pending approvals can be decided")]
-    AlreadySettled { id: String, status: ApprovalStatus },
+    AlreadySettled {
+        /// The approval.
+        id: String,
+        /// What it already is.
+        status: ApprovalStatus,
+    },
     /// Its wait ran out before this decision arrived; the row is now `expired`.
     #[error(
         "approval {0} expired before the decision arrived; the agent's call was refused, ask it to retry"

@@ -144,11 +144,17 @@ impl Subject {
 /// The class of a denial (`_meta.error` on the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DenialClass {
+    /// No tool has that name.
     UnknownTool,
+    /// Disabled by an operator or a requirement is unmet.
     Unavailable,
+    /// The arguments do not match the tool's input.
     InvalidArgs,
+    /// The security inspector matched a blocked pattern.
     Security,
+    /// The tool is on the caller's blocklist.
     Scope,
+    /// A human denied the call, or nobody answered in time.
     Approval,
 }
 
@@ -215,8 +221,11 @@ pub enum CallOutcome {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolStatus {
+    /// The tool's name.
     pub name: String,
+    /// Its one-line description.
     pub description: String,
+    /// `safe`, `external` or `destructive`.
     pub risk: String,
     /// Not switched off by an operator.
     pub enabled: bool,
@@ -230,15 +239,21 @@ pub struct ToolStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditRow {
+    /// The row id.
     pub id: String,
+    /// The call both rows of one call share.
     pub call_id: String,
     /// `before` (the decision) or `after` (the result).
     pub phase: String,
+    /// The tool named by the call (scrubbed, at most 200 characters).
     pub tool_name: String,
+    /// The calling agent, where known.
     pub agent_id: Option<String>,
+    /// The calling team, where known.
     pub team_id: Option<String>,
     /// `allow` or `deny` (before rows), `executed` (after rows).
     pub decision: String,
+    /// Why (`security:high:…`, `approval:allow`, …), when there is a reason to give.
     pub reason: Option<String>,
     /// Things noticed but not refused (`mention:<label>`, `clamp:<arg>`, `approval:remembered`).
     pub observations: Vec<String>,
@@ -246,8 +261,11 @@ pub struct AuditRow {
     pub args_json: Option<String>,
     /// Scrubbed, compacted, truncated result.
     pub result_text: Option<String>,
+    /// Whether the tool failed (after rows).
     pub is_error: Option<bool>,
+    /// The approval the call asked for, if any.
     pub approval_id: Option<String>,
+    /// When (epoch ms).
     pub created_at: i64,
 }
 
