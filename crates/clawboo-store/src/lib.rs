@@ -16,6 +16,7 @@
 
 pub mod board;
 pub mod broker;
+pub mod chat;
 mod db;
 mod error;
 pub mod inbox;

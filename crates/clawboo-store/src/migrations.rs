@@ -8,6 +8,10 @@ use crate::error::Result;
 /// Every migration, in order; its position + 1 is the `user_version` it leaves behind.
 const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_board", include_str!("../migrations/0001_board.sql")),
+    (
+        "0003_teamchat",
+        include_str!("../migrations/0003_teamchat.sql"),
+    ),
     ("0004_tools", include_str!("../migrations/0004_tools.sql")),
 ];
 
