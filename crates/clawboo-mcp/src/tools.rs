@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use clawboo_store::Store;
 use clawboo_store::broker::{
-    Broker, BrokerConfig, CallOutcome, Caller, ToolSpec, WaitControl, WaitProgress,
+    Broker, BrokerConfig, CallOutcome, Caller, MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, MAX_PATH_CHARS,
+    MAX_QUERY_CHARS, ToolSpec, WaitControl, WaitProgress,
 };
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -72,25 +73,25 @@ fn input_schema(name: &str) -> JsonObject {
     let schema = match name {
         "echo" => json!({
             "type": "object",
-            "properties": {"message": {"type": "string", "description": "The message to echo back."}},
+            "properties": {"message": {"type": "string", "maxLength": MAX_MESSAGE_CHARS, "description": "The message to echo back."}},
             "required": ["message"]
         }),
         "note" => json!({
             "type": "object",
-            "properties": {"note": {"type": "string", "minLength": 1, "description": "The note to record."}},
+            "properties": {"note": {"type": "string", "minLength": 1, "maxLength": MAX_NOTE_CHARS, "description": "The note to record."}},
             "required": ["note"]
         }),
         "web_search" => json!({
             "type": "object",
             "properties": {
-                "query": {"type": "string", "description": "What to search for."},
+                "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "description": "What to search for."},
                 "limit": {"type": "integer", "minimum": 1, "description": "How many results (at most 20 are fetched)."}
             },
             "required": ["query"]
         }),
         "delete_path" => json!({
             "type": "object",
-            "properties": {"path": {"type": "string", "minLength": 1, "description": "The path to delete."}},
+            "properties": {"path": {"type": "string", "minLength": 1, "maxLength": MAX_PATH_CHARS, "description": "The path to delete."}},
             "required": ["path"]
         }),
         _ => json!({"type": "object", "properties": {}, "required": []}),
@@ -282,6 +283,10 @@ mod tests {
         assert_eq!(required("web_search"), json!(["query"]));
         assert_eq!(required("delete_path"), json!(["path"]));
         assert_eq!(input_schema("note")["properties"]["note"]["minLength"], 1);
+        assert_eq!(
+            input_schema("note")["properties"]["note"]["maxLength"],
+            10_000
+        );
         assert_eq!(
             input_schema("delete_path")["properties"]["path"]["minLength"],
             1

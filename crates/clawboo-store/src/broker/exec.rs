@@ -60,6 +60,26 @@ fn decode<T: for<'de> Deserialize<'de>>(args: &Map<String, Value>) -> Result<T, 
     serde_json::from_value(Value::Object(args.clone())).map_err(|e| e.to_string())
 }
 
+/// The longest `echo` message, in characters.
+pub const MAX_MESSAGE_CHARS: usize = 100_000;
+/// The longest `note`, in characters.
+pub const MAX_NOTE_CHARS: usize = 10_000;
+/// The longest `web_search` query, in characters.
+pub const MAX_QUERY_CHARS: usize = 2_000;
+/// The longest `delete_path` path, in characters.
+pub const MAX_PATH_CHARS: usize = 4_096;
+
+fn at_most(field: &str, value: &str, max: usize) -> Result<(), String> {
+    let count = value.chars().count();
+    if count > max {
+        Err(format!(
+            "`{field}` is {count} characters long; the limit is {max}"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
 fn non_empty(field: &str, value: &str) -> Result<(), String> {
     if value.trim().is_empty() {
         Err(format!("`{field}` must be a non-empty string"))
@@ -73,16 +93,19 @@ pub(crate) fn validate(tool: &str, args: &Map<String, Value>) -> Result<Invocati
     match tool {
         super::registry::ECHO => {
             let a: EchoArgs = decode(args)?;
+            at_most("message", &a.message, MAX_MESSAGE_CHARS)?;
             Ok(Invocation::Echo { message: a.message })
         }
         super::registry::NOTE => {
             let a: NoteArgs = decode(args)?;
             non_empty("note", &a.note)?;
+            at_most("note", &a.note, MAX_NOTE_CHARS)?;
             Ok(Invocation::Note { note: a.note })
         }
         super::registry::WEB_SEARCH => {
             let a: WebSearchArgs = decode(args)?;
             non_empty("query", &a.query)?;
+            at_most("query", &a.query, MAX_QUERY_CHARS)?;
             if a.limit == Some(0) {
                 return Err("`limit` must be at least 1".to_string());
             }
@@ -94,6 +117,7 @@ pub(crate) fn validate(tool: &str, args: &Map<String, Value>) -> Result<Invocati
         super::registry::DELETE_PATH => {
             let a: DeletePathArgs = decode(args)?;
             non_empty("path", &a.path)?;
+            at_most("path", &a.path, MAX_PATH_CHARS)?;
             Ok(Invocation::DeletePath { path: a.path })
         }
         other => Err(format!("no executor for `{other}`")),
@@ -290,6 +314,13 @@ mod tests {
         assert!(validate("delete_path", &args(json!({"path": ""}))).is_err());
         assert!(validate("web_search", &args(json!({"query": "q", "limit": "3"}))).is_err());
         assert!(validate("web_search", &args(json!({"query": "q", "limit": 0}))).is_err());
+        let long_note = "n".repeat(MAX_NOTE_CHARS + 1);
+        assert!(
+            validate("note", &args(json!({ "note": long_note })))
+                .unwrap_err()
+                .contains("the limit is 10000")
+        );
+        assert!(validate("delete_path", &args(json!({"path": "p".repeat(5000)}))).is_err());
     }
 
     #[test]

@@ -33,6 +33,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use approvals::{Approval, ApprovalError, ApprovalStatus, Decision, WaitControl, WaitProgress};
+pub use exec::{MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, MAX_PATH_CHARS, MAX_QUERY_CHARS};
 pub use registry::{Requirement, Risk, ToolSpec};
 
 use crate::scrub::{scrub_json, scrub_text};
