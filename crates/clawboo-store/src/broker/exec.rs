@@ -230,7 +230,7 @@ fn web_search(tavily: &Tavily, query: &str, limit: Option<u64>) -> Output {
         return Output::error(format!(
             "web_search failed: Tavily answered HTTP {}{hint}: {}",
             status.as_u16(),
-            body.chars().take(300).collect::<String>()
+            scrub_text(&body.chars().take(300).collect::<String>())
         ));
     }
     match serde_json::from_str::<Value>(&body) {
