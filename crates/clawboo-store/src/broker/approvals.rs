@@ -9,7 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use rusqlite::{OptionalExtension, Row, Transaction, params};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{Store, StoreError};
 
@@ -54,8 +54,8 @@ impl fmt::Display for ApprovalStatus {
     }
 }
 
-/// A human's answer to an approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// A human's answer to an approval (`"allow_once"`, `"allow_always"`, `"deny"` on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     /// Run this one call.

@@ -669,3 +669,25 @@ fn audit_and_approval_rows_hold_no_secret_from_the_corpus() {
         assert!(!dump.contains(secret), "{secret} leaked into:\n{dump}");
     }
 }
+
+#[test]
+fn decisions_read_and_write_their_wire_names() {
+    for (name, decision) in [
+        ("allow_once", Decision::AllowOnce),
+        ("allow_always", Decision::AllowAlways),
+        ("deny", Decision::Deny),
+    ] {
+        assert_eq!(name.parse::<Decision>().unwrap(), decision);
+        assert_eq!(
+            serde_json::from_value::<Decision>(json!(name)).unwrap(),
+            decision
+        );
+        assert_eq!(serde_json::to_value(decision).unwrap(), json!(name));
+    }
+    assert!(
+        "allow"
+            .parse::<Decision>()
+            .unwrap_err()
+            .contains("allow_once, allow_always or deny")
+    );
+}
