@@ -209,7 +209,7 @@ impl ToolSet for ToolsServer {
         });
         // The sender is dropped when the blocking call returns, which ends this loop.
         while let Some(progress) = progress_rx.recv().await {
-            tracing::info!(tool = name, approval = %progress.approval_id, "waiting for approval");
+            tracing::debug!(tool = name, approval = %progress.approval_id, "waiting for approval");
             if let Some(token) = &progress_token {
                 let param =
                     ProgressNotificationParam::new(token.clone(), progress.waited_ms as f64)
