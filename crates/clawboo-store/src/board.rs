@@ -364,6 +364,103 @@ fn summarize(body: &str) -> String {
     }
 }
 
+/// Validate `new`, check it against the caps (when `policy` is capped) and insert it,
+/// inside the caller's write transaction.
+pub(crate) fn insert_task(
+    tx: &Transaction<'_>,
+    now: i64,
+    new: NewTask,
+    policy: CreatePolicy,
+    scope: Scope<'_>,
+) -> Result<Task> {
+    let title = new.title.trim();
+    if title.is_empty() {
+        return Err(StoreError::Invalid("title must not be empty".into()));
+    }
+    check_len("title", title, MAX_TITLE_CHARS)?;
+    if let Some(d) = &new.description {
+        check_len("description", d, MAX_BODY_CHARS)?;
+    }
+    if new.parent_task_id.as_deref() == Some("") {
+        return Err(StoreError::Invalid("parentTaskId must not be empty".into()));
+    }
+    let mut team_id = scope.team_id.map(str::to_owned).or(new.team_id.clone());
+    if let Some(parent_id) = new.parent_task_id.as_deref() {
+        let parent = load_task(tx, parent_id, scope)?.filter(|p| !p.dropped);
+        let Some(parent) = parent else {
+            return Err(match policy {
+                CreatePolicy::Capped => StoreError::Cap {
+                    reason: CapReason::ParentNotFound,
+                    message: format!("parent not found: {parent_id}"),
+                },
+                CreatePolicy::Uncapped => StoreError::NotFound(parent_id.to_owned()),
+            });
+        };
+        if policy == CreatePolicy::Capped {
+            if depth_of(tx, parent_id)? + 1 > MAX_DEPTH {
+                return Err(StoreError::Cap {
+                    reason: CapReason::DepthCap,
+                    message: format!(
+                        "subtask rejected: parent {parent_id} is at the maximum nesting depth ({MAX_DEPTH}); attach the new task higher in the tree"
+                    ),
+                });
+            }
+            let children: i64 = tx.query_row(
+                "SELECT COUNT(*) FROM tasks WHERE parent_task_id = ?1 AND dropped = 0",
+                [parent_id],
+                |r| r.get(0),
+            )?;
+            if children >= MAX_CHILDREN {
+                return Err(StoreError::Cap {
+                    reason: CapReason::ChildCap,
+                    message: format!(
+                        "subtask rejected: parent {parent_id} already has {children} children (max {MAX_CHILDREN}); drop one or attach the new task elsewhere"
+                    ),
+                });
+            }
+        }
+        if team_id.is_none() {
+            team_id = parent.team_id;
+        }
+    } else if policy == CreatePolicy::Capped {
+        let recent: i64 = tx.query_row(
+            "SELECT COUNT(*) FROM tasks WHERE parent_task_id IS NULL AND created_at > ?1",
+            [now - ROOT_RATE_WINDOW_MS],
+            |r| r.get(0),
+        )?;
+        if recent >= MAX_ROOTS_PER_WINDOW {
+            return Err(StoreError::Cap {
+                reason: CapReason::RootRateCap,
+                message: format!(
+                    "task rejected: {recent} root tasks already created in the last 5 min (max {MAX_ROOTS_PER_WINDOW}); attach this work to an existing task with parentTaskId instead of opening another"
+                ),
+            });
+        }
+    }
+    let status = new.status.unwrap_or(Status::Todo);
+    let id = new_id();
+    tx.execute(
+        "INSERT INTO tasks(id, title, description, status, priority, team_id, assignee_agent_id,
+                assignee_runtime, parent_task_id, tenant_id, created_at, updated_at, completed_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12)",
+        params![
+            id,
+            title,
+            new.description,
+            status.as_str(),
+            new.priority.unwrap_or(0),
+            team_id,
+            new.assignee_agent_id,
+            new.assignee_runtime,
+            new.parent_task_id,
+            new.tenant_id,
+            now,
+            status.is_terminal().then_some(now),
+        ],
+    )?;
+    require_task(tx, &id, Scope::ALL)
+}
+
 impl Store {
     /// Create a task. With [`CreatePolicy::Capped`] the parent, depth, child-count and
     /// root-rate caps are checked together with the insert in one `BEGIN IMMEDIATE`.
@@ -375,95 +472,8 @@ impl Store {
         policy: CreatePolicy,
         scope: Scope<'_>,
     ) -> Result<Task> {
-        let title = new.title.trim();
-        if title.is_empty() {
-            return Err(StoreError::Invalid("title must not be empty".into()));
-        }
-        check_len("title", title, MAX_TITLE_CHARS)?;
-        if let Some(d) = &new.description {
-            check_len("description", d, MAX_BODY_CHARS)?;
-        }
-        if new.parent_task_id.as_deref() == Some("") {
-            return Err(StoreError::Invalid("parentTaskId must not be empty".into()));
-        }
         let now = self.now_ms();
-        self.write(|tx| {
-            let mut team_id = scope.team_id.map(str::to_owned).or(new.team_id.clone());
-            if let Some(parent_id) = new.parent_task_id.as_deref() {
-                let parent = load_task(tx, parent_id, scope)?.filter(|p| !p.dropped);
-                let Some(parent) = parent else {
-                    return Err(match policy {
-                        CreatePolicy::Capped => StoreError::Cap {
-                            reason: CapReason::ParentNotFound,
-                            message: format!("parent not found: {parent_id}"),
-                        },
-                        CreatePolicy::Uncapped => StoreError::NotFound(parent_id.to_owned()),
-                    });
-                };
-                if policy == CreatePolicy::Capped {
-                    if depth_of(tx, parent_id)? + 1 > MAX_DEPTH {
-                        return Err(StoreError::Cap {
-                            reason: CapReason::DepthCap,
-                            message: format!(
-                                "subtask rejected: parent {parent_id} is at the maximum nesting depth ({MAX_DEPTH}); attach the new task higher in the tree"
-                            ),
-                        });
-                    }
-                    let children: i64 = tx.query_row(
-                        "SELECT COUNT(*) FROM tasks WHERE parent_task_id = ?1 AND dropped = 0",
-                        [parent_id],
-                        |r| r.get(0),
-                    )?;
-                    if children >= MAX_CHILDREN {
-                        return Err(StoreError::Cap {
-                            reason: CapReason::ChildCap,
-                            message: format!(
-                                "subtask rejected: parent {parent_id} already has {children} children (max {MAX_CHILDREN}); drop one or attach the new task elsewhere"
-                            ),
-                        });
-                    }
-                }
-                if team_id.is_none() {
-                    team_id = parent.team_id;
-                }
-            } else if policy == CreatePolicy::Capped {
-                let recent: i64 = tx.query_row(
-                    "SELECT COUNT(*) FROM tasks WHERE parent_task_id IS NULL AND created_at > ?1",
-                    [now - ROOT_RATE_WINDOW_MS],
-                    |r| r.get(0),
-                )?;
-                if recent >= MAX_ROOTS_PER_WINDOW {
-                    return Err(StoreError::Cap {
-                        reason: CapReason::RootRateCap,
-                        message: format!(
-                            "task rejected: {recent} root tasks already created in the last 5 min (max {MAX_ROOTS_PER_WINDOW}); attach this work to an existing task with parentTaskId instead of opening another"
-                        ),
-                    });
-                }
-            }
-            let status = new.status.unwrap_or(Status::Todo);
-            let id = new_id();
-            tx.execute(
-                "INSERT INTO tasks(id, title, description, status, priority, team_id, assignee_agent_id,
-                    assignee_runtime, parent_task_id, tenant_id, created_at, updated_at, completed_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12)",
-                params![
-                    id,
-                    title,
-                    new.description,
-                    status.as_str(),
-                    new.priority.unwrap_or(0),
-                    team_id,
-                    new.assignee_agent_id,
-                    new.assignee_runtime,
-                    new.parent_task_id,
-                    new.tenant_id,
-                    now,
-                    status.is_terminal().then_some(now),
-                ],
-            )?;
-            require_task(tx, &id, Scope::ALL)
-        })
+        self.write(|tx| insert_task(tx, now, new, policy, scope))
     }
 
     /// [`Store::create_task_in`] over the whole board.
