@@ -21,11 +21,14 @@
 #![allow(clippy::result_large_err)]
 
 pub mod binding;
+pub mod envelope;
 pub mod memory;
 pub mod protocol;
 pub mod server;
 pub mod stdio;
 pub mod tasks;
+pub mod teamchat;
+pub mod tools;
 
 /// The four servers, by the short name used in URLs and binary names.
 pub const MCP_SERVER_NAMES: [&str; 4] = ["tasks", "memory", "tools", "teamchat"];

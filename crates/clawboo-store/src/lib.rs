@@ -15,6 +15,8 @@
 //! ```
 
 pub mod board;
+pub mod broker;
+pub mod chat;
 mod db;
 mod error;
 pub mod inbox;

@@ -9,6 +9,11 @@ use crate::error::Result;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_board", include_str!("../migrations/0001_board.sql")),
     ("0002_memory", include_str!("../migrations/0002_memory.sql")),
+    (
+        "0003_teamchat",
+        include_str!("../migrations/0003_teamchat.sql"),
+    ),
+    ("0004_tools", include_str!("../migrations/0004_tools.sql")),
 ];
 
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).

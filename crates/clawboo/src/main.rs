@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use clawboo::approvals::ApprovalsCommand;
 use clawboo::board::BoardCommand;
 use clawboo::stdio::StdioArgs;
 
@@ -35,6 +36,14 @@ enum Command {
         #[command(subcommand)]
         command: BoardCommand,
     },
+    /// Answer the tool broker's pending approvals.
+    Approvals {
+        /// Database file (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
+        #[arg(long, global = true, value_name = "PATH")]
+        db: Option<PathBuf>,
+        #[command(subcommand)]
+        command: ApprovalsCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -43,6 +52,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Mcp { server, args } => clawboo::stdio::run(&server, args),
         Command::Board { db, command } => clawboo::board::run(db, command),
+        Command::Approvals { db, command } => clawboo::approvals::run(db, command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
