@@ -3,6 +3,7 @@
 
 pub mod approvals;
 pub mod board;
+pub mod memory;
 pub mod stdio;
 
 use std::path::Path;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use clawboo::approvals::ApprovalsCommand;
 use clawboo::board::BoardCommand;
+use clawboo::memory::{MemoryCommand, ModelsCommand};
 use clawboo::stdio::StdioArgs;
 
 #[derive(Parser)]
@@ -44,6 +45,19 @@ enum Command {
         #[command(subcommand)]
         command: ApprovalsCommand,
     },
+    /// Maintain shared memory.
+    Memory {
+        /// Database file (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
+        #[arg(long, global = true, value_name = "PATH")]
+        db: Option<PathBuf>,
+        #[command(subcommand)]
+        command: MemoryCommand,
+    },
+    /// Install local model files (the MiniLM sentence model for memory search).
+    Models {
+        #[command(subcommand)]
+        command: ModelsCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -53,6 +67,8 @@ fn main() -> ExitCode {
         Command::Mcp { server, args } => clawboo::stdio::run(&server, args),
         Command::Board { db, command } => clawboo::board::run(db, command),
         Command::Approvals { db, command } => clawboo::approvals::run(db, command),
+        Command::Memory { db, command } => clawboo::memory::run(db, command),
+        Command::Models { command } => clawboo::memory::run_models(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

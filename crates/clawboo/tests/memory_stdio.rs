@@ -322,3 +322,47 @@ fn concurrent_procedure_saves_from_several_processes_get_versions_one_to_n() {
     let expected: Vec<i64> = (1..=(PROCESSES * SAVES_EACH) as i64).collect();
     assert_eq!(versions, expected);
 }
+
+#[test]
+fn reindex_gives_facts_saved_without_an_embedder_a_vector() {
+    let (_d, db) = temp_db();
+    let mut c = StdioClient::spawn_with_env(BIN, &db, &[], &[("CLAWBOO_EMBEDDINGS", "none")]);
+    c.initialize();
+    for i in 0..3 {
+        let fact = save_fact(
+            &mut c,
+            &format!("fact {i}"),
+            "saved without vectors",
+            json!({}),
+        );
+        assert_eq!(fact["embeddingModel"], Value::Null);
+    }
+    assert_eq!(c.close(), Some(0));
+    let reindex = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_clawboo"))
+            .args(["memory", "reindex", "--json", "--db"])
+            .arg(&db)
+            .env("CLAWBOO_EMBEDDINGS", "builtin")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    assert_eq!(
+        reindex(),
+        json!({"model": "clawboo-hashed-v1-256", "embedded": 3, "upToDate": 0})
+    );
+    assert_eq!(
+        reindex(),
+        json!({"model": "clawboo-hashed-v1-256", "embedded": 0, "upToDate": 3})
+    );
+    let mut c = spawn(&db, &[]);
+    let browsed = c.call_ok("memory_browse", json!({}));
+    for fact in browsed["facts"].as_array().unwrap() {
+        assert_eq!(fact["embeddingModel"], "clawboo-hashed-v1-256");
+    }
+}

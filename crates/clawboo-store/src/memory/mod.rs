@@ -16,7 +16,7 @@ use serde::Serialize;
 
 pub use clawboo_embed::{EmbedError, Embedder};
 pub use procedures::{NewProcedure, Procedure};
-pub use search::{MatchedVia, SearchHit, SearchMode, SearchOutcome};
+pub use search::{MAX_QUERY_CHARS, MatchedVia, SearchHit, SearchMode, SearchOutcome};
 
 use crate::error::{Result, StoreError};
 use crate::scrub::{is_only_redactions, scrub_text};

@@ -8,11 +8,13 @@ use std::str::FromStr;
 use serde::Serialize;
 
 use super::{
-    FACT_COLUMNS, Fact, MAX_SEARCH_LIMIT, Memory, ScopeFilter, blob_to_vector, check_limit,
-    fact_from_row,
+    FACT_COLUMNS, Fact, MAX_SEARCH_LIMIT, Memory, ScopeFilter, blob_to_vector, check_len,
+    check_limit, fact_from_row,
 };
 use crate::error::{Result, StoreError};
 
+/// Longest accepted query, in characters.
+pub const MAX_QUERY_CHARS: usize = 2_000;
 /// Most query words used (the rest are ignored).
 const MAX_QUERY_WORDS: usize = 64;
 /// Candidates each list contributes to a hybrid fusion (at least the limit).
@@ -211,6 +213,7 @@ impl Memory {
         limit: u32,
     ) -> Result<SearchOutcome> {
         check_limit(limit, MAX_SEARCH_LIMIT)?;
+        check_len("query", query, MAX_QUERY_CHARS)?;
         if query.trim().is_empty() {
             return Err(StoreError::Invalid(
                 "query is empty; say what to look for".into(),

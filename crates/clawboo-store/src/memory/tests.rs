@@ -77,6 +77,11 @@ fn oversize_input_and_bad_limits_are_refused() {
     assert!(m.browse(&ScopeFilter::default(), 201).is_err());
     assert!(m.search("x", None, &ScopeFilter::default(), 101).is_err());
     assert!(m.search("   ", None, &ScopeFilter::default(), 5).is_err());
+    let long_query = "word ".repeat(500);
+    assert!(
+        m.search(&long_query, None, &ScopeFilter::default(), 5)
+            .is_err()
+    );
 }
 
 #[test]
