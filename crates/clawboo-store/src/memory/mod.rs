@@ -477,14 +477,17 @@ impl Memory {
             })?;
             report.embedded += pending.len();
         }
-        report.up_to_date = self.store.read(|conn| {
+        let current: i64 = self.store.read(|conn| {
             conn.query_row(
                 "SELECT count(*) FROM memory_facts WHERE embedding_model = ? AND embedding_dim = ?",
                 params![model, dim],
-                |r| r.get::<_, i64>(0),
+                |r| r.get(0),
             )
-        })? as usize
-            - report.embedded;
+        })?;
+        // Another process may re-embed concurrently; never underflow.
+        report.up_to_date = usize::try_from(current)
+            .unwrap_or(0)
+            .saturating_sub(report.embedded);
         Ok(report)
     }
 
