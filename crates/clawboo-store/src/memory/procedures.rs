@@ -162,7 +162,7 @@ impl Memory {
         let (cond, mut args) = scope.sql("p");
         let mut word_cond = String::new();
         if let Some(q) = query {
-            let words = super::search::query_words(q);
+            let words = super::search::fts_words(&super::search::query_words(q));
             if words.is_empty() {
                 return Ok(Vec::new());
             }

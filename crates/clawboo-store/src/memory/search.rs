@@ -113,7 +113,7 @@ const STOPWORDS: &[&str] = &[
 
 /// The words a full-text query ORs: the query's words without function words, or all of
 /// them when it has nothing else.
-fn fts_words(words: &[String]) -> Vec<String> {
+pub(crate) fn fts_words(words: &[String]) -> Vec<String> {
     let content: Vec<String> = words
         .iter()
         .filter(|w| !STOPWORDS.contains(&w.as_str()))

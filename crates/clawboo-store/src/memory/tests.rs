@@ -391,6 +391,12 @@ fn procedures_version_per_name_and_scope() {
             .unwrap()
             .is_empty()
     );
+    // Function words alone do not match every procedure.
+    assert!(
+        m.latest_procedures(&team("B"), Some("is there a thing"), 10)
+            .unwrap()
+            .is_empty()
+    );
     let versions = m
         .procedure_versions(
             "release",
