@@ -2,7 +2,8 @@
 //! mask, L2 normalisation (what sentence-transformers does for this model). Loaded from a
 //! folder holding `model.safetensors`, `tokenizer.json` and `config.json`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
@@ -20,17 +21,25 @@ const MAX_TOKENS: usize = 256;
 /// Texts embedded per forward pass.
 const BATCH: usize = 16;
 
-/// The all-MiniLM-L6-v2 sentence embedder.
+/// The all-MiniLM-L6-v2 sentence embedder. [`MiniLmEmbedder::open`] reads only the config
+/// (so a server starts at once); the weights load on the first embedding.
 pub struct MiniLmEmbedder {
+    dir: PathBuf,
+    dim: usize,
+    loaded: OnceLock<Result<Loaded, String>>,
+}
+
+/// The model in memory.
+struct Loaded {
     model: BertModel,
     tokenizer: Tokenizer,
     device: Device,
-    dim: usize,
 }
 
 impl std::fmt::Debug for MiniLmEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MiniLmEmbedder")
+            .field("dir", &self.dir)
             .field("dim", &self.dim)
             .finish_non_exhaustive()
     }
@@ -53,21 +62,50 @@ impl MiniLmEmbedder {
         MINILM_FILES.iter().all(|f| dir.join(f).is_file())
     }
 
-    /// Load the model from `dir` (CPU).
-    pub fn load(dir: &Path) -> Result<MiniLmEmbedder, EmbedError> {
-        let config_text = read(&dir.join("config.json"))?;
-        let config: Config = serde_json::from_slice(&config_text)
-            .map_err(|e| EmbedError::Model(format!("config.json: {e}")))?;
-        let raw: serde_json::Value = serde_json::from_slice(&config_text)
+    /// Check the files in `dir` and read the config; the weights load on first use.
+    pub fn open(dir: &Path) -> Result<MiniLmEmbedder, EmbedError> {
+        if !MiniLmEmbedder::files_present(dir) {
+            return Err(EmbedError::Config(format!(
+                "MiniLM files ({}) are missing from {}; run scripts/install-minilm.sh or `clawboo models install`",
+                MINILM_FILES.join(", "),
+                dir.display()
+            )));
+        }
+        let raw: serde_json::Value = serde_json::from_slice(&read(&dir.join("config.json"))?)
             .map_err(|e| EmbedError::Model(format!("config.json: {e}")))?;
         let dim = raw
             .get("hidden_size")
             .and_then(serde_json::Value::as_u64)
             .ok_or_else(|| EmbedError::Model("config.json has no hidden_size".into()))?
             as usize;
+        Ok(MiniLmEmbedder {
+            dir: dir.to_path_buf(),
+            dim,
+            loaded: OnceLock::new(),
+        })
+    }
 
-        let tokenizer_path = dir.join("tokenizer.json");
-        let mut tokenizer = Tokenizer::from_bytes(read(&tokenizer_path)?)
+    /// Open the model in `dir` and load its weights now (CPU).
+    pub fn load(dir: &Path) -> Result<MiniLmEmbedder, EmbedError> {
+        let e = MiniLmEmbedder::open(dir)?;
+        e.loaded()?;
+        Ok(e)
+    }
+
+    /// The loaded model, loading it on first use (a failure is remembered).
+    fn loaded(&self) -> Result<&Loaded, EmbedError> {
+        self.loaded
+            .get_or_init(|| Loaded::load(&self.dir).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|message| EmbedError::Model(message.clone()))
+    }
+}
+
+impl Loaded {
+    fn load(dir: &Path) -> Result<Loaded, EmbedError> {
+        let config: Config = serde_json::from_slice(&read(&dir.join("config.json"))?)
+            .map_err(|e| EmbedError::Model(format!("config.json: {e}")))?;
+        let mut tokenizer = Tokenizer::from_bytes(read(&dir.join("tokenizer.json"))?)
             .map_err(|e| EmbedError::Model(format!("tokenizer.json: {e}")))?;
         tokenizer.with_padding(Some(PaddingParams {
             strategy: PaddingStrategy::BatchLongest,
@@ -79,17 +117,15 @@ impl MiniLmEmbedder {
                 ..TruncationParams::default()
             }))
             .map_err(|e| EmbedError::Model(format!("tokenizer truncation: {e}")))?;
-
         let device = Device::Cpu;
         let weights = read(&dir.join("model.safetensors"))?;
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
             .map_err(model_err)?;
         let model = BertModel::load(vb, &config).map_err(model_err)?;
-        Ok(MiniLmEmbedder {
+        Ok(Loaded {
             model,
             tokenizer,
             device,
-            dim,
         })
     }
 
@@ -140,9 +176,10 @@ impl Embedder for MiniLmEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let loaded = self.loaded()?;
         let mut out = Vec::with_capacity(texts.len());
         for chunk in texts.chunks(BATCH) {
-            out.extend(self.embed_batch(chunk)?);
+            out.extend(loaded.embed_batch(chunk)?);
         }
         Ok(out)
     }

@@ -181,14 +181,7 @@ fn minilm_files_present(_config: &EmbedConfig) -> bool {
 
 #[cfg(feature = "minilm")]
 fn minilm(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
-    if !crate::MiniLmEmbedder::files_present(&config.minilm_dir) {
-        return Err(EmbedError::Config(format!(
-            "MiniLM files (model.safetensors, tokenizer.json, config.json) are missing from {}; \
-             run scripts/install-minilm.sh or set {MINILM_DIR_ENV}",
-            config.minilm_dir.display()
-        )));
-    }
-    Ok(Arc::new(crate::MiniLmEmbedder::load(&config.minilm_dir)?))
+    Ok(Arc::new(crate::MiniLmEmbedder::open(&config.minilm_dir)?))
 }
 
 #[cfg(not(feature = "minilm"))]
