@@ -153,7 +153,10 @@ fn check_limit(limit: Option<u32>, max: u32) -> Result<u32, CallToolResult> {
     }
 }
 
-/// Run blocking memory work on the blocking pool; a panic becomes an internal tool-error.
+/// Run memory work on the blocking pool, even on a single-threaded runtime; a panic
+/// becomes an internal tool-error. Unlike quick store calls, memory work may embed text
+/// (tens of milliseconds with MiniLM) or call an HTTP embedder with a blocking client,
+/// which must never run on an async thread.
 async fn blocking<T, F>(memory: &Arc<Memory>, f: F) -> Result<T, CallToolResult>
 where
     T: Send + 'static,
