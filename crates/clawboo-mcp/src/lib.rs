@@ -1,1 +1,2 @@
-
+pub mod attach;
+pub mod signing;
