@@ -739,8 +739,10 @@ mod tests {
 
     #[test]
     fn scope_checks_per_server() {
-        let mut tenant = AttachScope::default();
-        tenant.tenant_id = Some("x".into());
+        let tenant = AttachScope {
+            tenant_id: Some("x".into()),
+            ..AttachScope::default()
+        };
         assert!(tenant.check_for(McpServerName::Tasks).is_err());
         assert!(tenant.check_for(McpServerName::Memory).is_ok());
         let delegate = AttachScope {
