@@ -1,2 +1,3 @@
 pub mod attach;
+pub mod probe;
 pub mod signing;
