@@ -11,10 +11,8 @@ use std::str::FromStr;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::binding::Binding;
 use crate::signing::ScopeSigner;
-
-/// Every server name, in the order the product lists them.
-pub const MCP_SERVER_NAMES: [&str; 4] = ["tasks", "memory", "tools", "teamchat"];
 
 /// One of the four MCP servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -26,7 +24,7 @@ pub enum McpServerName {
 }
 
 impl McpServerName {
-    /// Every server, in [`MCP_SERVER_NAMES`] order.
+    /// Every server, in [`crate::MCP_SERVER_NAMES`] order.
     pub const ALL: [McpServerName; 4] = [
         McpServerName::Tasks,
         McpServerName::Memory,
@@ -128,26 +126,13 @@ pub enum AttachError {
     ScopeNotApplicable(String),
 }
 
-/// The identity a session is bound to: which team's work it sees, which agent it acts
-/// as, which tenant (memory), and whether it may delegate (teamchat). The default is
-/// unbound: identity then comes from tool arguments.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AttachScope {
-    pub team_id: Option<String>,
-    pub agent_id: Option<String>,
-    pub tenant_id: Option<String>,
-    pub delegate: bool,
+/// Whether `scope` claims anything at all (a lone `delegate` counts: it must be refused,
+/// not silently dropped).
+fn claims_anything(scope: &Binding) -> bool {
+    scope.is_bound() || scope.delegate
 }
 
-impl AttachScope {
-    /// Whether any field binds (a default scope is unbound).
-    pub fn is_bound(&self) -> bool {
-        self.team_id.is_some()
-            || self.agent_id.is_some()
-            || self.tenant_id.is_some()
-            || self.delegate
-    }
-
+impl Binding {
     /// Check that `server` binds every field that is set: tenant only on memory,
     /// delegate only on teamchat, and teamchat needs both team and agent.
     pub fn check_for(&self, server: McpServerName) -> Result<(), AttachError> {
@@ -159,7 +144,7 @@ impl AttachScope {
             return refuse("delegate applies only to the teamchat server");
         }
         if server == McpServerName::Teamchat
-            && self.is_bound()
+            && claims_anything(self)
             && (self.team_id.is_none() || self.agent_id.is_none())
         {
             return refuse(
@@ -173,13 +158,13 @@ impl AttachScope {
 /// A scope with this install's signature over it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignedScope {
-    pub scope: AttachScope,
+    pub scope: Binding,
     pub sig: String,
 }
 
 impl SignedScope {
     /// Sign `scope` with `signer`.
-    pub fn new(scope: AttachScope, signer: &ScopeSigner) -> SignedScope {
+    pub fn new(scope: Binding, signer: &ScopeSigner) -> SignedScope {
         let sig = signer.sign(&scope);
         SignedScope { scope, sig }
     }
@@ -225,7 +210,7 @@ fn param_names(server: McpServerName) -> ParamNames {
 /// the signed binding when one is given.
 pub fn mcp_http_url(base: &str, server: McpServerName, signed: Option<&SignedScope>) -> String {
     let mut url = format!("{}/api/mcp/{}", base.trim_end_matches('/'), server.as_str());
-    let Some(signed) = signed.filter(|s| s.scope.is_bound()) else {
+    let Some(signed) = signed.filter(|s| claims_anything(&s.scope)) else {
         return url;
     };
     let names = param_names(server);
@@ -250,12 +235,12 @@ pub fn mcp_http_url(base: &str, server: McpServerName, signed: Option<&SignedSco
 }
 
 /// Why a URL's scope parameters were not honoured (logged, never shown to the model).
-fn unbound(server: McpServerName, why: &str) -> AttachScope {
+fn unbound(server: McpServerName, why: &str) -> Binding {
     tracing::warn!(
         server = server.as_str(),
         "attach URL scope ignored, serving the session unbound: {why}"
     );
-    AttachScope::default()
+    Binding::default()
 }
 
 /// The binding an HTTP session of `server` gets from its `initialize` request's query
@@ -267,7 +252,7 @@ pub fn binding_from_query(
     server: McpServerName,
     query: Option<&str>,
     signer: &ScopeSigner,
-) -> AttachScope {
+) -> Binding {
     let names = param_names(server);
     let mut team = None;
     let mut agent = None;
@@ -298,13 +283,13 @@ pub fn binding_from_query(
         Some("1" | "true") => true,
         Some(_) => return unbound(server, "delegate must be 1"),
     };
-    let scope = AttachScope {
+    let scope = Binding {
         team_id: team,
         agent_id: agent,
         tenant_id: tenant,
         delegate,
     };
-    if !scope.is_bound() {
+    if !claims_anything(&scope) {
         if sig.is_some() {
             tracing::warn!(
                 server = server.as_str(),
@@ -358,7 +343,7 @@ pub enum AttachTarget {
 pub fn stdio_target(
     launcher: &StdioLauncher,
     server: McpServerName,
-    scope: &AttachScope,
+    scope: &Binding,
     db_path: &str,
 ) -> AttachTarget {
     let (command, mut args) = match launcher {
@@ -557,11 +542,11 @@ mod tests {
         ScopeSigner::from_secret_hex(&"5a".repeat(32)).unwrap()
     }
 
-    fn team_agent(team: &str, agent: &str) -> AttachScope {
-        AttachScope {
+    fn team_agent(team: &str, agent: &str) -> Binding {
+        Binding {
             team_id: Some(team.into()),
             agent_id: Some(agent.into()),
-            ..AttachScope::default()
+            ..Binding::default()
         }
     }
 
@@ -642,7 +627,7 @@ mod tests {
         assert_eq!(a, b);
     }
 
-    fn signed_query(server: McpServerName, scope: AttachScope) -> String {
+    fn signed_query(server: McpServerName, scope: Binding) -> String {
         let url = mcp_http_url(
             "http://h:1",
             server,
@@ -658,7 +643,7 @@ mod tests {
             Some("scopeTeamId=t&scopeAgentId=a"),
             &signer(),
         );
-        assert_eq!(b, AttachScope::default());
+        assert_eq!(b, Binding::default());
     }
 
     #[test]
@@ -739,21 +724,21 @@ mod tests {
 
     #[test]
     fn scope_checks_per_server() {
-        let tenant = AttachScope {
+        let tenant = Binding {
             tenant_id: Some("x".into()),
-            ..AttachScope::default()
+            ..Binding::default()
         };
         assert!(tenant.check_for(McpServerName::Tasks).is_err());
         assert!(tenant.check_for(McpServerName::Memory).is_ok());
-        let delegate = AttachScope {
+        let delegate = Binding {
             delegate: true,
             ..team_agent("t", "a")
         };
         assert!(delegate.check_for(McpServerName::Memory).is_err());
         assert!(delegate.check_for(McpServerName::Teamchat).is_ok());
-        let only_team = AttachScope {
+        let only_team = Binding {
             team_id: Some("t".into()),
-            ..AttachScope::default()
+            ..Binding::default()
         };
         assert!(only_team.check_for(McpServerName::Teamchat).is_err());
         assert!(only_team.check_for(McpServerName::Tasks).is_ok());
@@ -769,7 +754,7 @@ mod tests {
         stdio_target(
             &StdioLauncher::Clawboo("/opt/claw boo/\"bin\"\\clawboo".into()),
             McpServerName::Teamchat,
-            &AttachScope {
+            &Binding {
                 delegate: true,
                 ..team_agent("team \"x\"", "it's me")
             },
@@ -810,7 +795,7 @@ mod tests {
             &stdio_target(
                 &StdioLauncher::BinDir("/usr/lib/clawboo/".into()),
                 McpServerName::Tasks,
-                &AttachScope::default(),
+                &Binding::default(),
                 "/home/u/.clawboo/clawboo.db",
             ),
         );

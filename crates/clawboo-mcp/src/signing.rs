@@ -11,7 +11,7 @@ use clawboo_store::{Store, StoreError};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-use crate::attach::AttachScope;
+use crate::binding::Binding;
 
 /// The `settings` key holding the hex signing secret.
 pub const SIGNING_SECRET_KEY: &str = "attach_signing_secret";
@@ -71,7 +71,7 @@ fn push_field(out: &mut String, name: &str, value: Option<&str>) {
 }
 
 /// The versioned canonical string a signature covers.
-fn canonical(scope: &AttachScope) -> String {
+fn canonical(scope: &Binding) -> String {
     let mut out = String::from(CANONICAL_VERSION);
     push_field(&mut out, "team", scope.team_id.as_deref());
     push_field(&mut out, "agent", scope.agent_id.as_deref());
@@ -110,14 +110,14 @@ impl ScopeSigner {
     }
 
     /// The hex signature of `scope` (deterministic: the same scope gives the same value).
-    pub fn sign(&self, scope: &AttachScope) -> String {
+    pub fn sign(&self, scope: &Binding) -> String {
         let mut mac = self.mac();
         mac.update(canonical(scope).as_bytes());
         hex::encode(mac.finalize().into_bytes())
     }
 
     /// Whether `sig_hex` is this install's signature of `scope`, compared in constant time.
-    pub fn verify(&self, scope: &AttachScope, sig_hex: &str) -> bool {
+    pub fn verify(&self, scope: &Binding, sig_hex: &str) -> bool {
         let Ok(sig) = hex::decode(sig_hex) else {
             return false;
         };
@@ -136,11 +136,11 @@ mod tests {
         ScopeSigner::from_secret_hex(&"ab".repeat(32)).unwrap()
     }
 
-    fn scope(team: &str, agent: &str) -> AttachScope {
-        AttachScope {
+    fn scope(team: &str, agent: &str) -> Binding {
+        Binding {
             team_id: Some(team.into()),
             agent_id: Some(agent.into()),
-            ..AttachScope::default()
+            ..Binding::default()
         }
     }
 
@@ -172,24 +172,24 @@ mod tests {
     fn field_boundaries_cannot_be_shifted() {
         let s = signer();
         // A separator smuggled into a value must not reproduce another split.
-        let a = AttachScope {
+        let a = Binding {
             team_id: Some("t\nagent=1:a".into()),
             agent_id: None,
-            ..AttachScope::default()
+            ..Binding::default()
         };
-        let b = AttachScope {
+        let b = Binding {
             team_id: Some("t".into()),
             agent_id: Some("a".into()),
-            ..AttachScope::default()
+            ..Binding::default()
         };
         assert_ne!(canonical(&a), canonical(&b));
         assert!(!s.verify(&b, &s.sign(&a)));
         // Absent and empty are different too.
-        let empty = AttachScope {
+        let empty = Binding {
             team_id: Some(String::new()),
-            ..AttachScope::default()
+            ..Binding::default()
         };
-        assert_ne!(canonical(&empty), canonical(&AttachScope::default()));
+        assert_ne!(canonical(&empty), canonical(&Binding::default()));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use clawboo_mcp::attach::MCP_SERVER_NAMES;
+use clawboo_mcp::MCP_SERVER_NAMES;
 use subtle::ConstantTimeEq;
 
 use crate::AppState;

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::routing::{MethodRouter, any};
-use clawboo_mcp::attach::{AttachScope, McpServerName, binding_from_query};
+use clawboo_mcp::attach::{McpServerName, binding_from_query};
+use clawboo_mcp::binding::Binding;
 use clawboo_mcp::probe::{ProbeError, probe_server};
 use clawboo_mcp::signing::ScopeSigner;
 use futures::future::BoxFuture;
@@ -34,7 +35,7 @@ impl McpMount {
         name: McpServerName,
         signer: ScopeSigner,
         config: McpHttpConfig,
-        build: impl Fn(AttachScope) -> S + Send + Sync + 'static,
+        build: impl Fn(Binding) -> S + Send + Sync + 'static,
     ) -> McpMount {
         let build = Arc::new(build);
         let for_http = build.clone();
@@ -47,7 +48,7 @@ impl McpMount {
             async move { service.handle(req).await }
         });
         let probe: ProbeFn = Arc::new(move || {
-            let server = build(AttachScope::default());
+            let server = build(Binding::default());
             Box::pin(probe_server(server))
         });
         McpMount { name, route, probe }

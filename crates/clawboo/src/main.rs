@@ -1,1 +1,62 @@
-fn main() {}
+//! `clawboo`: run the coordination layer and operate it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use clawboo::attach::AttachArgs;
+use clawboo::board::BoardCommand;
+use clawboo::serve::ServeArgs;
+use clawboo::stdio::StdioArgs;
+
+#[derive(Parser)]
+#[command(
+    name = "clawboo",
+    version,
+    about = "Many AI coding agents, one team: tasks, memory, tools and team chat over MCP."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the HTTP API and the MCP servers over Streamable HTTP.
+    Serve(ServeArgs),
+    /// Print an attach snippet for an agent runtime (signed locally when scoped).
+    Attach(AttachArgs),
+    /// Serve one MCP server over stdio (tasks, memory, tools or teamchat).
+    Mcp {
+        /// Which server.
+        server: String,
+        #[command(flatten)]
+        args: StdioArgs,
+    },
+    /// Operate on the board.
+    Board {
+        /// Database file (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
+        #[arg(long, global = true, value_name = "PATH")]
+        db: Option<PathBuf>,
+        #[command(subcommand)]
+        command: BoardCommand,
+    },
+}
+
+fn main() -> ExitCode {
+    clawboo::init_logging();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => clawboo::serve::run(args),
+        Command::Attach(args) => clawboo::attach::run(args),
+        Command::Mcp { server, args } => clawboo::stdio::run(&server, args),
+        Command::Board { db, command } => clawboo::board::run(db, command),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("clawboo: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

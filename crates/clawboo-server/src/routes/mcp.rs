@@ -5,9 +5,10 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use clawboo_mcp::attach::{
-    AttachScope, AttachTarget, McpServerName, Runtime, SignedScope, Transport, build_attach_config,
+    AttachTarget, McpServerName, Runtime, SignedScope, Transport, build_attach_config,
     mcp_http_url, stdio_target,
 };
+use clawboo_mcp::binding::Binding;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -71,7 +72,7 @@ async fn config(
             )));
         }
     };
-    let scope = AttachScope {
+    let scope = Binding {
         team_id: non_empty(q.scope_team_id),
         agent_id: non_empty(q.scope_agent_id),
         tenant_id: non_empty(q.scope_tenant_id),

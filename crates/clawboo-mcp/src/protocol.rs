@@ -1,0 +1,205 @@
+//! Wire helpers shared by every server: plain JSON Schemas for tool inputs, argument
+//! decoding into typed structs, compact JSON results and tool-errors with `_meta` codes.
+
+use std::sync::Arc;
+
+use clawboo_store::Store;
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, MetaObject, Tool};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+/// A tool whose input schema is derived from `Args` (field doc comments become
+/// descriptions) and flattened to the plain shape every client accepts.
+pub fn tool<Args: JsonSchema>(name: &'static str, description: &'static str) -> Tool {
+    Tool::new(name, description, Arc::new(input_schema::<Args>()))
+}
+
+/// `Args`' JSON Schema as `{type: "object", properties, required}`: no `$schema`, no
+/// `$defs`/`$ref` (inlined), no `null` unions for optional fields.
+pub fn input_schema<Args: JsonSchema>() -> JsonObject {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| s.inline_subschemas = true)
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<Args>().to_value();
+    simplify(&mut schema);
+    let mut object = match schema {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    };
+    object.remove("$schema");
+    object.remove("title");
+    object.insert("type".into(), json!("object"));
+    object.entry("properties").or_insert_with(|| json!({}));
+    object.entry("required").or_insert_with(|| json!([]));
+    object
+}
+
+/// Drop null unions and nullable noise that schemars emits for `Option` fields.
+fn simplify(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::Array(types)) = map.get("type") {
+                let non_null: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+                if non_null.len() == 1 {
+                    map.insert("type".into(), non_null[0].clone());
+                } else {
+                    map.insert("type".into(), Value::Array(non_null));
+                }
+            }
+            if let Some(Value::Array(variants)) = map.get("anyOf").or_else(|| map.get("oneOf")) {
+                let non_null: Vec<Value> = variants
+                    .iter()
+                    .filter(|v| v.get("type") != Some(&json!("null")))
+                    .cloned()
+                    .collect();
+                if non_null.len() == 1
+                    && let Value::Object(inner) = non_null[0].clone()
+                {
+                    map.remove("anyOf");
+                    map.remove("oneOf");
+                    for (k, v) in inner {
+                        map.entry(k).or_insert(v);
+                    }
+                }
+            }
+            if let Some(Value::Array(variants)) = map.get_mut("enum") {
+                variants.retain(|v| !v.is_null());
+            }
+            if map.get("default") == Some(&Value::Null) {
+                map.remove("default");
+            }
+            map.remove("format");
+            map.remove("$defs");
+            for v in map.values_mut() {
+                simplify(v);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(simplify),
+        _ => {}
+    }
+}
+
+/// Decode tool arguments into `Args`; a mismatch becomes an `invalid args: …` tool-error.
+pub fn parse_args<Args: DeserializeOwned>(args: JsonObject) -> Result<Args, CallToolResult> {
+    serde_json::from_value(Value::Object(args)).map_err(|e| invalid_args(e.to_string()))
+}
+
+/// An `invalid args: <what>` tool-error (`_meta.error = invalid_args`).
+pub fn invalid_args(what: impl std::fmt::Display) -> CallToolResult {
+    tool_error("invalid_args", format!("invalid args: {what}"))
+}
+
+/// A successful result whose one text block is `value` as compact JSON.
+pub fn json_result(value: &impl Serialize) -> CallToolResult {
+    match serde_json::to_string(value) {
+        Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+        Err(e) => internal_error(e),
+    }
+}
+
+/// A tool-error (`isError: true`) with `text` and `_meta.error = code`.
+pub fn tool_error(code: &str, text: impl Into<String>) -> CallToolResult {
+    let mut result = CallToolResult::error(vec![ContentBlock::text(text.into())]);
+    let mut meta = JsonObject::new();
+    meta.insert("error".into(), json!(code));
+    result.meta = Some(MetaObject(meta));
+    result
+}
+
+/// A policy refusal: a tool-error that also carries `_meta.denied = reason`, which executors
+/// treat as a policy denial (and count toward circuit breakers). Ordinary failures must not
+/// use it.
+pub fn denied(code: &str, reason: &str, text: impl Into<String>) -> CallToolResult {
+    let mut result = tool_error(code, text);
+    if let Some(meta) = result.meta.as_mut() {
+        meta.0.insert("denied".into(), json!(reason));
+    }
+    result
+}
+
+/// `unknown tool: <name>` (`_meta.error = unknown_tool`).
+pub fn unknown_tool(name: &str) -> CallToolResult {
+    tool_error("unknown_tool", format!("unknown tool: {name}"))
+}
+
+/// An internal failure, reported to the model as a retryable tool-error.
+pub fn internal_error(e: impl std::fmt::Display) -> CallToolResult {
+    tracing::error!(error = %e, "tool call failed internally");
+    tool_error(
+        "internal",
+        format!("internal error: {e}; the call changed nothing, retry it once"),
+    )
+}
+
+/// Run blocking store work on the blocking pool; a panic inside becomes an internal
+/// tool-error instead of taking the process down.
+pub async fn blocking<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
+where
+    T: Send + 'static,
+    F: FnOnce(&Store) -> T + Send + 'static,
+{
+    let store = Arc::clone(store);
+    tokio::task::spawn_blocking(move || f(&store))
+        .await
+        .map_err(internal_error)
+}
+
+/// The first text block of a result (tests and in-process callers).
+pub fn result_text(result: &CallToolResult) -> Option<&str> {
+    result.content.iter().find_map(|c| match c {
+        ContentBlock::Text(t) => Some(t.text.as_str()),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    #[allow(dead_code)]
+    struct Example {
+        /// The task.
+        task_id: String,
+        limit: Option<u32>,
+        mode: Option<Mode>,
+    }
+
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    enum Mode {
+        Fts,
+        Vector,
+    }
+
+    #[test]
+    fn schemas_are_plain_objects() {
+        let s = Value::Object(input_schema::<Example>());
+        assert_eq!(s["type"], "object");
+        assert_eq!(s["required"], json!(["taskId"]));
+        assert_eq!(s["properties"]["taskId"]["description"], "The task.");
+        assert_eq!(s["properties"]["limit"]["type"], "integer");
+        assert_eq!(s["properties"]["mode"]["enum"], json!(["fts", "vector"]));
+        let text = s.to_string();
+        assert!(
+            !text.contains("$schema") && !text.contains("$ref") && !text.contains("null"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn bad_arguments_are_invalid_args_tool_errors() {
+        let args = json!({"taskId": 5}).as_object().cloned().unwrap();
+        let err = parse_args::<Example>(args).err().unwrap();
+        assert_eq!(err.is_error, Some(true));
+        assert!(result_text(&err).unwrap().starts_with("invalid args: "));
+        let args = json!({"taskId": "a", "bogus": 1})
+            .as_object()
+            .cloned()
+            .unwrap();
+        assert!(parse_args::<Example>(args).is_err());
+    }
+}

@@ -1,0 +1,110 @@
+//! One `rmcp::ServerHandler` for every Clawboo server: a [`ToolSet`] supplies the name, the
+//! tool list and the calls; [`McpServer`] does the protocol.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, InitializeResult, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+
+use crate::MCP_SERVER_VERSION;
+
+/// A server's tools and how to answer them.
+pub trait ToolSet: Send + Sync + 'static {
+    /// `serverInfo.name`, e.g. `clawboo-tasks`.
+    fn server_name(&self) -> &'static str;
+
+    /// The `tools/list` answer; may change at run time.
+    fn tools(&self) -> Vec<Tool>;
+
+    /// Whether the tool list can change during a session (advertised as `listChanged`).
+    fn tool_list_changes(&self) -> bool {
+        false
+    }
+
+    /// Answer one `tools/call`. Unknown names are answered by the tool set itself (as a
+    /// tool-error), never as a protocol error.
+    fn call<'a>(
+        &'a self,
+        name: &'a str,
+        args: JsonObject,
+        ctx: RequestContext<RoleServer>,
+    ) -> impl Future<Output = rmcp::model::CallToolResult> + Send + 'a;
+}
+
+/// The protocol versions every server negotiates. The initialize-less 2026-07-28 protocol
+/// is not offered: bindings and sessions hang on `initialize`.
+pub fn supported_protocol_versions() -> &'static [ProtocolVersion] {
+    ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25)
+}
+
+/// An MCP server over a [`ToolSet`]. Cheap to clone.
+pub struct McpServer<T> {
+    tools: Arc<T>,
+}
+
+impl<T> Clone for McpServer<T> {
+    fn clone(&self) -> Self {
+        McpServer {
+            tools: Arc::clone(&self.tools),
+        }
+    }
+}
+
+impl<T: ToolSet> McpServer<T> {
+    /// Serve `tools`.
+    pub fn new(tools: T) -> Self {
+        McpServer {
+            tools: Arc::new(tools),
+        }
+    }
+
+    /// The tool set behind this server.
+    pub fn tool_set(&self) -> &T {
+        &self.tools
+    }
+}
+
+impl<T: ToolSet> ServerHandler for McpServer<T> {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = if self.tools.tool_list_changes() {
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build()
+        } else {
+            ServerCapabilities::builder().enable_tools().build()
+        };
+        let mut info = InitializeResult::new(capabilities);
+        info.protocol_version = ProtocolVersion::V_2025_11_25;
+        info.server_info = Implementation::new(self.tools.server_name(), MCP_SERVER_VERSION);
+        info
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(supported_protocol_versions())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.unwrap_or_default();
+        Ok(self.tools.call(&request.name, args, context).await.into())
+    }
+}

@@ -1,0 +1,489 @@
+//! The Tasks server (`clawboo-tasks`): the board's 12 tools.
+
+use std::sync::Arc;
+
+use clawboo_store::board::{
+    AuthorType, CreatePolicy, NewComment, NewTask, Scope, Status, TaskFilter,
+};
+use clawboo_store::{Store, StoreError};
+use rmcp::RoleServer;
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
+use rmcp::service::RequestContext;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::binding::Binding;
+use crate::protocol::{
+    blocking, denied, internal_error, invalid_args, json_result, parse_args, tool, tool_error,
+    unknown_tool,
+};
+use crate::server::ToolSet;
+
+/// How many undelivered inbox rows ride along with one tool result.
+const INBOX_BATCH: usize = 5;
+
+/// Settings of a Tasks server.
+#[derive(Debug, Clone, Default)]
+pub struct TasksConfig {
+    /// Serve only `list_tasks` and `get_task`.
+    pub read_only: bool,
+    /// Team (board visibility) and agent (claims, comments, inbox) bound by the spawner.
+    pub binding: Binding,
+}
+
+/// The Tasks tool set over one store.
+pub struct TasksServer {
+    store: Arc<Store>,
+    config: TasksConfig,
+}
+
+impl TasksServer {
+    /// A Tasks server over `store`.
+    pub fn new(store: Arc<Store>, config: TasksConfig) -> TasksServer {
+        TasksServer { store, config }
+    }
+}
+
+/// A board status, as tools accept it.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum StatusArg {
+    Backlog,
+    Todo,
+    InProgress,
+    InReview,
+    Blocked,
+    Done,
+    Cancelled,
+}
+
+impl From<StatusArg> for Status {
+    fn from(s: StatusArg) -> Status {
+        match s {
+            StatusArg::Backlog => Status::Backlog,
+            StatusArg::Todo => Status::Todo,
+            StatusArg::InProgress => Status::InProgress,
+            StatusArg::InReview => Status::InReview,
+            StatusArg::Blocked => Status::Blocked,
+            StatusArg::Done => Status::Done,
+            StatusArg::Cancelled => Status::Cancelled,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum AuthorTypeArg {
+    Agent,
+    User,
+    System,
+}
+
+impl From<AuthorTypeArg> for AuthorType {
+    fn from(a: AuthorTypeArg) -> AuthorType {
+        match a {
+            AuthorTypeArg::Agent => AuthorType::Agent,
+            AuthorTypeArg::User => AuthorType::User,
+            AuthorTypeArg::System => AuthorType::System,
+        }
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ListTasksArgs {
+    /// Only this team's tasks (ignored when the session is bound to a team).
+    team_id: Option<String>,
+    /// Only tasks in this status.
+    status: Option<StatusArg>,
+    /// Only claimable work: todo, not dropped, every dependency done.
+    ready: Option<bool>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TaskIdArgs {
+    /// The task's id.
+    task_id: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CreateTaskArgs {
+    /// Short imperative title.
+    title: String,
+    /// Details, acceptance criteria, links.
+    description: Option<String>,
+    /// Initial status (default todo, claimable at once).
+    status: Option<StatusArg>,
+    /// Higher runs first.
+    priority: Option<i64>,
+    /// The team that owns the task (default: the parent's team).
+    team_id: Option<String>,
+    /// Makes this a subtask of that task (non-empty; child-count and depth caps apply).
+    #[schemars(length(min = 1))]
+    parent_task_id: Option<String>,
+    /// The runtime expected to run it (claude-code, codex, …).
+    assignee_runtime: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CreateSubtaskArgs {
+    /// The parent task's id.
+    #[schemars(length(min = 1))]
+    parent_task_id: String,
+    /// Short imperative title.
+    title: String,
+    /// Details, acceptance criteria, links.
+    description: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ClaimArgs {
+    /// The task's id.
+    task_id: String,
+    /// The agent taking the task (the bound agent when the session is bound).
+    assignee_agent_id: String,
+    /// The agent's runtime.
+    assignee_runtime: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct UpdateStatusArgs {
+    /// The task's id.
+    task_id: String,
+    /// The new status; the state machine decides what is legal.
+    status: StatusArg,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct AddCommentArgs {
+    /// The task's id.
+    task_id: String,
+    /// The comment text.
+    body: String,
+    /// Who wrote it (the bound agent when the session is bound).
+    author_agent_id: Option<String>,
+    /// agent (default), user or system.
+    author_type: Option<AuthorTypeArg>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct LinkTaskArgs {
+    /// The task that must wait.
+    task_id: String,
+    /// The task it waits for.
+    depends_on_task_id: String,
+}
+
+fn tool_list(read_only: bool) -> Vec<Tool> {
+    let mut tools = vec![
+        tool::<ListTasksArgs>(
+            "list_tasks",
+            "List board tasks, highest priority first. Pass ready=true for only claimable (deps satisfied) work.",
+        ),
+        tool::<TaskIdArgs>(
+            "get_task",
+            "Get a task with its comments and ancestor chain. Returns {task, comments, ancestors}; a tool-error `not found: <id>` when the task does not exist.",
+        ),
+    ];
+    if read_only {
+        return tools;
+    }
+    tools.extend([
+        tool::<CreateTaskArgs>(
+            "create_task",
+            "Create a board task (todo unless a status is given). With parentTaskId it is a subtask: at most 24 live children per parent and 2 levels of nesting. Root tasks are limited to 30 per 5 minutes board-wide. Do not retry a refusal unchanged.",
+        ),
+        tool::<CreateSubtaskArgs>(
+            "create_subtask",
+            "Create a subtask under a parent (inherits the parent's team). Same creation caps and tool-errors as a parented create_task.",
+        ),
+        tool::<ClaimArgs>(
+            "claim_task",
+            "Atomically claim a todo task whose dependencies are done. A `conflict` error means another agent won; do not retry. Returns the claimed task.",
+        ),
+        tool::<ClaimArgs>(
+            "assign_task",
+            "Assign a todo task to an agent (the same atomic claim as claim_task; a conflict means already assigned).",
+        ),
+        tool::<TaskIdArgs>("release_task", "Release an in_progress task back to todo, clearing its assignee."),
+        tool::<UpdateStatusArgs>(
+            "update_task_status",
+            "Transition a task's status. State-machine enforced; an illegal transition returns `status change failed: illegal_transition`.",
+        ),
+        tool::<TaskIdArgs>("block_task", "Mark a task blocked. Tool-error `block failed: <reason>` on an illegal transition."),
+        tool::<TaskIdArgs>(
+            "unblock_task",
+            "Unblock a blocked task (back to todo). Tool-error `unblock failed: <reason>` when it is not blocked.",
+        ),
+        tool::<AddCommentArgs>(
+            "add_comment",
+            "Add a comment to a task (report-up summaries, system notes). authorType defaults to agent.",
+        ),
+        tool::<LinkTaskArgs>(
+            "link_task",
+            "Make taskId depend on dependsOnTaskId; it stays unready until the dependency is done. Links that would close a cycle are refused; do not work around it by linking the other way.",
+        ),
+    ]);
+    tools
+}
+
+/// Turn a store failure into the tool-error an agent sees, prefixing the reason code for
+/// state-machine operations (`claim failed: conflict`, `block failed: illegal_transition`).
+fn store_error(e: StoreError, prefix: Option<&str>) -> CallToolResult {
+    match (&e, prefix) {
+        (StoreError::Sqlite(_) | StoreError::Io(_), _) => internal_error(e),
+        (StoreError::Invalid(what), _) => invalid_args(what),
+        (StoreError::Cap { reason, message }, _) => {
+            denied(reason.code(), reason.code(), message.clone())
+        }
+        (StoreError::Cycle { .. }, _) => tool_error("cycle", e.to_string()),
+        (_, Some(prefix)) => tool_error(e.code(), format!("{prefix}: {}", e.code())),
+        (StoreError::NotFound(id), None) => tool_error("not_found", format!("not found: {id}")),
+        _ => tool_error(e.code(), e.to_string()),
+    }
+}
+
+fn non_empty(field: &str, value: &str) -> Result<(), CallToolResult> {
+    if value.trim().is_empty() {
+        return Err(invalid_args(format!("{field} must be a non-empty string")));
+    }
+    Ok(())
+}
+
+impl TasksServer {
+    fn bound_agent(&self) -> Option<&str> {
+        self.config.binding.agent_id.as_deref()
+    }
+
+    async fn dispatch(
+        &self,
+        name: &str,
+        args: JsonObject,
+    ) -> Result<CallToolResult, CallToolResult> {
+        let read_only_tool = matches!(name, "list_tasks" | "get_task");
+        if self.config.read_only && !read_only_tool {
+            return Ok(unknown_tool(name));
+        }
+        let binding = self.config.binding.clone();
+        let team = binding.team_id.clone();
+        match name {
+            "list_tasks" => {
+                let a: ListTasksArgs = parse_args(args)?;
+                let filter = TaskFilter {
+                    team_id: team.or(a.team_id),
+                    status: a.status.map(Status::from),
+                    ready: a.ready.unwrap_or(false),
+                    include_dropped: false,
+                };
+                let tasks = blocking(&self.store, move |s| s.list_tasks(&filter)).await?;
+                Ok(tasks
+                    .map(|tasks| json_result(&json!({ "tasks": tasks })))
+                    .unwrap_or_else(|e| store_error(e, None)))
+            }
+            "get_task" => {
+                let a: TaskIdArgs = parse_args(args)?;
+                let id = a.task_id.clone();
+                let detail = blocking(&self.store, move |s| {
+                    s.task_detail(&a.task_id, Scope::team(team.as_deref()))
+                })
+                .await?;
+                Ok(match detail {
+                    Ok(Some(d)) => json_result(
+                        &json!({"task": d.task, "comments": d.comments, "ancestors": d.ancestors}),
+                    ),
+                    Ok(None) => store_error(StoreError::NotFound(id), None),
+                    Err(e) => store_error(e, None),
+                })
+            }
+            "create_task" | "create_subtask" => {
+                let new = if name == "create_task" {
+                    let a: CreateTaskArgs = parse_args(args)?;
+                    if let Some(p) = &a.parent_task_id {
+                        non_empty("parentTaskId", p)?;
+                    }
+                    NewTask {
+                        title: a.title,
+                        description: a.description,
+                        status: a.status.map(Status::from),
+                        priority: a.priority,
+                        team_id: a.team_id,
+                        parent_task_id: a.parent_task_id,
+                        assignee_runtime: a.assignee_runtime,
+                        ..NewTask::default()
+                    }
+                } else {
+                    let a: CreateSubtaskArgs = parse_args(args)?;
+                    non_empty("parentTaskId", &a.parent_task_id)?;
+                    NewTask {
+                        title: a.title,
+                        description: a.description,
+                        parent_task_id: Some(a.parent_task_id),
+                        ..NewTask::default()
+                    }
+                };
+                non_empty("title", &new.title)?;
+                let new = NewTask {
+                    tenant_id: binding.tenant_id.clone(),
+                    ..new
+                };
+                let created = blocking(&self.store, move |s| {
+                    s.create_task_in(new, CreatePolicy::Capped, Scope::team(team.as_deref()))
+                })
+                .await?;
+                Ok(created
+                    .map(|task| json_result(&json!({ "task": task })))
+                    .unwrap_or_else(|e| store_error(e, None)))
+            }
+            "claim_task" | "assign_task" => {
+                let a: ClaimArgs = parse_args(args)?;
+                let agent = binding.agent_id.clone().unwrap_or(a.assignee_agent_id);
+                non_empty("assigneeAgentId", &agent)?;
+                let claimed = blocking(&self.store, move |s| {
+                    s.claim_task_in(
+                        &a.task_id,
+                        &agent,
+                        a.assignee_runtime.as_deref(),
+                        Scope::team(team.as_deref()),
+                    )
+                })
+                .await?;
+                Ok(claimed
+                    .map(|task| json_result(&json!({ "task": task })))
+                    .unwrap_or_else(|e| store_error(e, Some("claim failed"))))
+            }
+            "release_task" | "block_task" | "unblock_task" | "update_task_status" => {
+                let (task_id, target, prefix) = match name {
+                    "update_task_status" => {
+                        let a: UpdateStatusArgs = parse_args(args)?;
+                        (a.task_id, Status::from(a.status), "status change failed")
+                    }
+                    "release_task" => (
+                        parse_args::<TaskIdArgs>(args)?.task_id,
+                        Status::Todo,
+                        "release failed",
+                    ),
+                    "block_task" => (
+                        parse_args::<TaskIdArgs>(args)?.task_id,
+                        Status::Blocked,
+                        "block failed",
+                    ),
+                    _ => (
+                        parse_args::<TaskIdArgs>(args)?.task_id,
+                        Status::Todo,
+                        "unblock failed",
+                    ),
+                };
+                let op = name.to_owned();
+                let actor = binding.agent_id.clone();
+                let moved = blocking(&self.store, move |s| {
+                    let scope = Scope::team(team.as_deref());
+                    let actor = actor.as_deref();
+                    match op.as_str() {
+                        "release_task" => s.release_task(&task_id, actor, scope),
+                        "unblock_task" => s.unblock_task(&task_id, actor, scope),
+                        _ => s.set_status(&task_id, target, actor, scope),
+                    }
+                })
+                .await?;
+                Ok(moved
+                    .map(|task| json_result(&json!({ "task": task })))
+                    .unwrap_or_else(|e| store_error(e, Some(prefix))))
+            }
+            "add_comment" => {
+                let a: AddCommentArgs = parse_args(args)?;
+                non_empty("body", &a.body)?;
+                let new = NewComment {
+                    author_agent_id: binding.agent_id.clone().or(a.author_agent_id),
+                    author_type: a
+                        .author_type
+                        .map(AuthorType::from)
+                        .unwrap_or(AuthorType::Agent),
+                    body: a.body,
+                };
+                let added = blocking(&self.store, move |s| {
+                    s.add_comment(&a.task_id, new, Scope::team(team.as_deref()))
+                })
+                .await?;
+                Ok(added
+                    .map(|comment| json_result(&json!({ "comment": comment })))
+                    .unwrap_or_else(|e| store_error(e, None)))
+            }
+            "link_task" => {
+                let a: LinkTaskArgs = parse_args(args)?;
+                let linked = blocking(&self.store, move |s| {
+                    s.link_task(
+                        &a.task_id,
+                        &a.depends_on_task_id,
+                        Scope::team(team.as_deref()),
+                    )
+                    .map(|()| json!({"taskId": a.task_id, "dependsOnTaskId": a.depends_on_task_id}))
+                })
+                .await?;
+                Ok(linked
+                    .map(|v| json_result(&v))
+                    .unwrap_or_else(|e| store_error(e, None)))
+            }
+            other => Ok(unknown_tool(other)),
+        }
+    }
+
+    /// Append up to [`INBOX_BATCH`] undelivered inbox rows for the bound agent to a
+    /// successful result, marking them delivered.
+    async fn piggyback_inbox(&self, mut result: CallToolResult) -> CallToolResult {
+        let Some(agent) = self.bound_agent().map(str::to_owned) else {
+            return result;
+        };
+        if result.is_error == Some(true) {
+            return result;
+        }
+        let team = self.config.binding.team_id.clone();
+        match blocking(&self.store, move |s| {
+            s.take_inbox(&agent, team.as_deref(), INBOX_BATCH, "mcp")
+        })
+        .await
+        {
+            Ok(Ok(items)) if !items.is_empty() => {
+                let mut text = String::from("\n[team updates — delivered with this tool result]");
+                for item in items {
+                    text.push_str("\n- ");
+                    text.push_str(&item.body);
+                }
+                result.content.push(ContentBlock::text(text));
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "inbox piggyback failed; rows stay queued"),
+            _ => {}
+        }
+        result
+    }
+}
+
+impl ToolSet for TasksServer {
+    fn server_name(&self) -> &'static str {
+        "clawboo-tasks"
+    }
+
+    fn tools(&self) -> Vec<Tool> {
+        tool_list(self.config.read_only)
+    }
+
+    async fn call<'a>(
+        &'a self,
+        name: &'a str,
+        args: JsonObject,
+        _ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let result = self
+            .dispatch(name, args)
+            .await
+            .unwrap_or_else(|refusal| refusal);
+        self.piggyback_inbox(result).await
+    }
+}

@@ -1,0 +1,36 @@
+//! Which MCP servers `clawboo serve` mounts: one entry per server, each built through
+//! `clawboo-mcp`'s builder with the session's binding.
+
+use std::sync::Arc;
+
+use clawboo_mcp::attach::McpServerName;
+use clawboo_mcp::server::McpServer;
+use clawboo_mcp::signing::ScopeSigner;
+use clawboo_mcp::tasks::{TasksConfig, TasksServer};
+use clawboo_store::Store;
+
+use crate::mcp_http::McpHttpConfig;
+use crate::status::McpMount;
+
+/// Every server this build can serve over HTTP.
+pub fn default_mounts(
+    store: &Arc<Store>,
+    signer: &ScopeSigner,
+    config: McpHttpConfig,
+) -> Vec<McpMount> {
+    let tasks_store = store.clone();
+    vec![McpMount::new(
+        McpServerName::Tasks,
+        signer.clone(),
+        config,
+        move |binding| {
+            McpServer::new(TasksServer::new(
+                tasks_store.clone(),
+                TasksConfig {
+                    read_only: false,
+                    binding,
+                },
+            ))
+        },
+    )]
+}

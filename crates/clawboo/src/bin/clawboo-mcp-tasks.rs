@@ -1,0 +1,4 @@
+//! The Tasks MCP server over stdio.
+fn main() -> std::process::ExitCode {
+    clawboo::stdio::bin_main("tasks")
+}

@@ -1,0 +1,34 @@
+//! Glue for the `clawboo` binary and the four `clawboo-mcp-<server>` stdio binaries:
+//! argument parsing, logging, opening the store, and choosing a server.
+
+pub mod attach;
+pub mod board;
+pub mod serve;
+pub mod stdio;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clawboo_store::Store;
+
+/// Send logs to stderr (stdout belongs to JSON-RPC on stdio), filtered by `RUST_LOG`
+/// (default `warn`).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+/// Open the store at the path every binary resolves the same way (`--db`, else
+/// `CLAWBOO_DB_PATH`, else `~/.clawboo/clawboo.db`).
+pub fn open_store(db: Option<&Path>) -> anyhow::Result<Arc<Store>> {
+    let path = clawboo_store::resolve_db_path(db).context("cannot create the database folder")?;
+    let store = Store::open(&path)
+        .with_context(|| format!("cannot open the database {}", path.display()))?;
+    Ok(Arc::new(store))
+}
