@@ -175,12 +175,13 @@ const SIG_PARAM: &str = "scopeSig";
 /// URL parameter granting `team_delegate` (teamchat only, inside the signature).
 const DELEGATE_PARAM: &str = "delegate";
 
-/// The query parameter names a server's URL uses for team, agent and tenant.
+/// The query parameter names a server's URL uses for team, agent and tenant. `delegate`
+/// is read on every server (and is inside the signature), so appending it to any signed
+/// URL unbinds the session rather than being ignored.
 struct ParamNames {
     team: &'static str,
     agent: &'static str,
     tenant: Option<&'static str>,
-    delegate: bool,
 }
 
 fn param_names(server: McpServerName) -> ParamNames {
@@ -189,19 +190,16 @@ fn param_names(server: McpServerName) -> ParamNames {
             team: "scopeTeamId",
             agent: "scopeAgentId",
             tenant: None,
-            delegate: false,
         },
         McpServerName::Memory => ParamNames {
             team: "scopeTeamId",
             agent: "scopeAgentId",
             tenant: Some("scopeTenantId"),
-            delegate: false,
         },
         McpServerName::Teamchat => ParamNames {
             team: "roomTeamId",
             agent: "postAuthorAgentId",
             tenant: None,
-            delegate: true,
         },
     }
 }
@@ -225,7 +223,7 @@ pub fn mcp_http_url(base: &str, server: McpServerName, signed: Option<&SignedSco
     if let (Some(name), Some(tenant)) = (names.tenant, &scope.tenant_id) {
         query.append_pair(name, tenant);
     }
-    if names.delegate && scope.delegate {
+    if scope.delegate {
         query.append_pair(DELEGATE_PARAM, "1");
     }
     query.append_pair(SIG_PARAM, &signed.sig);
@@ -266,7 +264,7 @@ pub fn binding_from_query(
             &mut agent
         } else if Some(key.as_ref()) == names.tenant {
             &mut tenant
-        } else if names.delegate && key == DELEGATE_PARAM {
+        } else if key == DELEGATE_PARAM {
             &mut delegate
         } else if key == SIG_PARAM {
             &mut sig
@@ -710,16 +708,32 @@ mod tests {
     }
 
     #[test]
-    fn tasks_url_ignores_foreign_params_but_not_its_own() {
-        // A teamchat-style delegate on a tasks URL is not a tasks parameter.
-        let q = signed_query(McpServerName::Tasks, team_agent("t", "a"));
-        let b = binding_from_query(
+    fn delegate_appended_to_any_signed_url_unbinds_it() {
+        for server in [
             McpServerName::Tasks,
-            Some(&format!("{q}&delegate=1")),
-            &signer(),
-        );
-        assert_eq!(b, team_agent("t", "a"));
+            McpServerName::Memory,
+            McpServerName::Tools,
+        ] {
+            let q = signed_query(server, team_agent("t", "a"));
+            assert_eq!(
+                binding_from_query(server, Some(&q), &signer()),
+                team_agent("t", "a")
+            );
+            let appended = format!("{q}&delegate=1");
+            assert_eq!(
+                binding_from_query(server, Some(&appended), &signer()),
+                Binding::default()
+            );
+        }
         assert!(!binding_from_query(McpServerName::Tasks, None, &signer()).is_bound());
+    }
+
+    #[test]
+    fn foreign_params_are_ignored() {
+        let q = signed_query(McpServerName::Tasks, team_agent("t", "a"));
+        let extra = format!("{q}&roomTeamId=x&foo=1");
+        let b = binding_from_query(McpServerName::Tasks, Some(&extra), &signer());
+        assert_eq!(b, team_agent("t", "a"));
     }
 
     #[test]
