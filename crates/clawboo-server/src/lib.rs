@@ -62,11 +62,9 @@ pub struct ServerOptions {
     pub extra_hosts: Vec<String>,
     /// The server is reached over https (the access cookie gets `Secure`).
     pub public_https: bool,
-    /// Largest accepted request body, in bytes.
-    pub max_body_bytes: usize,
     /// Per-peer request rate.
     pub rate_limit: RateLimitConfig,
-    /// MCP session settings.
+    /// MCP session settings; its `max_body_bytes` limits every request body.
     pub mcp: McpHttpConfig,
     /// How often each mounted MCP server is probed.
     pub probe_interval: Duration,
@@ -95,7 +93,6 @@ impl ServerOptions {
             access_token: None,
             extra_hosts: Vec::new(),
             public_https: false,
-            max_body_bytes: 1024 * 1024,
             rate_limit: RateLimitConfig::default(),
             mcp: McpHttpConfig::default(),
             probe_interval: Duration::from_secs(60),
@@ -246,7 +243,9 @@ pub fn app(state: AppState) -> Router {
     }
     router
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(state.shared.options.max_body_bytes))
+        .layer(DefaultBodyLimit::max(
+            state.shared.options.mcp.max_body_bytes,
+        ))
         .layer(from_fn_with_state(state.clone(), guard::access_guard))
         .layer(from_fn_with_state(state.clone(), rate_limit::rate_limit))
         .layer(CatchPanicLayer::custom(panic_response))

@@ -146,7 +146,13 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
     }
 
     /// Answer one HTTP request.
-    pub async fn handle(&self, req: Request<Body>) -> Response {
+    pub async fn handle(&self, mut req: Request<Body>) -> Response {
+        // The guard has already vetted `Host`; rmcp refuses a request without one (an
+        // HTTP/1.0 or in-process request), so name loopback for it.
+        if !req.headers().contains_key(header::HOST) {
+            req.headers_mut()
+                .insert(header::HOST, HeaderValue::from_static("localhost"));
+        }
         if let Some(version) = req.headers().get(PROTOCOL_HEADER) {
             let known = version
                 .to_str()

@@ -15,7 +15,10 @@ fn gated() -> Server {
 async fn status_and_error(resp: reqwest::Response) -> (u16, String) {
     let status = resp.status().as_u16();
     let body: Value = resp.json().await.unwrap();
-    (status, body["error"].as_str().unwrap_or_default().to_owned())
+    (
+        status,
+        body["error"].as_str().unwrap_or_default().to_owned(),
+    )
 }
 
 fn no_redirects() -> reqwest::Client {
@@ -44,12 +47,27 @@ async fn api_needs_credentials_whatever_the_spelling() {
         let r = http.get(server.url(path)).send().await.unwrap();
         let (status, error) = status_and_error(r).await;
         assert_eq!(status, 401, "{path}");
-        assert!(error.starts_with("Clawboo access token required"), "{path}: {error}");
+        assert!(
+            error.starts_with("Clawboo access token required"),
+            "{path}: {error}"
+        );
     }
     // Encoded and case-folded MCP paths are not the loopback-exempt endpoint.
-    let r = post(&http, &server.url("/api/%6Dcp/tasks"), None, &initialize_body(1)).await;
+    let r = post(
+        &http,
+        &server.url("/api/%6Dcp/tasks"),
+        None,
+        &initialize_body(1),
+    )
+    .await;
     assert_eq!(r.status(), 401);
-    let r = post(&http, &server.url("/API/mcp/tasks"), None, &initialize_body(1)).await;
+    let r = post(
+        &http,
+        &server.url("/API/mcp/tasks"),
+        None,
+        &initialize_body(1),
+    )
+    .await;
     assert_eq!(r.status(), 401);
 }
 
@@ -81,8 +99,14 @@ async fn cookie_flow_and_bearer() {
     assert_eq!(r.status(), 302);
     assert_eq!(r.headers()["location"], "/api/board?status=todo");
     let cookie = r.headers()["set-cookie"].to_str().unwrap().to_owned();
-    assert!(cookie.starts_with(&format!("clawboo_access={TOKEN};")), "{cookie}");
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"), "{cookie}");
+    assert!(
+        cookie.starts_with(&format!("clawboo_access={TOKEN};")),
+        "{cookie}"
+    );
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"),
+        "{cookie}"
+    );
 
     let r = http
         .get(server.url("/api/board"))
@@ -129,7 +153,9 @@ async fn minting_a_signed_url_needs_operator_credentials() {
         .json()
         .await
         .unwrap();
-    let url = v["config"]["structured"]["clawboo-tasks"]["url"].as_str().unwrap();
+    let url = v["config"]["structured"]["clawboo-tasks"]["url"]
+        .as_str()
+        .unwrap();
     assert!(url.contains("scopeSig="), "{url}");
 }
 
