@@ -1,5 +1,5 @@
 //! Helpers for tests that run the real `clawboo serve` on port 0 and speak HTTP to it.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
