@@ -22,12 +22,14 @@
 
 pub mod attach;
 pub mod binding;
+pub mod envelope;
 pub mod probe;
 pub mod protocol;
 pub mod server;
 pub mod signing;
 pub mod stdio;
 pub mod tasks;
+pub mod teamchat;
 
 /// The four servers, by the short name used in URLs and binary names.
 pub const MCP_SERVER_NAMES: [&str; 4] = ["tasks", "memory", "tools", "teamchat"];

@@ -7,6 +7,7 @@ use clawboo_mcp::attach::McpServerName;
 use clawboo_mcp::server::McpServer;
 use clawboo_mcp::signing::ScopeSigner;
 use clawboo_mcp::tasks::{TasksConfig, TasksServer};
+use clawboo_mcp::teamchat::TeamChatServer;
 use clawboo_store::Store;
 
 use crate::mcp_http::McpHttpConfig;
@@ -19,18 +20,25 @@ pub fn default_mounts(
     config: McpHttpConfig,
 ) -> Vec<McpMount> {
     let tasks_store = store.clone();
-    vec![McpMount::new(
-        McpServerName::Tasks,
-        signer.clone(),
-        config,
-        move |binding| {
-            McpServer::new(TasksServer::new(
-                tasks_store.clone(),
-                TasksConfig {
+    let teamchat_store = store.clone();
+    vec![
+        McpMount::new(
+            McpServerName::Tasks,
+            signer.clone(),
+            config,
+            move |binding| {
+                let config = TasksConfig {
                     read_only: false,
                     binding,
-                },
-            ))
-        },
-    )]
+                };
+                McpServer::new(TasksServer::new(tasks_store.clone(), config))
+            },
+        ),
+        McpMount::new(
+            McpServerName::Teamchat,
+            signer.clone(),
+            config,
+            move |binding| McpServer::new(TeamChatServer::new(teamchat_store.clone(), binding)),
+        ),
+    ]
 }

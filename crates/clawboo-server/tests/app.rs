@@ -1,6 +1,8 @@
 //! The router in-process (`app(state)` + `oneshot`), with the socket peer set explicitly:
 //! non-loopback peers, the rate limit, and the REST routes' shapes and statuses.
 
+#![allow(clippy::unwrap_used)]
+
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::sync::Arc;

@@ -15,6 +15,7 @@
 //! ```
 
 pub mod board;
+pub mod chat;
 mod db;
 mod error;
 pub mod inbox;

@@ -6,7 +6,13 @@ use rusqlite::{Connection, TransactionBehavior};
 use crate::error::Result;
 
 /// Every migration, in order; its position + 1 is the `user_version` it leaves behind.
-const MIGRATIONS: &[(&str, &str)] = &[("0001_board", include_str!("../migrations/0001_board.sql"))];
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_board", include_str!("../migrations/0001_board.sql")),
+    (
+        "0003_teamchat",
+        include_str!("../migrations/0003_teamchat.sql"),
+    ),
+];
 
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).
 pub(crate) const LATEST: i64 = MIGRATIONS.len() as i64;

@@ -70,6 +70,10 @@ pub fn run(server: &str, args: StdioArgs) -> anyhow::Result<()> {
                 };
                 serve_stdio(McpServer::new(TasksServer::new(store, config))).await?
             }
+            "teamchat" => {
+                let teamchat = clawboo_mcp::teamchat::TeamChatServer::new(store, binding);
+                serve_stdio(McpServer::new(teamchat)).await?
+            }
             other => {
                 bail!("unknown server: {other} (expected one of: tasks, memory, tools, teamchat)")
             }

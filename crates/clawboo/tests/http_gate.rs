@@ -1,5 +1,7 @@
 //! The access gate and the origin guard against the real `clawboo serve`.
 
+#![allow(clippy::unwrap_used)]
+
 mod http_support;
 
 use http_support::{Server, Session, clawboo, client, initialize_body, post};

@@ -1,6 +1,8 @@
 //! Streamable HTTP against the real `clawboo serve`: the session lifecycle and the exact
 //! error answers of SPEC §7.
 
+#![allow(clippy::unwrap_used)]
+
 mod http_support;
 
 use http_support::{Server, Session, client, initialize_body, message_with_id, post};

@@ -2,6 +2,8 @@
 //! tampered, swapped, appended, unsigned and foreign-signed URLs are served unbound, and a
 //! bound session cannot read another team's tasks.
 
+#![allow(clippy::unwrap_used)]
+
 mod http_support;
 
 use http_support::{Server, Session, attach, create_task};

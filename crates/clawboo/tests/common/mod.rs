@@ -30,7 +30,12 @@ impl StdioClient {
     }
 
     /// [`StdioClient::spawn`] with extra environment variables.
-    pub fn spawn_with_env(bin: &str, db: &Path, args: &[&str], env: &[(&str, &str)]) -> StdioClient {
+    pub fn spawn_with_env(
+        bin: &str,
+        db: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> StdioClient {
         let mut cmd = Command::new(bin);
         cmd.arg("--db").arg(db).args(args);
         for (k, v) in env {
@@ -53,7 +58,13 @@ impl StdioClient {
             }
         });
         let stdin = child.stdin.take();
-        StdioClient { child, stdin, lines: rx, next_id: 1, backlog: Vec::new() }
+        StdioClient {
+            child,
+            stdin,
+            lines: rx,
+            next_id: 1,
+            backlog: Vec::new(),
+        }
     }
 
     /// Write one raw line.
@@ -72,15 +83,22 @@ impl StdioClient {
     /// The next line from the server, parsed.
     pub fn recv(&mut self) -> Value {
         match self.lines.recv_timeout(ANSWER_TIMEOUT) {
-            Ok(line) => serde_json::from_str(&line).unwrap_or_else(|e| panic!("server wrote non-JSON {line:?}: {e}")),
-            Err(RecvTimeoutError::Timeout) => panic!("no answer from the server within {ANSWER_TIMEOUT:?}"),
+            Ok(line) => serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("server wrote non-JSON {line:?}: {e}")),
+            Err(RecvTimeoutError::Timeout) => {
+                panic!("no answer from the server within {ANSWER_TIMEOUT:?}")
+            }
             Err(RecvTimeoutError::Disconnected) => panic!("the server closed stdout"),
         }
     }
 
     /// Wait for the answer with `id`, keeping anything else in `backlog`.
     pub fn recv_id(&mut self, id: &Value) -> Value {
-        if let Some(pos) = self.backlog.iter().position(|m| m.get("id") == Some(id) && m.get("method").is_none()) {
+        if let Some(pos) = self
+            .backlog
+            .iter()
+            .position(|m| m.get("id") == Some(id) && m.get("method").is_none())
+        {
             return self.backlog.remove(pos);
         }
         loop {
@@ -113,14 +131,21 @@ impl StdioClient {
     /// Call a tool; returns the `result` object (content, isError, _meta).
     pub fn call_tool(&mut self, name: &str, arguments: Value) -> Value {
         let answer = self.request("tools/call", json!({"name": name, "arguments": arguments}));
-        assert!(answer.get("error").is_none(), "tools/call {name} was a protocol error: {answer}");
+        assert!(
+            answer.get("error").is_none(),
+            "tools/call {name} was a protocol error: {answer}"
+        );
         answer["result"].clone()
     }
 
     /// Call a tool that must succeed; returns its first text block parsed as JSON.
     pub fn call_ok(&mut self, name: &str, arguments: Value) -> Value {
         let result = self.call_tool(name, arguments.clone());
-        assert_ne!(result["isError"], json!(true), "{name} {arguments} failed: {result}");
+        assert_ne!(
+            result["isError"],
+            json!(true),
+            "{name} {arguments} failed: {result}"
+        );
         serde_json::from_str(first_text(&result)).expect("result text is JSON")
     }
 

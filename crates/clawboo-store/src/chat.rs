@@ -1,0 +1,771 @@
+//! Team chat rooms: posts with a per-room sequence number, cursor reads with an echo guard,
+//! long-poll waits, and delegation (a teammate hands work to another by name).
+//!
+//! A room is `team:<teamId>` unless a caller names another. `seq` starts at 1 in each room
+//! and is assigned inside the write transaction (`BEGIN IMMEDIATE`), so posters in any
+//! number of processes never share a seq or leave a gap. The board stays canonical: a post
+//! is narration, never a board mutation (delegation writes the board through the board's
+//! own create).
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Row, Transaction, params};
+use serde::Serialize;
+
+use crate::board::{self, CreatePolicy, NewTask, Scope, Task};
+use crate::error::{Result, StoreError};
+use crate::teams::Agent;
+use crate::{Store, inbox, new_id};
+
+/// Longest accepted post body, in characters.
+pub const MAX_POST_CHARS: usize = board::MAX_BODY_CHARS;
+/// Longest accepted room id or author, in characters.
+pub const MAX_LABEL_CHARS: usize = 200;
+/// The most posts one read returns.
+pub const MAX_READ_LIMIT: usize = 500;
+/// The longest a long-poll waits.
+pub const MAX_WAIT: Duration = Duration::from_secs(30);
+/// How often a waiter re-reads the database for posts written by other processes.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
+/// The author of the posts the server narrates itself.
+pub const SYSTEM_AUTHOR: &str = "clawboo";
+/// The author of an operator's post (web board, REST) that names nobody.
+pub const OPERATOR_AUTHOR: &str = "operator";
+
+/// The room of a team: `team:<teamId>`.
+pub fn team_room(team_id: &str) -> String {
+    format!("team:{team_id}")
+}
+
+/// Who a post speaks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PostKind {
+    /// An agent's post.
+    Peer,
+    /// An operator's post from the web board or REST.
+    User,
+    /// A board event the server narrates (author [`SYSTEM_AUTHOR`]).
+    System,
+}
+
+impl PostKind {
+    /// The wire name (`peer`, `user`, `system`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PostKind::Peer => "peer",
+            PostKind::User => "user",
+            PostKind::System => "system",
+        }
+    }
+}
+
+impl fmt::Display for PostKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for PostKind {
+    type Err = StoreError;
+    fn from_str(s: &str) -> Result<PostKind> {
+        match s {
+            "peer" => Ok(PostKind::Peer),
+            "user" => Ok(PostKind::User),
+            "system" => Ok(PostKind::System),
+            other => Err(StoreError::Invalid(format!(
+                "unknown post kind: {other} (use peer, user or system)"
+            ))),
+        }
+    }
+}
+
+/// One post in a room.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatPost {
+    pub id: String,
+    pub room_id: String,
+    pub seq: i64,
+    pub author: String,
+    pub body: String,
+    pub kind: PostKind,
+    pub created_at: i64,
+}
+
+/// A read of a room from a cursor.
+#[derive(Debug, Clone, Copy)]
+pub struct ChatQuery<'a> {
+    pub room_id: &'a str,
+    /// Posts with a seq above this are new.
+    pub since_seq: i64,
+    /// At most this many posts (clamped to 1..=[`MAX_READ_LIMIT`]).
+    pub limit: usize,
+    /// The echo guard: posts by this author are never returned.
+    pub exclude_author: Option<&'a str>,
+}
+
+/// The answer to a read: the posts, and the cursor to pass next time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatPage {
+    pub posts: Vec<ChatPost>,
+    /// The last seq examined: the last returned post's when `limit` cut the list (so no
+    /// post is ever skipped), else the room's head; `since_seq` when nothing is new.
+    pub next_seq: i64,
+}
+
+/// A delegation: `caller_agent_id` hands `task` to the teammate named (or id'd) `assignee`.
+#[derive(Debug, Clone, Copy)]
+pub struct Delegation<'a> {
+    pub team_id: &'a str,
+    pub caller_agent_id: &'a str,
+    pub assignee: &'a str,
+    /// First line is the title, the rest the description.
+    pub task: &'a str,
+    /// Where the delegation is narrated.
+    pub room_id: &'a str,
+}
+
+/// What a delegation wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delegated {
+    /// The new `todo` task in the team.
+    pub task: Task,
+    /// The teammate it was handed to.
+    pub assignee: Agent,
+    /// The `system` post narrating it.
+    pub post: ChatPost,
+}
+
+/// Why a delegation was refused. Every refusal leaves the store unchanged.
+#[derive(Debug, thiserror::Error)]
+pub enum DelegateError {
+    /// `assignee` names no agent of the team.
+    #[error("no teammate matches \"{assignee}\" on team {team_id}; {}", roster_hint(.roster))]
+    UnknownAssignee {
+        assignee: String,
+        team_id: String,
+        /// The caller's teammates.
+        roster: Vec<Agent>,
+    },
+    /// `assignee` names several agents of the team.
+    #[error("\"{assignee}\" matches several teammates; pass the agent id instead; {}", roster_hint(.roster))]
+    AmbiguousAssignee {
+        assignee: String,
+        roster: Vec<Agent>,
+    },
+    /// `assignee` is the caller.
+    #[error("you cannot delegate to yourself ({caller}); {}", roster_hint(.roster))]
+    SelfAssignment { caller: String, roster: Vec<Agent> },
+    /// The store refused or failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn roster_hint(roster: &[Agent]) -> String {
+    if roster.is_empty() {
+        return "no teammates are registered on this team yet (an operator adds them with POST /api/agents)".into();
+    }
+    let names: Vec<String> = roster
+        .iter()
+        .map(|a| format!("{} ({})", a.name, a.id))
+        .collect();
+    format!("delegate to one of: {}", names.join(", "))
+}
+
+/// The process-wide doorbell a post rings, so a waiter in the same process wakes at once.
+/// Waiters re-read the database after every ring or [`POLL_INTERVAL`], so posts written by
+/// other processes are seen too; a spurious wake costs one read.
+struct Doorbell {
+    rings: Mutex<u64>,
+    rung: Condvar,
+}
+
+static DOORBELL: Doorbell = Doorbell {
+    rings: Mutex::new(0),
+    rung: Condvar::new(),
+};
+
+impl Doorbell {
+    fn rings(&self) -> u64 {
+        *self.rings.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn ring(&self) {
+        let mut rings = self.rings.lock().unwrap_or_else(|p| p.into_inner());
+        *rings = rings.wrapping_add(1);
+        self.rung.notify_all();
+    }
+
+    /// Block until the bell rings past `seen` or `timeout` passes.
+    fn wait_past(&self, seen: u64, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let mut rings = self.rings.lock().unwrap_or_else(|p| p.into_inner());
+        while *rings == seen {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            rings = match self.rung.wait_timeout(rings, left) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+    }
+}
+
+fn post_from_row(r: &Row<'_>) -> rusqlite::Result<ChatPost> {
+    let kind: String = r.get(5)?;
+    Ok(ChatPost {
+        id: r.get(0)?,
+        room_id: r.get(1)?,
+        seq: r.get(2)?,
+        author: r.get(3)?,
+        body: r.get(4)?,
+        kind: kind.parse().map_err(|e: StoreError| {
+            rusqlite::Error::FromSqlConversionFailure(5, rusqlite::types::Type::Text, Box::new(e))
+        })?,
+        created_at: r.get(6)?,
+    })
+}
+
+const POST_COLUMNS: &str = "id, room_id, seq, author, body, kind, created_at";
+
+fn check_label(field: &str, value: &str) -> Result<()> {
+    if value.trim().is_empty() {
+        return Err(StoreError::Invalid(format!("{field} must not be empty")));
+    }
+    let n = value.chars().count();
+    if n > MAX_LABEL_CHARS {
+        return Err(StoreError::Invalid(format!(
+            "{field} is {n} characters; the limit is {MAX_LABEL_CHARS}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_body(body: &str) -> Result<()> {
+    if body.trim().is_empty() {
+        return Err(StoreError::Invalid("a post requires non-empty text".into()));
+    }
+    let n = body.chars().count();
+    if n > MAX_POST_CHARS {
+        return Err(StoreError::Invalid(format!(
+            "the post is {n} characters; the limit is {MAX_POST_CHARS}"
+        )));
+    }
+    Ok(())
+}
+
+/// Append a post inside the caller's write transaction, assigning the room's next seq.
+fn insert_post(
+    tx: &Transaction<'_>,
+    now: i64,
+    room_id: &str,
+    author: &str,
+    kind: PostKind,
+    body: &str,
+) -> Result<ChatPost> {
+    let id = new_id();
+    let seq: i64 = tx.query_row(
+        "INSERT INTO team_chat(id, room_id, seq, author, body, kind, created_at)
+         SELECT ?1, ?2, COALESCE(MAX(seq), 0) + 1, ?3, ?4, ?5, ?6 FROM team_chat WHERE room_id = ?2
+         RETURNING seq",
+        params![id, room_id, author, body, kind.as_str(), now],
+        |r| r.get(0),
+    )?;
+    Ok(ChatPost {
+        id,
+        room_id: room_id.to_owned(),
+        seq,
+        author: author.to_owned(),
+        body: body.to_owned(),
+        kind,
+        created_at: now,
+    })
+}
+
+/// Split a delegated task's text into a title (its first non-blank line, cut to the board's
+/// title limit) and a description (the rest; the whole text when the title was cut).
+fn split_task_text(text: &str) -> (String, Option<String>) {
+    let trimmed = text.trim();
+    let (first, rest) = trimmed.split_once('\n').unwrap_or((trimmed, ""));
+    let first = first.trim();
+    let (title, description) = if first.chars().count() > board::MAX_TITLE_CHARS {
+        let cut: String = first.chars().take(board::MAX_TITLE_CHARS - 1).collect();
+        (format!("{cut}…"), trimmed.to_owned())
+    } else {
+        (first.to_owned(), rest.trim().to_owned())
+    };
+    (title, (!description.is_empty()).then_some(description))
+}
+
+impl Store {
+    /// Append a post to `room_id` with the room's next seq (from 1, contiguous and unique
+    /// across processes), and wake same-process waiters.
+    pub fn post_chat(
+        &self,
+        room_id: &str,
+        author: &str,
+        kind: PostKind,
+        body: &str,
+    ) -> Result<ChatPost> {
+        check_label("roomId", room_id)?;
+        check_label("author", author)?;
+        check_body(body)?;
+        let now = self.now_ms();
+        let post = self.write(|tx| insert_post(tx, now, room_id, author, kind, body))?;
+        DOORBELL.ring();
+        Ok(post)
+    }
+
+    /// Posts of a room newer than the cursor, oldest first, skipping the excluded author's,
+    /// with the next cursor (see [`ChatPage::next_seq`]). Read in one snapshot.
+    pub fn read_chat(&self, query: &ChatQuery<'_>) -> Result<ChatPage> {
+        let limit = query.limit.clamp(1, MAX_READ_LIMIT);
+        self.snapshot(|tx| {
+            let sql = format!(
+                "SELECT {POST_COLUMNS} FROM team_chat
+                 WHERE room_id = ?1 AND seq > ?2 AND (?3 IS NULL OR author <> ?3)
+                 ORDER BY seq LIMIT ?4"
+            );
+            let mut stmt = tx.prepare_cached(&sql)?;
+            let posts = stmt
+                .query_map(
+                    params![
+                        query.room_id,
+                        query.since_seq,
+                        query.exclude_author,
+                        limit as i64
+                    ],
+                    post_from_row,
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let next_seq = match posts.last() {
+                Some(last) if posts.len() == limit => last.seq,
+                _ => {
+                    let head: i64 = tx.query_row(
+                        "SELECT COALESCE(MAX(seq), 0) FROM team_chat WHERE room_id = ?1",
+                        [query.room_id],
+                        |r| r.get(0),
+                    )?;
+                    head.max(query.since_seq)
+                }
+            };
+            Ok(ChatPage { posts, next_seq })
+        })
+    }
+
+    /// [`Store::read_chat`], but when nothing is new wait up to `wait` (at most
+    /// [`MAX_WAIT`]) for a post, from this process or another. Returns as soon as a post
+    /// arrives; after the wait, an empty page whose cursor has moved only past posts the
+    /// echo guard hides. `keep_waiting` is asked after every read that found nothing (so
+    /// at least every [`POLL_INTERVAL`]); when it says no (the caller went away) the wait
+    /// ends early. Blocking: run it off the async
+    /// executor.
+    pub fn wait_chat(
+        &self,
+        query: &ChatQuery<'_>,
+        wait: Duration,
+        mut keep_waiting: impl FnMut() -> bool,
+    ) -> Result<ChatPage> {
+        let deadline = Instant::now() + wait.min(MAX_WAIT);
+        let mut query = *query;
+        loop {
+            // Note the bell before reading, so a post committed after the read still wakes us.
+            let seen = DOORBELL.rings();
+            let page = self.read_chat(&query)?;
+            if !page.posts.is_empty() {
+                return Ok(page);
+            }
+            query.since_seq = page.next_seq;
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return Ok(page);
+            };
+            if left.is_zero() || !keep_waiting() {
+                return Ok(page);
+            }
+            DOORBELL.wait_past(seen, left.min(POLL_INTERVAL));
+        }
+    }
+
+    /// Hand `task` to a teammate: resolve the assignee by id or name among the team's
+    /// agents (never the caller), create a `todo` task in the team through the board's
+    /// uncapped create (`assigneeRuntime` from the agent), queue an inbox row for the
+    /// assignee and narrate a `system` post in the room.
+    pub fn delegate(&self, delegation: &Delegation<'_>) -> Result<Delegated, DelegateError> {
+        let Delegation {
+            team_id,
+            caller_agent_id,
+            assignee,
+            task,
+            room_id,
+        } = *delegation;
+        check_label("roomId", room_id)?;
+        if task.trim().is_empty() || assignee.trim().is_empty() {
+            return Err(StoreError::Invalid(
+                "a delegation requires both an assignee and a task".into(),
+            )
+            .into());
+        }
+        if task.chars().count() > board::MAX_BODY_CHARS {
+            return Err(StoreError::Invalid(format!(
+                "the task is longer than {} characters; shorten it",
+                board::MAX_BODY_CHARS
+            ))
+            .into());
+        }
+        let agents = self.list_agents(Some(team_id))?;
+        let caller_name = agents
+            .iter()
+            .find(|a| a.id == caller_agent_id)
+            .map_or(caller_agent_id, |a| a.name.as_str())
+            .to_owned();
+        let roster: Vec<Agent> = agents
+            .iter()
+            .filter(|a| a.id != caller_agent_id)
+            .cloned()
+            .collect();
+        let wanted = assignee.trim();
+        let by_id: Vec<&Agent> = agents.iter().filter(|a| a.id == wanted).collect();
+        let by_name: Vec<&Agent> = agents.iter().filter(|a| a.name == wanted).collect();
+        let by_folded_name: Vec<&Agent> = agents
+            .iter()
+            .filter(|a| a.name.to_lowercase() == wanted.to_lowercase())
+            .collect();
+        let matches = [by_id, by_name, by_folded_name]
+            .into_iter()
+            .find(|m| !m.is_empty())
+            .unwrap_or_default();
+        let target = match matches.as_slice() {
+            [] => {
+                return Err(DelegateError::UnknownAssignee {
+                    assignee: wanted.to_owned(),
+                    team_id: team_id.to_owned(),
+                    roster,
+                });
+            }
+            [one] => (*one).clone(),
+            _ => {
+                return Err(DelegateError::AmbiguousAssignee {
+                    assignee: wanted.to_owned(),
+                    roster,
+                });
+            }
+        };
+        if target.id == caller_agent_id {
+            return Err(DelegateError::SelfAssignment {
+                caller: caller_name,
+                roster,
+            });
+        }
+        let (title, description) = split_task_text(task);
+        let created = self.create_task_in(
+            NewTask {
+                title,
+                description,
+                team_id: Some(team_id.to_owned()),
+                assignee_runtime: target.runtime.clone(),
+                ..NewTask::default()
+            },
+            CreatePolicy::Uncapped,
+            Scope::team(Some(team_id)),
+        )?;
+        let now = self.now_ms();
+        let note = format!(
+            "{caller_name} delegated a task to you: \"{}\" ({}); claim it with claim_task",
+            created.title, created.id
+        );
+        let narration = format!(
+            "{caller_name} delegated \"{}\" to {} (task {})",
+            created.title, target.name, created.id
+        );
+        let post = self.write(|tx| {
+            inbox::push(tx, now, &target.id, Some(team_id), "delegation", &note)?;
+            insert_post(
+                tx,
+                now,
+                room_id,
+                SYSTEM_AUTHOR,
+                PostKind::System,
+                &narration,
+            )
+        })?;
+        DOORBELL.ring();
+        Ok(Delegated {
+            task: created,
+            assignee: target,
+            post,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::board::Status;
+    use crate::teams::NewAgent;
+
+    fn store() -> (tempfile::TempDir, Arc<Store>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("chat.db")).unwrap();
+        (dir, Arc::new(store))
+    }
+
+    fn query<'a>(room: &'a str, since: i64, limit: usize, me: Option<&'a str>) -> ChatQuery<'a> {
+        ChatQuery {
+            room_id: room,
+            since_seq: since,
+            limit,
+            exclude_author: me,
+        }
+    }
+
+    fn seqs(page: &ChatPage) -> Vec<i64> {
+        page.posts.iter().map(|p| p.seq).collect()
+    }
+
+    #[test]
+    fn seq_starts_at_one_per_room_and_is_contiguous() {
+        let (_dir, s) = store();
+        for i in 1..=3 {
+            let p = s.post_chat("team:a", "x", PostKind::Peer, "hi").unwrap();
+            assert_eq!(p.seq, i);
+        }
+        let other = s.post_chat("team:b", "x", PostKind::User, "yo").unwrap();
+        assert_eq!(other.seq, 1);
+        assert_eq!(other.kind, PostKind::User);
+    }
+
+    #[test]
+    fn posts_are_validated() {
+        let (_dir, s) = store();
+        let err = s
+            .post_chat("team:a", "x", PostKind::Peer, "  \n")
+            .unwrap_err();
+        assert_eq!(err.to_string(), "invalid: a post requires non-empty text");
+        assert!(s.post_chat("", "x", PostKind::Peer, "hi").is_err());
+        let long = "x".repeat(MAX_POST_CHARS + 1);
+        assert!(s.post_chat("team:a", "x", PostKind::Peer, &long).is_err());
+        let page = s.read_chat(&query("team:a", 0, 10, None)).unwrap();
+        assert_eq!(
+            page,
+            ChatPage {
+                posts: vec![],
+                next_seq: 0
+            }
+        );
+    }
+
+    #[test]
+    fn small_limits_walk_every_post_exactly_once_past_own_posts() {
+        let (_dir, s) = store();
+        let mut expected = Vec::new();
+        for i in 0..23 {
+            let author = if i % 3 == 0 { "me" } else { "peer" };
+            let p = s
+                .post_chat("r", author, PostKind::Peer, &format!("post {i}"))
+                .unwrap();
+            if author != "me" {
+                expected.push(p.seq);
+            }
+        }
+        for limit in [1, 2, 5, 500] {
+            let mut cursor = 0;
+            let mut seen = Vec::new();
+            loop {
+                let page = s.read_chat(&query("r", cursor, limit, Some("me"))).unwrap();
+                assert!(page.posts.len() <= limit);
+                assert!(page.next_seq >= cursor);
+                seen.extend(seqs(&page));
+                if page.next_seq == cursor {
+                    assert!(page.posts.is_empty());
+                    break;
+                }
+                cursor = page.next_seq;
+            }
+            assert_eq!(seen, expected, "limit {limit}");
+            assert_eq!(cursor, 23, "the cursor ends at the head, past own posts");
+        }
+    }
+
+    #[test]
+    fn a_cursor_past_the_head_is_unchanged() {
+        let (_dir, s) = store();
+        s.post_chat("r", "a", PostKind::Peer, "one").unwrap();
+        let page = s.read_chat(&query("r", 40, 10, None)).unwrap();
+        assert_eq!(
+            page,
+            ChatPage {
+                posts: vec![],
+                next_seq: 40
+            }
+        );
+    }
+
+    #[test]
+    fn a_wait_wakes_on_a_post_from_another_thread() {
+        let (_dir, s) = store();
+        let poster = Arc::clone(&s);
+        let waiter = std::thread::spawn(move || {
+            s.wait_chat(&query("r", 0, 10, Some("me")), MAX_WAIT, || true)
+                .unwrap()
+        });
+        // Own posts do not end the wait; a peer's does.
+        poster.post_chat("r", "me", PostKind::Peer, "mine").unwrap();
+        poster
+            .post_chat("r", "peer", PostKind::Peer, "theirs")
+            .unwrap();
+        let page = waiter.join().unwrap();
+        assert_eq!(seqs(&page), vec![2]);
+        assert_eq!(page.next_seq, 2);
+    }
+
+    #[test]
+    fn a_wait_ends_when_the_caller_stops_waiting() {
+        let (_dir, s) = store();
+        let asked = std::cell::Cell::new(0);
+        let page = s
+            .wait_chat(&query("r", 0, 10, None), MAX_WAIT, || {
+                asked.set(asked.get() + 1);
+                false
+            })
+            .unwrap();
+        assert_eq!(asked.get(), 1);
+        assert!(page.posts.is_empty());
+    }
+
+    #[test]
+    fn an_empty_wait_returns_nothing_and_keeps_the_cursor() {
+        let (_dir, s) = store();
+        s.post_chat("r", "a", PostKind::Peer, "old").unwrap();
+        let page = s
+            .wait_chat(&query("r", 1, 10, None), Duration::from_millis(120), || {
+                true
+            })
+            .unwrap();
+        assert_eq!(
+            page,
+            ChatPage {
+                posts: vec![],
+                next_seq: 1
+            }
+        );
+    }
+
+    #[test]
+    fn task_text_splits_into_title_and_description() {
+        assert_eq!(
+            split_task_text("  Fix it \n\n details\nmore "),
+            ("Fix it".into(), Some("details\nmore".into()))
+        );
+        assert_eq!(
+            split_task_text("only a title"),
+            ("only a title".into(), None)
+        );
+        let long = "t".repeat(board::MAX_TITLE_CHARS + 10);
+        let (title, description) = split_task_text(&long);
+        assert_eq!(title.chars().count(), board::MAX_TITLE_CHARS);
+        assert_eq!(description.as_deref(), Some(long.as_str()));
+    }
+
+    fn team(s: &Store) {
+        for (id, name, runtime) in [("a1", "alice", "codex"), ("b1", "bob", "claude-code")] {
+            s.upsert_agent(&NewAgent {
+                id: Some(id.into()),
+                name: name.into(),
+                team_id: Some("t".into()),
+                runtime: Some(runtime.into()),
+            })
+            .unwrap();
+        }
+        s.upsert_agent(&NewAgent {
+            id: Some("z1".into()),
+            name: "zed".into(),
+            team_id: Some("other".into()),
+            runtime: None,
+        })
+        .unwrap();
+    }
+
+    fn delegation<'a>(assignee: &'a str, task: &'a str) -> Delegation<'a> {
+        Delegation {
+            team_id: "t",
+            caller_agent_id: "a1",
+            assignee,
+            task,
+            room_id: "team:t",
+        }
+    }
+
+    #[test]
+    fn delegation_creates_the_task_queues_the_inbox_and_narrates() {
+        let (_dir, s) = store();
+        team(&s);
+        let done = s
+            .delegate(&delegation("Bob", "Write tests\nfor the chat"))
+            .unwrap();
+        assert_eq!(done.assignee.id, "b1");
+        assert_eq!(done.task.title, "Write tests");
+        assert_eq!(done.task.description.as_deref(), Some("for the chat"));
+        assert_eq!(done.task.status, Status::Todo);
+        assert_eq!(done.task.team_id.as_deref(), Some("t"));
+        assert_eq!(done.task.assignee_runtime.as_deref(), Some("claude-code"));
+        assert_eq!(done.task.assignee_agent_id, None, "left claimable");
+        assert_eq!(
+            (done.post.kind, done.post.author.as_str()),
+            (PostKind::System, SYSTEM_AUTHOR)
+        );
+        assert!(done.post.body.contains(&done.task.id));
+        let inbox = s.take_inbox("b1", Some("t"), 5, "test").unwrap();
+        assert_eq!(inbox.len(), 1);
+        assert_eq!(inbox[0].source, "delegation");
+        assert!(inbox[0].body.contains(&done.task.id));
+        // by id too
+        assert_eq!(
+            s.delegate(&delegation("b1", "again"))
+                .unwrap()
+                .assignee
+                .name,
+            "bob"
+        );
+    }
+
+    #[test]
+    fn delegation_refuses_nobody_and_the_caller_with_the_roster() {
+        let (_dir, s) = store();
+        team(&s);
+        for (who, starts) in [
+            ("zed", "no teammate matches \"zed\""),
+            ("alice", "you cannot delegate to yourself (alice)"),
+            ("a1", "you cannot delegate to yourself"),
+        ] {
+            let err = s.delegate(&delegation(who, "work")).unwrap_err();
+            let text = err.to_string();
+            assert!(text.starts_with(starts), "{text}");
+            assert!(text.ends_with("delegate to one of: bob (b1)"), "{text}");
+        }
+        assert!(s.list_tasks(&Default::default()).unwrap().is_empty());
+        assert!(
+            s.read_chat(&query("team:t", 0, 10, None))
+                .unwrap()
+                .posts
+                .is_empty()
+        );
+        let lonely = Delegation {
+            team_id: "empty",
+            ..delegation("bob", "x")
+        };
+        assert!(
+            s.delegate(&lonely)
+                .unwrap_err()
+                .to_string()
+                .contains("no teammates are registered")
+        );
+    }
+}

@@ -1,0 +1,99 @@
+//! Exactly one winner per task when several OS processes race to claim the same tasks.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{StdioClient, first_text, temp_db};
+use serde_json::json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-tasks");
+const PROCESSES: usize = 6;
+const TASKS: usize = 240;
+
+#[test]
+fn racing_processes_claim_each_task_exactly_once() {
+    let (_dir, db) = temp_db();
+    let mut setup = StdioClient::spawn(BIN, &db, &[]);
+    setup.initialize();
+    let mut ids = Vec::new();
+    for i in 0..TASKS / 24 {
+        let parent = setup.call_ok(
+            "create_task",
+            json!({"title": format!("epic {i}"), "status": "backlog"}),
+        );
+        let parent = parent["task"]["id"].as_str().unwrap().to_owned();
+        for j in 0..24 {
+            let t = setup.call_ok(
+                "create_subtask",
+                json!({"parentTaskId": parent, "title": format!("task {i}.{j}")}),
+            );
+            ids.push(t["task"]["id"].as_str().unwrap().to_owned());
+        }
+    }
+    assert_eq!(ids.len(), TASKS);
+
+    // Each process is a different agent and walks the tasks in its own order, pipelining
+    // every claim at once so the processes really overlap.
+    let handles: Vec<_> = (0..PROCESSES)
+        .map(|p| {
+            let db = db.clone();
+            let mut order = ids.clone();
+            order.rotate_left(p * TASKS / PROCESSES);
+            if p % 2 == 1 {
+                order.reverse();
+            }
+            std::thread::spawn(move || {
+                let agent = format!("agent-{p}");
+                let mut c = StdioClient::spawn(BIN, &db, &["--agent", &agent]);
+                c.initialize();
+                for (n, id) in order.iter().enumerate() {
+                    c.send(&json!({"jsonrpc": "2.0", "id": 1000 + n, "method": "tools/call",
+                        "params": {"name": "claim_task", "arguments": {"taskId": id, "assigneeAgentId": "ignored"}}}));
+                }
+                let mut outcomes = Vec::new();
+                for (n, id) in order.iter().enumerate() {
+                    let answer = c.recv_id(&json!(1000 + n));
+                    let result = &answer["result"];
+                    let won = result["isError"] != json!(true);
+                    if !won {
+                        assert_eq!(first_text(result), "claim failed: conflict", "{result}");
+                        assert_eq!(result["_meta"]["error"], "conflict");
+                    }
+                    outcomes.push((id.clone(), agent.clone(), won));
+                }
+                assert_eq!(c.close(), Some(0));
+                outcomes
+            })
+        })
+        .collect();
+
+    let mut winners: HashMap<String, Vec<String>> = HashMap::new();
+    let mut attempts = 0;
+    for h in handles {
+        for (id, agent, won) in h.join().unwrap() {
+            attempts += 1;
+            if won {
+                winners.entry(id).or_default().push(agent);
+            }
+        }
+    }
+    assert_eq!(attempts, PROCESSES * TASKS);
+    assert_eq!(winners.len(), TASKS, "every task has a winner");
+    for (id, agents) in &winners {
+        assert_eq!(agents.len(), 1, "task {id} was won by {agents:?}");
+    }
+    // The database agrees with what the winners were told.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    for (id, agents) in &winners {
+        let (status, assignee): (String, String) = conn
+            .query_row(
+                "SELECT status, assignee_agent_id FROM tasks WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(status, "in_progress");
+        assert_eq!(&assignee, &agents[0]);
+    }
+}
