@@ -179,7 +179,14 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
                 if !self.has_session(&id).await {
                     return jsonrpc_error(StatusCode::NOT_FOUND, SERVER_ERROR, INVALID_SESSION);
                 }
-                finish(self.shared.handle(req).await).await
+                let is_delete = req.method() == Method::DELETE;
+                let response = finish(self.shared.handle(req).await).await;
+                if is_delete && response.status() == StatusCode::ACCEPTED {
+                    // The session is gone: say 200, which every client reads as done
+                    // (some log rmcp's 202 as a failed termination).
+                    return StatusCode::OK.into_response();
+                }
+                response
             }
             _ => {
                 let mut r = crate::error::json_error(
