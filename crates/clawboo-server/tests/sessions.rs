@@ -1,6 +1,8 @@
 //! Idle MCP sessions expire (on Tokio's paused clock, so no real waiting and no timing
 //! assumptions), while a session in use stays open.
 
+#![allow(clippy::unwrap_used)]
+
 use std::time::Duration;
 
 use axum::body::Body;
