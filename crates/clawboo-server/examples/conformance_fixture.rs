@@ -160,5 +160,8 @@ async fn main() -> std::io::Result<()> {
             host_guard(policy.clone(), req, next)
         }));
     println!("listening on http://{local}/mcp");
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app).await
 }

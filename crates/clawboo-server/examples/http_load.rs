@@ -65,7 +65,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sessions: usize = arg(&args, "--sessions", "8").parse()?;
     let calls: usize = arg(&args, "--calls", "20000").parse()?;
     let tool = arg(&args, "--tool", "get_task");
-    let http = reqwest::Client::builder().no_proxy().build()?;
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .build()?;
     let url = format!("{base}/api/mcp/tasks");
 
     let created: Value = http

@@ -258,8 +258,16 @@ pub async fn serve(
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
     state.start_background();
     let service = app(state).into_make_service_with_connect_info::<SocketAddr>();
+    // Without TCP_NODELAY a response written in pieces (SSE frames) waits on the peer's
+    // delayed ACK: ~40 ms per call.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("could not set TCP_NODELAY: {e}");
+        }
+    });
     tokio::select! {
         result = axum::serve(listener, service) => result,
         () = shutdown => Ok(()),
