@@ -30,6 +30,7 @@ pub mod signing;
 pub mod stdio;
 pub mod tasks;
 pub mod teamchat;
+pub mod tools;
 
 /// The four servers, by the short name used in URLs and binary names.
 pub const MCP_SERVER_NAMES: [&str; 4] = ["tasks", "memory", "tools", "teamchat"];

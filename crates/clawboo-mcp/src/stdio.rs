@@ -25,7 +25,10 @@ const NOT_INITIALIZED: i64 = -32002;
 
 /// Serve `handler` on this process's stdin/stdout until stdin closes.
 pub async fn serve_stdio<H: ServerHandler>(handler: H) -> io::Result<()> {
-    serve_lines(handler, tokio::io::stdin(), tokio::io::stdout()).await
+    // Non-blocking pipes when stdin/stdout are FIFOs (as MCP clients launch us): reads and
+    // writes then run on the reactor instead of a blocking-pool hand-off per message.
+    let (input, output) = rmcp::transport::io::stdio_pipes();
+    serve_lines(handler, input, output).await
 }
 
 /// Serve `handler` on any newline-delimited byte streams (stdio, pipes, duplex in tests).

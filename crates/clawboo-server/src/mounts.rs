@@ -8,7 +8,9 @@ use clawboo_mcp::server::McpServer;
 use clawboo_mcp::signing::ScopeSigner;
 use clawboo_mcp::tasks::{TasksConfig, TasksServer};
 use clawboo_mcp::teamchat::TeamChatServer;
+use clawboo_mcp::tools::{ToolsConfig, ToolsServer};
 use clawboo_store::Store;
+use clawboo_store::broker::BrokerConfig;
 
 use crate::mcp_http::McpHttpConfig;
 use crate::status::McpMount;
@@ -21,6 +23,8 @@ pub fn default_mounts(
 ) -> Vec<McpMount> {
     let tasks_store = store.clone();
     let teamchat_store = store.clone();
+    let tools_store = store.clone();
+    let broker = BrokerConfig::from_env();
     vec![
         McpMount::new(
             McpServerName::Tasks,
@@ -32,6 +36,18 @@ pub fn default_mounts(
                     binding,
                 };
                 McpServer::new(TasksServer::new(tasks_store.clone(), config))
+            },
+        ),
+        McpMount::new(
+            McpServerName::Tools,
+            signer.clone(),
+            config,
+            move |binding| {
+                let config = ToolsConfig {
+                    binding,
+                    broker: broker.clone(),
+                };
+                McpServer::new(ToolsServer::new(tools_store.clone(), config))
             },
         ),
         McpMount::new(

@@ -302,7 +302,8 @@ fn load_task(tx: &rusqlite::Connection, id: &str, scope: Scope<'_>) -> Result<Op
     let sql =
         format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1 AND (?2 IS NULL OR team_id = ?2)");
     let Some(mut task) = tx
-        .query_row(&sql, params![id, scope.team_id], task_from_row)
+        .prepare_cached(&sql)?
+        .query_row(params![id, scope.team_id], task_from_row)
         .optional()?
     else {
         return Ok(None);
@@ -323,16 +324,15 @@ fn require_task(tx: &rusqlite::Connection, id: &str, scope: Scope<'_>) -> Result
 /// Depth of `id` (a root is 0), walking parents.
 fn depth_of(tx: &Transaction<'_>, id: &str) -> Result<i64> {
     Ok(tx
-        .query_row(
+        .prepare_cached(
             "WITH RECURSIVE up(id, parent, depth) AS (
              SELECT id, parent_task_id, 0 FROM tasks WHERE id = ?1
              UNION ALL
              SELECT t.id, t.parent_task_id, up.depth + 1 FROM tasks t JOIN up ON t.id = up.parent
              WHERE up.depth < 64)
          SELECT MAX(depth) FROM up",
-            [id],
-            |r| r.get::<_, Option<i64>>(0),
         )?
+        .query_row([id], |r| r.get::<_, Option<i64>>(0))?
         .unwrap_or(0))
 }
 
@@ -364,6 +364,103 @@ fn summarize(body: &str) -> String {
     }
 }
 
+/// Validate `new`, check it against the caps (when `policy` is capped) and insert it,
+/// inside the caller's write transaction.
+pub(crate) fn insert_task(
+    tx: &Transaction<'_>,
+    now: i64,
+    new: NewTask,
+    policy: CreatePolicy,
+    scope: Scope<'_>,
+) -> Result<Task> {
+    let title = new.title.trim();
+    if title.is_empty() {
+        return Err(StoreError::Invalid("title must not be empty".into()));
+    }
+    check_len("title", title, MAX_TITLE_CHARS)?;
+    if let Some(d) = &new.description {
+        check_len("description", d, MAX_BODY_CHARS)?;
+    }
+    if new.parent_task_id.as_deref() == Some("") {
+        return Err(StoreError::Invalid("parentTaskId must not be empty".into()));
+    }
+    let mut team_id = scope.team_id.map(str::to_owned).or(new.team_id.clone());
+    if let Some(parent_id) = new.parent_task_id.as_deref() {
+        let parent = load_task(tx, parent_id, scope)?.filter(|p| !p.dropped);
+        let Some(parent) = parent else {
+            return Err(match policy {
+                CreatePolicy::Capped => StoreError::Cap {
+                    reason: CapReason::ParentNotFound,
+                    message: format!("parent not found: {parent_id}"),
+                },
+                CreatePolicy::Uncapped => StoreError::NotFound(parent_id.to_owned()),
+            });
+        };
+        if policy == CreatePolicy::Capped {
+            if depth_of(tx, parent_id)? + 1 > MAX_DEPTH {
+                return Err(StoreError::Cap {
+                    reason: CapReason::DepthCap,
+                    message: format!(
+                        "subtask rejected: parent {parent_id} is at the maximum nesting depth ({MAX_DEPTH}); attach the new task higher in the tree"
+                    ),
+                });
+            }
+            let children: i64 = tx
+                .prepare_cached(
+                    "SELECT COUNT(*) FROM tasks WHERE parent_task_id = ?1 AND dropped = 0",
+                )?
+                .query_row([parent_id], |r| r.get(0))?;
+            if children >= MAX_CHILDREN {
+                return Err(StoreError::Cap {
+                    reason: CapReason::ChildCap,
+                    message: format!(
+                        "subtask rejected: parent {parent_id} already has {children} children (max {MAX_CHILDREN}); drop one or attach the new task elsewhere"
+                    ),
+                });
+            }
+        }
+        if team_id.is_none() {
+            team_id = parent.team_id;
+        }
+    } else if policy == CreatePolicy::Capped {
+        let recent: i64 = tx
+            .prepare_cached(
+                "SELECT COUNT(*) FROM tasks WHERE parent_task_id IS NULL AND created_at > ?1",
+            )?
+            .query_row([now - ROOT_RATE_WINDOW_MS], |r| r.get(0))?;
+        if recent >= MAX_ROOTS_PER_WINDOW {
+            return Err(StoreError::Cap {
+                reason: CapReason::RootRateCap,
+                message: format!(
+                    "task rejected: {recent} root tasks already created in the last 5 min (max {MAX_ROOTS_PER_WINDOW}); attach this work to an existing task with parentTaskId instead of opening another"
+                ),
+            });
+        }
+    }
+    let status = new.status.unwrap_or(Status::Todo);
+    let id = new_id();
+    tx.prepare_cached(
+        "INSERT INTO tasks(id, title, description, status, priority, team_id, assignee_agent_id,
+                assignee_runtime, parent_task_id, tenant_id, created_at, updated_at, completed_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12)",
+    )?
+    .execute(params![
+        id,
+        title,
+        new.description,
+        status.as_str(),
+        new.priority.unwrap_or(0),
+        team_id,
+        new.assignee_agent_id,
+        new.assignee_runtime,
+        new.parent_task_id,
+        new.tenant_id,
+        now,
+        status.is_terminal().then_some(now),
+    ])?;
+    require_task(tx, &id, Scope::ALL)
+}
+
 impl Store {
     /// Create a task. With [`CreatePolicy::Capped`] the parent, depth, child-count and
     /// root-rate caps are checked together with the insert in one `BEGIN IMMEDIATE`.
@@ -375,95 +472,8 @@ impl Store {
         policy: CreatePolicy,
         scope: Scope<'_>,
     ) -> Result<Task> {
-        let title = new.title.trim();
-        if title.is_empty() {
-            return Err(StoreError::Invalid("title must not be empty".into()));
-        }
-        check_len("title", title, MAX_TITLE_CHARS)?;
-        if let Some(d) = &new.description {
-            check_len("description", d, MAX_BODY_CHARS)?;
-        }
-        if new.parent_task_id.as_deref() == Some("") {
-            return Err(StoreError::Invalid("parentTaskId must not be empty".into()));
-        }
         let now = self.now_ms();
-        self.write(|tx| {
-            let mut team_id = scope.team_id.map(str::to_owned).or(new.team_id.clone());
-            if let Some(parent_id) = new.parent_task_id.as_deref() {
-                let parent = load_task(tx, parent_id, scope)?.filter(|p| !p.dropped);
-                let Some(parent) = parent else {
-                    return Err(match policy {
-                        CreatePolicy::Capped => StoreError::Cap {
-                            reason: CapReason::ParentNotFound,
-                            message: format!("parent not found: {parent_id}"),
-                        },
-                        CreatePolicy::Uncapped => StoreError::NotFound(parent_id.to_owned()),
-                    });
-                };
-                if policy == CreatePolicy::Capped {
-                    if depth_of(tx, parent_id)? + 1 > MAX_DEPTH {
-                        return Err(StoreError::Cap {
-                            reason: CapReason::DepthCap,
-                            message: format!(
-                                "subtask rejected: parent {parent_id} is at the maximum nesting depth ({MAX_DEPTH}); attach the new task higher in the tree"
-                            ),
-                        });
-                    }
-                    let children: i64 = tx.query_row(
-                        "SELECT COUNT(*) FROM tasks WHERE parent_task_id = ?1 AND dropped = 0",
-                        [parent_id],
-                        |r| r.get(0),
-                    )?;
-                    if children >= MAX_CHILDREN {
-                        return Err(StoreError::Cap {
-                            reason: CapReason::ChildCap,
-                            message: format!(
-                                "subtask rejected: parent {parent_id} already has {children} children (max {MAX_CHILDREN}); drop one or attach the new task elsewhere"
-                            ),
-                        });
-                    }
-                }
-                if team_id.is_none() {
-                    team_id = parent.team_id;
-                }
-            } else if policy == CreatePolicy::Capped {
-                let recent: i64 = tx.query_row(
-                    "SELECT COUNT(*) FROM tasks WHERE parent_task_id IS NULL AND created_at > ?1",
-                    [now - ROOT_RATE_WINDOW_MS],
-                    |r| r.get(0),
-                )?;
-                if recent >= MAX_ROOTS_PER_WINDOW {
-                    return Err(StoreError::Cap {
-                        reason: CapReason::RootRateCap,
-                        message: format!(
-                            "task rejected: {recent} root tasks already created in the last 5 min (max {MAX_ROOTS_PER_WINDOW}); attach this work to an existing task with parentTaskId instead of opening another"
-                        ),
-                    });
-                }
-            }
-            let status = new.status.unwrap_or(Status::Todo);
-            let id = new_id();
-            tx.execute(
-                "INSERT INTO tasks(id, title, description, status, priority, team_id, assignee_agent_id,
-                    assignee_runtime, parent_task_id, tenant_id, created_at, updated_at, completed_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12)",
-                params![
-                    id,
-                    title,
-                    new.description,
-                    status.as_str(),
-                    new.priority.unwrap_or(0),
-                    team_id,
-                    new.assignee_agent_id,
-                    new.assignee_runtime,
-                    new.parent_task_id,
-                    new.tenant_id,
-                    now,
-                    status.is_terminal().then_some(now),
-                ],
-            )?;
-            require_task(tx, &id, Scope::ALL)
-        })
+        self.write(|tx| insert_task(tx, now, new, policy, scope))
     }
 
     /// [`Store::create_task_in`] over the whole board.
@@ -523,7 +533,7 @@ impl Store {
             let sql = format!(
                 "SELECT {TASK_COLUMNS} FROM tasks WHERE {where_clause} ORDER BY priority DESC, created_at, id"
             );
-            let mut stmt = tx.prepare(&sql)?;
+            let mut stmt = tx.prepare_cached(&sql)?;
             let mut tasks = stmt
                 .query_map(params![filter.team_id, status], task_from_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -532,7 +542,7 @@ impl Store {
                  WHERE d.task_id IN (SELECT id FROM tasks WHERE {where_clause})
                  ORDER BY d.created_at, d.depends_on_task_id"
             );
-            let mut stmt = tx.prepare(&deps_sql)?;
+            let mut stmt = tx.prepare_cached(&deps_sql)?;
             let mut deps: HashMap<String, Vec<String>> = HashMap::new();
             for edge in stmt.query_map(params![filter.team_id, status], |r| Ok((r.get(0)?, r.get(1)?)))? {
                 let (task_id, dep): (String, String) = edge?;
@@ -572,7 +582,8 @@ impl Store {
                  WHERE id = ?4 AND (?5 IS NULL OR team_id = ?5) AND status = 'todo'
                    AND assignee_agent_id IS NULL AND dropped = 0 AND NOT {UNFINISHED_DEP}"
             );
-            let changed = tx.execute(&sql, params![agent_id, runtime, now, id, scope.team_id])?;
+            let changed = tx.prepare_cached(&sql)?
+.execute( params![agent_id, runtime, now, id, scope.team_id])?;
             if changed == 1 {
                 return require_task(tx, id, Scope::ALL);
             }
@@ -636,14 +647,14 @@ impl Store {
             if task.status == to {
                 return Ok(task);
             }
-            tx.execute(
+            tx.prepare_cached(
                 "UPDATE tasks SET status = ?1, updated_at = ?2,
                      completed_at = CASE WHEN ?3 THEN ?2 ELSE completed_at END,
                      assignee_agent_id = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_agent_id END,
                      assignee_runtime = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_runtime END
                  WHERE id = ?4",
-                params![to.as_str(), now, to.is_terminal(), id],
-            )?;
+            )?
+            .execute(params![to.as_str(), now, to.is_terminal(), id])?;
             notify_assignee(tx, now, &task, actor, &format!("moved it to {to}"))?;
             require_task(tx, id, Scope::ALL)
         })
@@ -659,9 +670,9 @@ impl Store {
         self.write(|tx| {
             let task = require_task(tx, task_id, scope)?;
             let id = new_id();
-            tx.execute(
-                "INSERT INTO task_comments(id, task_id, author_agent_id, author_type, body, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            tx.prepare_cached("INSERT INTO task_comments(id, task_id, author_agent_id, author_type, body, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
+.execute(
                 params![id, task_id, new.author_agent_id, new.author_type.as_str(), new.body, now],
             )?;
             let what = format!("commented \"{}\"", summarize(&new.body));
@@ -689,8 +700,8 @@ impl Store {
             if task_id == depends_on {
                 return Err(cycle());
             }
-            let exists: bool = tx.query_row(
-                "SELECT EXISTS(SELECT 1 FROM task_deps WHERE task_id = ?1 AND depends_on_task_id = ?2)",
+            let exists: bool = tx.prepare_cached("SELECT EXISTS(SELECT 1 FROM task_deps WHERE task_id = ?1 AND depends_on_task_id = ?2)")?
+.query_row(
                 params![task_id, depends_on],
                 |r| r.get(0),
             )?;
@@ -698,20 +709,20 @@ impl Store {
                 return Ok(());
             }
             // Would `depends_on` (transitively) wait for `task_id`? Then the new edge closes a cycle.
-            let reaches: bool = tx.query_row(
-                "WITH RECURSIVE reach(id) AS (
+            let reaches: bool = tx.prepare_cached("WITH RECURSIVE reach(id) AS (
                      SELECT depends_on_task_id FROM task_deps WHERE task_id = ?1
                      UNION
                      SELECT d.depends_on_task_id FROM task_deps d JOIN reach r ON d.task_id = r.id)
-                 SELECT EXISTS(SELECT 1 FROM reach WHERE id = ?2)",
+                 SELECT EXISTS(SELECT 1 FROM reach WHERE id = ?2)")?
+.query_row(
                 params![depends_on, task_id],
                 |r| r.get(0),
             )?;
             if reaches {
                 return Err(cycle());
             }
-            tx.execute(
-                "INSERT INTO task_deps(task_id, depends_on_task_id, created_at) VALUES (?1, ?2, ?3)",
+            tx.prepare_cached("INSERT INTO task_deps(task_id, depends_on_task_id, created_at) VALUES (?1, ?2, ?3)")?
+.execute(
                 params![task_id, depends_on, now],
             )?;
             Ok(())
@@ -724,10 +735,8 @@ impl Store {
         let now = self.now_ms();
         self.write(|tx| {
             require_task(tx, id, scope)?;
-            tx.execute(
-                "UPDATE tasks SET dropped = ?1, updated_at = ?2 WHERE id = ?3",
-                params![dropped, now, id],
-            )?;
+            tx.prepare_cached("UPDATE tasks SET dropped = ?1, updated_at = ?2 WHERE id = ?3")?
+                .execute(params![dropped, now, id])?;
             require_task(tx, id, Scope::ALL)
         })
     }
@@ -746,9 +755,9 @@ impl Store {
         let now = self.now_ms();
         self.write(|tx| {
             require_task(tx, id, scope)?;
-            tx.execute(
-                "UPDATE tasks SET title = COALESCE(?1, title), description = COALESCE(?2, description),
-                     priority = COALESCE(?3, priority), updated_at = ?4 WHERE id = ?5",
+            tx.prepare_cached("UPDATE tasks SET title = COALESCE(?1, title), description = COALESCE(?2, description),
+                     priority = COALESCE(?3, priority), updated_at = ?4 WHERE id = ?5")?
+.execute(
                 params![patch.title.as_deref().map(str::trim), patch.description, patch.priority, now, id],
             )?;
             require_task(tx, id, Scope::ALL)

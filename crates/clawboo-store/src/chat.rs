@@ -463,36 +463,40 @@ impl Store {
             });
         }
         let (title, description) = split_task_text(task);
-        let created = self.create_task_in(
-            NewTask {
-                title,
-                description,
-                team_id: Some(team_id.to_owned()),
-                assignee_runtime: target.runtime.clone(),
-                ..NewTask::default()
-            },
-            CreatePolicy::Uncapped,
-            Scope::team(Some(team_id)),
-        )?;
         let now = self.now_ms();
-        let note = format!(
-            "{caller_name} delegated a task to you: \"{}\" ({}); claim it with claim_task",
-            created.title, created.id
-        );
-        let narration = format!(
-            "{caller_name} delegated \"{}\" to {} (task {})",
-            created.title, target.name, created.id
-        );
-        let post = self.write(|tx| {
+        // The task, the assignee's inbox note and the room narration land together or not at all.
+        let (created, post) = self.write(|tx| {
+            let created = board::insert_task(
+                tx,
+                now,
+                NewTask {
+                    title,
+                    description,
+                    team_id: Some(team_id.to_owned()),
+                    assignee_runtime: target.runtime.clone(),
+                    ..NewTask::default()
+                },
+                CreatePolicy::Uncapped,
+                Scope::team(Some(team_id)),
+            )?;
+            let note = format!(
+                "{caller_name} delegated a task to you: \"{}\" ({}); claim it with claim_task",
+                created.title, created.id
+            );
+            let narration = format!(
+                "{caller_name} delegated \"{}\" to {} (task {})",
+                created.title, target.name, created.id
+            );
             inbox::push(tx, now, &target.id, Some(team_id), "delegation", &note)?;
-            insert_post(
+            let post = insert_post(
                 tx,
                 now,
                 room_id,
                 SYSTEM_AUTHOR,
                 PostKind::System,
                 &narration,
-            )
+            )?;
+            Ok::<_, StoreError>((created, post))
         })?;
         DOORBELL.ring();
         Ok(Delegated {

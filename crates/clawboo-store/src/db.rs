@@ -64,6 +64,7 @@ impl Store {
         }
         let mut conn = Connection::open(path)?;
         conn.busy_timeout(config.busy_timeout)?;
+        conn.set_prepared_statement_cache_capacity(128);
         // journal_mode returns a row, so it is read rather than executed.
         let _mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")?;

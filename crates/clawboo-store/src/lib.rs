@@ -15,12 +15,14 @@
 //! ```
 
 pub mod board;
+pub mod broker;
 pub mod chat;
 mod db;
 mod error;
 pub mod inbox;
 mod migrations;
 mod path;
+pub mod scrub;
 pub mod settings;
 pub mod teams;
 

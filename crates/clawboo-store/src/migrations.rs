@@ -12,6 +12,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0003_teamchat",
         include_str!("../migrations/0003_teamchat.sql"),
     ),
+    ("0004_tools", include_str!("../migrations/0004_tools.sql")),
 ];
 
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).

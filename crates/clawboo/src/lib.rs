@@ -1,6 +1,7 @@
 //! Glue for the `clawboo` binary and the four `clawboo-mcp-<server>` stdio binaries:
 //! argument parsing, logging, opening the store, and choosing a server.
 
+pub mod approvals;
 pub mod attach;
 pub mod board;
 pub mod serve;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use clawboo::approvals::ApprovalsCommand;
 use clawboo::attach::AttachArgs;
 use clawboo::board::BoardCommand;
 use clawboo::serve::ServeArgs;
@@ -41,6 +42,14 @@ enum Command {
         #[command(subcommand)]
         command: BoardCommand,
     },
+    /// Answer the tool broker's pending approvals.
+    Approvals {
+        /// Database file (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
+        #[arg(long, global = true, value_name = "PATH")]
+        db: Option<PathBuf>,
+        #[command(subcommand)]
+        command: ApprovalsCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -51,6 +60,7 @@ fn main() -> ExitCode {
         Command::Attach(args) => clawboo::attach::run(args),
         Command::Mcp { server, args } => clawboo::stdio::run(&server, args),
         Command::Board { db, command } => clawboo::board::run(db, command),
+        Command::Approvals { db, command } => clawboo::approvals::run(db, command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -9,6 +9,7 @@ use clawboo_mcp::binding::Binding;
 use clawboo_mcp::server::McpServer;
 use clawboo_mcp::stdio::serve_stdio;
 use clawboo_mcp::tasks::{TasksConfig, TasksServer};
+use clawboo_mcp::tools::{ToolsConfig, ToolsServer};
 
 /// Flags every stdio server takes. The binding flags are set by the process that spawns
 /// the server (never by the model) and bind the session exactly as a signed URL does.
@@ -73,6 +74,13 @@ pub fn run(server: &str, args: StdioArgs) -> anyhow::Result<()> {
             "teamchat" => {
                 let teamchat = clawboo_mcp::teamchat::TeamChatServer::new(store, binding);
                 serve_stdio(McpServer::new(teamchat)).await?
+            }
+            "tools" => {
+                let config = ToolsConfig {
+                    binding,
+                    broker: clawboo_store::broker::BrokerConfig::from_env(),
+                };
+                serve_stdio(McpServer::new(ToolsServer::new(store, config))).await?
             }
             other => {
                 bail!("unknown server: {other} (expected one of: tasks, memory, tools, teamchat)")

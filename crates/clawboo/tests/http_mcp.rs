@@ -227,3 +227,43 @@ async fn status_reports_probed_servers() {
     assert_eq!(tasks["alive"], true);
     assert_eq!(tasks["toolCount"], 12);
 }
+
+#[tokio::test]
+async fn every_mounted_server_answers_over_http() {
+    let server = Server::start(&[]);
+    let mut tools = Session::open(&server.url("/api/mcp/tools")).await;
+    let listed = tools.request("tools/list", json!({})).await;
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"echo"), "{names:?}");
+    let echoed = tools.call("echo", json!({"message": "over http"})).await;
+    assert_ne!(echoed["isError"], json!(true), "{echoed}");
+    assert!(
+        echoed["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("over http"),
+        "{echoed}"
+    );
+
+    let mut chat = Session::open(&server.url("/api/mcp/teamchat")).await;
+    let posted = chat
+        .call_json(
+            "team_chat_post",
+            json!({"text": "hi", "authorAgentId": "ada", "teamId": "red"}),
+        )
+        .await;
+    assert_eq!(posted["posted"]["seq"], 1);
+    let mut reader = Session::open(&server.url("/api/mcp/teamchat")).await;
+    let read = reader
+        .call_json(
+            "team_chat_subscribe",
+            json!({"teamId": "red", "authorAgentId": "bob"}),
+        )
+        .await;
+    assert_eq!(read["posts"][0]["authorAgentId"], "ada");
+}

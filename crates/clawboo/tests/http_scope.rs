@@ -192,3 +192,56 @@ async fn http_config_mints_the_same_signed_url_as_the_cli() {
         .as_str()
     );
 }
+
+#[tokio::test]
+async fn bound_teamchat_session_cannot_post_as_another_agent() {
+    let server = Server::start(&[]);
+    let config = attach(
+        &server.db,
+        &[
+            "--server",
+            "teamchat",
+            "--team",
+            "red",
+            "--agent",
+            "ada",
+            "--url",
+            &server.base,
+        ],
+    );
+    let url = config["structured"]["clawboo-teamchat"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        url.contains("roomTeamId=red&postAuthorAgentId=ada&scopeSig="),
+        "{url}"
+    );
+    let mut s = Session::open(&url).await;
+    let posted = s
+        .call_json(
+            "team_chat_post",
+            json!({"text": "it was me", "authorAgentId": "mallory", "teamId": "blue"}),
+        )
+        .await;
+    assert_eq!(posted["posted"]["authorAgentId"], "ada");
+    assert_eq!(posted["posted"]["roomId"], "team:red");
+    // Re-attributed or appended-delegate URLs bind nobody: a post then needs identity
+    // in its arguments.
+    for forged in [
+        url.replace("postAuthorAgentId=ada", "postAuthorAgentId=mallory"),
+        format!("{url}&delegate=1"),
+    ] {
+        let mut s = Session::open(&forged).await;
+        let refused = s.call("team_chat_post", json!({"text": "x"})).await;
+        assert_eq!(refused["isError"], true, "{forged}");
+        let tools = s.request("tools/list", json!({})).await;
+        let names: Vec<&str> = tools["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert!(!names.contains(&"team_delegate"), "{forged}: {names:?}");
+    }
+}

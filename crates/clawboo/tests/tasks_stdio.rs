@@ -27,7 +27,7 @@ fn assert_refused(result: &Value, text: &str, code: &str) {
 fn create(c: &mut StdioClient, args: Value) -> String {
     c.call_ok("create_task", args)["task"]["id"]
         .as_str()
-        .unwrap()
+        .expect("test setup")
         .to_owned()
 }
 
@@ -514,24 +514,24 @@ fn root_rate_cap_counts_every_surface_and_rolls_with_the_window() {
 }
 
 fn insert_roots(db: &std::path::Path, n: usize, created_at: i64) {
-    let conn = rusqlite::Connection::open(db).unwrap();
+    let conn = rusqlite::Connection::open(db).expect("test setup");
     for i in 0..n {
         conn.execute(
             "INSERT INTO tasks(id, title, status, created_at, updated_at) VALUES (?1, ?2, 'todo', ?3, ?3)",
             rusqlite::params![format!("ext-{created_at}-{i}"), format!("external {i}"), created_at],
         )
-        .unwrap();
+        .expect("test setup");
     }
 }
 
 fn first_root(db: &std::path::Path, created_at: i64) -> String {
-    let conn = rusqlite::Connection::open(db).unwrap();
+    let conn = rusqlite::Connection::open(db).expect("test setup");
     conn.query_row(
         "SELECT id FROM tasks WHERE created_at = ?1 LIMIT 1",
         [created_at],
         |r| r.get(0),
     )
-    .unwrap()
+    .expect("test setup")
 }
 
 #[test]

@@ -1,0 +1,522 @@
+//! Approvals mediated by the database: a call writes a `pending` row and waits; a human
+//! decides from any process (CLI, REST, web board). A decision made in this process wakes
+//! the waiter at once; decisions from other processes are seen by polling.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use rusqlite::{OptionalExtension, Row, Transaction, params};
+use serde::{Deserialize, Serialize};
+
+use crate::{Store, StoreError};
+
+/// Where an approval row stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalStatus {
+    /// Waiting for a human.
+    Pending,
+    /// Allowed (once or always).
+    Allowed,
+    /// Denied by a human.
+    Denied,
+    /// Nobody decided in time (or the caller went away).
+    Expired,
+}
+
+impl ApprovalStatus {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalStatus::Pending => "pending",
+            ApprovalStatus::Allowed => "allowed",
+            ApprovalStatus::Denied => "denied",
+            ApprovalStatus::Expired => "expired",
+        }
+    }
+
+    fn parse(s: &str) -> ApprovalStatus {
+        match s {
+            "allowed" => ApprovalStatus::Allowed,
+            "denied" => ApprovalStatus::Denied,
+            "expired" => ApprovalStatus::Expired,
+            _ => ApprovalStatus::Pending,
+        }
+    }
+}
+
+impl fmt::Display for ApprovalStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A human's answer to an approval (`"allow_once"`, `"allow_always"`, `"deny"` on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Run this one call.
+    AllowOnce,
+    /// Run it, and do not ask again for this tool and this (bound) agent.
+    AllowAlways,
+    /// Refuse the call.
+    Deny,
+}
+
+impl Decision {
+    /// The wire/stored name (`allow_once`, `allow_always`, `deny`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::AllowOnce => "allow_once",
+            Decision::AllowAlways => "allow_always",
+            Decision::Deny => "deny",
+        }
+    }
+}
+
+impl FromStr for Decision {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "allow_once" => Ok(Decision::AllowOnce),
+            "allow_always" => Ok(Decision::AllowAlways),
+            "deny" => Ok(Decision::Deny),
+            other => Err(format!(
+                "unknown decision `{other}`: use allow_once, allow_always or deny"
+            )),
+        }
+    }
+}
+
+/// One approval row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Approval {
+    /// The approval id operators decide by.
+    pub id: String,
+    /// The call it belongs to (its audit rows share this id).
+    pub call_id: String,
+    /// The tool the call wants to run.
+    pub tool_name: String,
+    /// The calling agent (from the binding), if bound.
+    pub agent_id: Option<String>,
+    /// The calling team (from the binding), if bound.
+    pub team_id: Option<String>,
+    /// The tool's risk level (`external`, `destructive`).
+    pub risk: String,
+    /// Why approval is needed, for the human.
+    pub message: String,
+    /// The call's arguments, scrubbed, as JSON text.
+    pub args_json: String,
+    /// Where it stands.
+    pub status: ApprovalStatus,
+    /// The human's answer, once given.
+    pub decision: Option<Decision>,
+    /// Who answered (`cli`, `web`, `api`).
+    pub decided_by: Option<String>,
+    /// When the call asked (epoch ms).
+    pub created_at: i64,
+    /// When the call stops waiting and the row expires (epoch ms).
+    pub expires_at: i64,
+    /// When it was decided or expired (epoch ms).
+    pub decided_at: Option<i64>,
+}
+
+const COLUMNS: &str = "id, call_id, tool_name, agent_id, team_id, risk, message, args_json, \
+                       status, decision, decided_by, created_at, expires_at, decided_at";
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
+    let status: String = row.get(8)?;
+    let decision: Option<String> = row.get(9)?;
+    Ok(Approval {
+        id: row.get(0)?,
+        call_id: row.get(1)?,
+        tool_name: row.get(2)?,
+        agent_id: row.get(3)?,
+        team_id: row.get(4)?,
+        risk: row.get(5)?,
+        message: row.get(6)?,
+        args_json: row.get(7)?,
+        status: ApprovalStatus::parse(&status),
+        decision: decision.and_then(|d| d.parse().ok()),
+        decided_by: row.get(10)?,
+        created_at: row.get(11)?,
+        expires_at: row.get(12)?,
+        decided_at: row.get(13)?,
+    })
+}
+
+/// Why a decision could not be recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum ApprovalError {
+    /// No approval has this id.
+    #[error("approval {0} not found; run `clawboo approvals list` to see pending approvals")]
+    NotFound(String),
+    /// Somebody (or the clock) already settled it.
+    #[error("approval {id} is already {status}; only pending approvals can be decided")]
+    AlreadySettled {
+        /// The approval.
+        id: String,
+        /// What it already is.
+        status: ApprovalStatus,
+    },
+    /// Its wait ran out before this decision arrived; the row is now `expired`.
+    #[error(
+        "approval {0} expired before the decision arrived; the agent's call was refused, ask it to retry"
+    )]
+    Expired(String),
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ApprovalError {
+    /// A stable code (`not_found`, `already_settled`, `expired`, `internal`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApprovalError::NotFound(_) => "not_found",
+            ApprovalError::AlreadySettled { .. } => "already_settled",
+            ApprovalError::Expired(_) => "expired",
+            ApprovalError::Store(e) => e.code(),
+        }
+    }
+}
+
+/// A new pending row, as the pipeline writes it.
+pub(crate) struct NewApproval<'a> {
+    pub id: &'a str,
+    pub call_id: &'a str,
+    pub tool_name: &'a str,
+    pub agent_id: Option<&'a str>,
+    pub team_id: Option<&'a str>,
+    pub risk: &'a str,
+    pub message: &'a str,
+    pub args_json: &'a str,
+    pub expires_at: i64,
+}
+
+pub(crate) fn insert_pending(
+    tx: &Transaction<'_>,
+    now: i64,
+    new: &NewApproval<'_>,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO tool_call_approvals(id, call_id, tool_name, agent_id, team_id, risk, message,
+                                         args_json, status, created_at, expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10)",
+        params![
+            new.id,
+            new.call_id,
+            new.tool_name,
+            new.agent_id,
+            new.team_id,
+            new.risk,
+            new.message,
+            new.args_json,
+            now,
+            new.expires_at
+        ],
+    )?;
+    Ok(())
+}
+
+/// Whether `allow_always` was remembered for `tool` and `agent_id`.
+pub(crate) fn has_grant(
+    tx: &Transaction<'_>,
+    tool: &str,
+    agent_id: &str,
+) -> rusqlite::Result<bool> {
+    tx.query_row(
+        "SELECT 1 FROM tool_approval_grants WHERE tool_name = ?1 AND agent_id = ?2",
+        params![tool, agent_id],
+        |_| Ok(()),
+    )
+    .optional()
+    .map(|found| found.is_some())
+}
+
+/// In-process wake-ups, keyed by approval id.
+struct Wake {
+    decided: Mutex<bool>,
+    signal: Condvar,
+}
+
+fn wakers() -> &'static Mutex<HashMap<String, Arc<Wake>>> {
+    static WAKERS: OnceLock<Mutex<HashMap<String, Arc<Wake>>>> = OnceLock::new();
+    WAKERS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Registered while a call waits; unregisters on drop.
+struct WaitRegistration {
+    id: String,
+    wake: Arc<Wake>,
+}
+
+impl WaitRegistration {
+    fn new(id: &str) -> WaitRegistration {
+        let wake = Arc::new(Wake {
+            decided: Mutex::new(false),
+            signal: Condvar::new(),
+        });
+        lock(wakers()).insert(id.to_string(), wake.clone());
+        WaitRegistration {
+            id: id.to_string(),
+            wake,
+        }
+    }
+
+    /// Sleep until woken or `timeout` passes.
+    fn sleep(&self, timeout: Duration) {
+        let decided = lock(&self.wake.decided);
+        if !*decided {
+            let _unused = self
+                .wake
+                .signal
+                .wait_timeout(decided, timeout)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+    }
+}
+
+impl Drop for WaitRegistration {
+    fn drop(&mut self) {
+        lock(wakers()).remove(&self.id);
+    }
+}
+
+fn wake(id: &str) {
+    let waker = lock(wakers()).get(id).cloned();
+    if let Some(wake) = waker {
+        *lock(&wake.decided) = true;
+        wake.signal.notify_all();
+    }
+}
+
+/// Progress of a waiting call, seen on every poll.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitProgress {
+    /// The approval being waited on.
+    pub approval_id: String,
+    /// Milliseconds waited so far.
+    pub waited_ms: u64,
+    /// The whole wait, in milliseconds.
+    pub total_ms: u64,
+    /// Whether to tell the caller (about once a second); the observer is also asked on
+    /// every poll so an abandoned wait ends promptly.
+    pub report: bool,
+}
+
+/// What a waiting call's observer wants next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitControl {
+    /// Keep waiting.
+    Continue,
+    /// The caller went away: stop waiting and expire the row.
+    Abandon,
+}
+
+/// How a wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WaitEnd {
+    Allowed(Decision),
+    Denied,
+    Expired,
+}
+
+/// How a wait is paced.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WaitPacing {
+    pub poll: Duration,
+    pub progress: Duration,
+}
+
+/// Wait for a decision on `approval_id` until `expires_at` (store-clock epoch ms).
+pub(crate) fn wait_for_decision(
+    store: &Store,
+    approval_id: &str,
+    created_at: i64,
+    expires_at: i64,
+    pacing: WaitPacing,
+    observer: &mut dyn FnMut(&WaitProgress) -> WaitControl,
+) -> Result<WaitEnd, StoreError> {
+    let registration = WaitRegistration::new(approval_id);
+    let total_ms = (expires_at - created_at).max(0) as u64;
+    let mut last_progress: Option<Instant> = None;
+    loop {
+        let row = store
+            .read(|c| {
+                c.query_row(
+                    "SELECT status, decision FROM tool_call_approvals WHERE id = ?1",
+                    [approval_id],
+                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?)),
+                )
+                .optional()
+            })
+            .map_err(StoreError::from)?;
+        let Some((status, decision)) = row else {
+            return Ok(WaitEnd::Expired);
+        };
+        match ApprovalStatus::parse(&status) {
+            ApprovalStatus::Allowed => {
+                let decision = decision
+                    .and_then(|d| d.parse().ok())
+                    .unwrap_or(Decision::AllowOnce);
+                return Ok(WaitEnd::Allowed(decision));
+            }
+            ApprovalStatus::Denied => return Ok(WaitEnd::Denied),
+            ApprovalStatus::Expired => return Ok(WaitEnd::Expired),
+            ApprovalStatus::Pending => {}
+        }
+        let now = store.now_ms();
+        if now >= expires_at {
+            if expire(store, approval_id)? {
+                return Ok(WaitEnd::Expired);
+            }
+            continue; // a decision landed just in time: read it
+        }
+        let report = last_progress.is_none_or(|at| at.elapsed() >= pacing.progress);
+        if report {
+            last_progress = Some(Instant::now());
+        }
+        let progress = WaitProgress {
+            approval_id: approval_id.to_string(),
+            waited_ms: (now - created_at).max(0) as u64,
+            total_ms,
+            report,
+        };
+        if observer(&progress) == WaitControl::Abandon {
+            if expire(store, approval_id)? {
+                return Ok(WaitEnd::Expired);
+            }
+            continue;
+        }
+        let remaining = Duration::from_millis((expires_at - now).max(1) as u64);
+        registration.sleep(remaining.min(pacing.poll));
+    }
+}
+
+/// Mark a pending row expired; `false` when it was no longer pending.
+fn expire(store: &Store, approval_id: &str) -> Result<bool, StoreError> {
+    let now = store.now_ms();
+    store.write(|tx| {
+        let changed = tx.execute(
+            "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?2
+             WHERE id = ?1 AND status = 'pending'",
+            params![approval_id, now],
+        )?;
+        Ok(changed == 1)
+    })
+}
+
+impl Store {
+    /// Record a human's decision on a pending approval and wake its waiting call.
+    /// `allow_always` is remembered for the tool and the call's agent (never for an
+    /// anonymous call, which it allows once).
+    pub fn resolve_approval(
+        &self,
+        id: &str,
+        decision: Decision,
+        decided_by: &str,
+    ) -> Result<Approval, ApprovalError> {
+        let now = self.now_ms();
+        let outcome = self.write(|tx| -> Result<Result<Approval, ApprovalError>, StoreError> {
+            let sql = format!("SELECT {COLUMNS} FROM tool_call_approvals WHERE id = ?1");
+            let Some(row) = tx.query_row(&sql, [id], from_row).optional()? else {
+                return Ok(Err(ApprovalError::NotFound(id.to_string())));
+            };
+            if row.status != ApprovalStatus::Pending {
+                return Ok(Err(ApprovalError::AlreadySettled {
+                    id: id.to_string(),
+                    status: row.status,
+                }));
+            }
+            if now >= row.expires_at {
+                tx.execute(
+                    "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?2 WHERE id = ?1",
+                    params![id, now],
+                )?;
+                return Ok(Err(ApprovalError::Expired(id.to_string())));
+            }
+            let status = if decision == Decision::Deny {
+                "denied"
+            } else {
+                "allowed"
+            };
+            tx.execute(
+                "UPDATE tool_call_approvals
+                 SET status = ?2, decision = ?3, decided_by = ?4, decided_at = ?5 WHERE id = ?1",
+                params![id, status, decision.as_str(), decided_by, now],
+            )?;
+            if decision == Decision::AllowAlways
+                && let Some(agent) = row.agent_id.as_deref()
+            {
+                tx.execute(
+                    "INSERT INTO tool_approval_grants(tool_name, agent_id, approval_id, created_at)
+                     VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT(tool_name, agent_id) DO UPDATE SET approval_id = ?3, created_at = ?4",
+                    params![row.tool_name, agent, id, now],
+                )?;
+            }
+            Ok(Ok(tx.query_row(&sql, [id], from_row)?))
+        })?;
+        if outcome.is_ok() {
+            wake(id);
+        }
+        outcome
+    }
+
+    /// Approvals, newest first (only `pending` ones when `pending_only`). Pending rows whose
+    /// time ran out (their caller is gone) are marked `expired` first.
+    pub fn list_approvals(
+        &self,
+        pending_only: bool,
+        limit: usize,
+    ) -> Result<Vec<Approval>, StoreError> {
+        let now = self.now_ms();
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?1
+                 WHERE status = 'pending' AND expires_at <= ?1",
+                [now],
+            )?;
+            let sql = format!(
+                "SELECT {COLUMNS} FROM tool_call_approvals
+                 WHERE (?1 = 0 OR status = 'pending')
+                 ORDER BY created_at DESC, id DESC LIMIT ?2"
+            );
+            let mut stmt = tx.prepare(&sql)?;
+            let rows = stmt
+                .query_map(params![pending_only as i64, limit as i64], from_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// One approval by id.
+    pub fn approval(&self, id: &str) -> Result<Approval, StoreError> {
+        self.read(|c| {
+            let sql = format!("SELECT {COLUMNS} FROM tool_call_approvals WHERE id = ?1");
+            c.query_row(&sql, [id], from_row)
+                .optional()?
+                .ok_or_else(|| StoreError::NotFound(id.to_string()))
+        })
+    }
+
+    /// Forget a remembered `allow_always` for `tool` and `agent_id`; `true` if one existed.
+    pub fn revoke_approval_grant(&self, tool: &str, agent_id: &str) -> Result<bool, StoreError> {
+        self.write(|tx| {
+            Ok(tx.execute(
+                "DELETE FROM tool_approval_grants WHERE tool_name = ?1 AND agent_id = ?2",
+                params![tool, agent_id],
+            )? == 1)
+        })
+    }
+}

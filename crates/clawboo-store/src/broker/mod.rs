@@ -1,0 +1,770 @@
+//! The tool broker: a registry of builtin tools and the pipeline every call runs:
+//! unknown / disabled / unavailable → argument validation → inspectors (security, scope,
+//! clamp, risk) → approval when required → execute → compaction → audit.
+//!
+//! Domain logic only: the MCP server in `clawboo-mcp` turns [`CallOutcome`] into wire
+//! shapes. Every method blocks (SQLite, the approval wait, the Tavily request): run it off
+//! the async executor.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use clawboo_store::{Store, broker::{Broker, BrokerConfig, Caller, CallOutcome, WaitControl}};
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = Arc::new(Store::open(&dir.path().join("clawboo.db")).unwrap());
+//! let broker = Broker::new(store, BrokerConfig::default());
+//! let args = serde_json::json!({"message": "hi"});
+//! let outcome = broker
+//!     .call(&Caller::anonymous(), "echo", args.as_object().unwrap(), &mut |_| WaitControl::Continue)
+//!     .unwrap();
+//! assert!(matches!(outcome, CallOutcome::Completed { ref text, .. } if text == "hi"));
+//! ```
+
+mod approvals;
+pub mod compact;
+mod exec;
+pub mod inspect;
+pub mod registry;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::{OptionalExtension, Row, params};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+pub use approvals::{Approval, ApprovalError, ApprovalStatus, Decision, WaitControl, WaitProgress};
+pub use exec::{MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, MAX_PATH_CHARS, MAX_QUERY_CHARS};
+pub use registry::{Requirement, Risk, ToolSpec};
+
+use crate::scrub::{scrub_json, scrub_text};
+use crate::{Store, StoreError, new_id};
+use approvals::{NewApproval, WaitEnd, WaitPacing};
+use inspect::SecurityVerdict;
+
+/// The environment variable setting the approval wait (and row expiry) in milliseconds.
+pub const APPROVAL_WAIT_ENV: &str = "CLAWBOO_APPROVAL_WAIT_MS";
+/// The default approval wait: under the 60 s after which common MCP clients give up.
+pub const DEFAULT_APPROVAL_WAIT: Duration = Duration::from_secs(55);
+/// The environment variable overriding Tavily's base URL.
+pub const TAVILY_BASE_URL_ENV: &str = "TAVILY_BASE_URL";
+/// Audit text columns keep at most this many characters.
+pub const AUDIT_MAX_CHARS: usize = 4000;
+
+/// How the broker behaves.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// How long a call waits for a decision; also the approval row's lifetime.
+    pub approval_wait: Duration,
+    /// How often a waiting call re-reads its row (decisions from other processes).
+    pub poll_interval: Duration,
+    /// How often a waiting call reports progress.
+    pub progress_interval: Duration,
+    /// Tavily's API base URL.
+    pub tavily_base_url: String,
+    /// Reads environment variables (availability, the Tavily key); injectable for tests.
+    pub env: fn(&str) -> Option<String>,
+}
+
+fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            approval_wait: DEFAULT_APPROVAL_WAIT,
+            poll_interval: Duration::from_millis(200),
+            progress_interval: Duration::from_secs(1),
+            tavily_base_url: exec::TAVILY_DEFAULT_BASE_URL.to_string(),
+            env: process_env,
+        }
+    }
+}
+
+impl BrokerConfig {
+    /// The defaults, with `CLAWBOO_APPROVAL_WAIT_MS` and `TAVILY_BASE_URL` applied from the
+    /// process environment (an unparsable wait is ignored with a warning).
+    pub fn from_env() -> BrokerConfig {
+        let mut config = BrokerConfig::default();
+        if let Some(raw) = process_env(APPROVAL_WAIT_ENV) {
+            match raw.trim().parse::<u64>() {
+                Ok(ms) if ms > 0 => config.approval_wait = Duration::from_millis(ms),
+                _ => tracing::warn!(
+                    value = %raw,
+                    "{APPROVAL_WAIT_ENV} is not a positive number of milliseconds; using 55000"
+                ),
+            }
+        }
+        if let Some(base) = process_env(TAVILY_BASE_URL_ENV).filter(|b| !b.trim().is_empty()) {
+            config.tavily_base_url = base;
+        }
+        config
+    }
+}
+
+/// Who is calling: from the connection's binding, never from tool arguments.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Caller {
+    /// The bound agent, if any.
+    pub agent_id: Option<String>,
+    /// The bound team, if any.
+    pub team_id: Option<String>,
+}
+
+impl Caller {
+    /// An unbound caller.
+    pub fn anonymous() -> Caller {
+        Caller::default()
+    }
+}
+
+/// A caller a blocklist entry names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    /// One agent.
+    Agent(String),
+    /// Every agent bound to a team.
+    Team(String),
+}
+
+impl Subject {
+    fn kind(&self) -> &'static str {
+        match self {
+            Subject::Agent(_) => "agent",
+            Subject::Team(_) => "team",
+        }
+    }
+
+    fn id(&self) -> &str {
+        match self {
+            Subject::Agent(id) | Subject::Team(id) => id,
+        }
+    }
+}
+
+/// The class of a denial (`_meta.error` on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DenialClass {
+    /// No tool has that name.
+    UnknownTool,
+    /// Disabled by an operator or a requirement is unmet.
+    Unavailable,
+    /// The arguments do not match the tool's input.
+    InvalidArgs,
+    /// The security inspector matched a blocked pattern.
+    Security,
+    /// The tool is on the caller's blocklist.
+    Scope,
+    /// A human denied the call, or nobody answered in time.
+    Approval,
+}
+
+impl DenialClass {
+    /// `unknown_tool`, `unavailable`, `invalid_args`, `security`, `scope`, `approval`.
+    pub fn code(self) -> &'static str {
+        match self {
+            DenialClass::UnknownTool => "unknown_tool",
+            DenialClass::Unavailable => "unavailable",
+            DenialClass::InvalidArgs => "invalid_args",
+            DenialClass::Security => "security",
+            DenialClass::Scope => "scope",
+            DenialClass::Approval => "approval",
+        }
+    }
+}
+
+/// A refused call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// The class.
+    pub class: DenialClass,
+    /// The machine-readable reason (`security:high:rm-rf-root`, `approval:deny`, …).
+    pub reason: String,
+    /// What happened and what to do next, for the agent.
+    pub hint: String,
+    /// The approval row involved, if any.
+    pub approval_id: Option<String>,
+}
+
+impl Denial {
+    fn new(class: DenialClass, reason: String, hint: impl Into<String>) -> Denial {
+        Denial {
+            class,
+            reason,
+            hint: hint.into(),
+            approval_id: None,
+        }
+    }
+
+    /// The agent-facing text: `denied: <reason> — <hint>`.
+    pub fn message(&self) -> String {
+        format!("denied: {} — {}", self.reason, self.hint)
+    }
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallOutcome {
+    /// The tool ran; `text` is its compacted output.
+    Completed {
+        /// The compacted output.
+        text: String,
+        /// Whether the tool itself failed.
+        is_error: bool,
+        /// The approval that released it, if one was asked for.
+        approval_id: Option<String>,
+    },
+    /// The pipeline refused it.
+    Denied(Denial),
+}
+
+/// A tool as operators see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolStatus {
+    /// The tool's name.
+    pub name: String,
+    /// Its one-line description.
+    pub description: String,
+    /// `safe`, `external` or `destructive`.
+    pub risk: String,
+    /// Not switched off by an operator.
+    pub enabled: bool,
+    /// Enabled and every requirement met: listed and callable.
+    pub available: bool,
+    /// Why it is not available (empty when it is).
+    pub diagnostics: Vec<String>,
+}
+
+/// One audit row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditRow {
+    /// The row id.
+    pub id: String,
+    /// The call both rows of one call share.
+    pub call_id: String,
+    /// `before` (the decision) or `after` (the result).
+    pub phase: String,
+    /// The tool named by the call (scrubbed, at most 200 characters).
+    pub tool_name: String,
+    /// The calling agent, where known.
+    pub agent_id: Option<String>,
+    /// The calling team, where known.
+    pub team_id: Option<String>,
+    /// `allow` or `deny` (before rows), `executed` (after rows).
+    pub decision: String,
+    /// Why (`security:high:…`, `approval:allow`, …), when there is a reason to give.
+    pub reason: Option<String>,
+    /// Things noticed but not refused (`mention:<label>`, `clamp:<arg>`, `approval:remembered`).
+    pub observations: Vec<String>,
+    /// Scrubbed, truncated arguments (JSON text).
+    pub args_json: Option<String>,
+    /// Scrubbed, compacted, truncated result.
+    pub result_text: Option<String>,
+    /// Whether the tool failed (after rows).
+    pub is_error: Option<bool>,
+    /// The approval the call asked for, if any.
+    pub approval_id: Option<String>,
+    /// When (epoch ms).
+    pub created_at: i64,
+}
+
+fn audit_from_row(row: &Row<'_>) -> rusqlite::Result<AuditRow> {
+    let observations: String = row.get(8)?;
+    Ok(AuditRow {
+        id: row.get(0)?,
+        call_id: row.get(1)?,
+        phase: row.get(2)?,
+        tool_name: row.get(3)?,
+        agent_id: row.get(4)?,
+        team_id: row.get(5)?,
+        decision: row.get(6)?,
+        reason: row.get(7)?,
+        observations: serde_json::from_str(&observations).unwrap_or_default(),
+        args_json: row.get(9)?,
+        result_text: row.get(10)?,
+        is_error: row.get::<_, Option<i64>>(11)?.map(|v| v != 0),
+        approval_id: row.get(12)?,
+        created_at: row.get(13)?,
+    })
+}
+
+/// Cut `text` to [`AUDIT_MAX_CHARS`] characters, saying how much was cut.
+fn truncate_for_audit(text: &str) -> String {
+    match text.char_indices().nth(AUDIT_MAX_CHARS) {
+        None => text.to_string(),
+        Some((cut, _)) => format!("{}…[truncated {} bytes]", &text[..cut], text.len() - cut),
+    }
+}
+
+/// One call's facts, gathered as the pipeline runs, written as audit rows.
+struct CallRecord<'a> {
+    call_id: String,
+    tool: &'a str,
+    caller: &'a Caller,
+    args: Map<String, Value>,
+    observations: Vec<String>,
+    approval_id: Option<String>,
+}
+
+/// The tool broker over one store.
+#[derive(Debug, Clone)]
+pub struct Broker {
+    store: Arc<Store>,
+    config: BrokerConfig,
+}
+
+impl Broker {
+    /// A broker over `store`.
+    pub fn new(store: Arc<Store>, config: BrokerConfig) -> Broker {
+        Broker { store, config }
+    }
+
+    /// The store it writes.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Every builtin with its availability and, when unavailable, why.
+    pub fn tools(&self) -> Result<Vec<ToolStatus>, StoreError> {
+        let disabled = self.disabled_tools()?;
+        let config_values = self.settings_snapshot()?;
+        let env = self.config.env;
+        let config = |key: &str| config_values.get(key).cloned();
+        let lookup = registry::Lookup {
+            env: &env,
+            config: &config,
+        };
+        Ok(registry::builtins()
+            .into_iter()
+            .map(|spec| {
+                let enabled = !disabled.iter().any(|d| d == spec.name);
+                let mut diagnostics = Vec::new();
+                if !enabled {
+                    diagnostics.push("disabled by an operator".to_string());
+                }
+                if let Err(missing) = spec.requires.check(&lookup) {
+                    diagnostics.extend(missing);
+                }
+                ToolStatus {
+                    name: spec.name.to_string(),
+                    description: spec.description.to_string(),
+                    risk: spec.risk.as_str().to_string(),
+                    enabled,
+                    available: diagnostics.is_empty(),
+                    diagnostics,
+                }
+            })
+            .collect())
+    }
+
+    /// The builtins a caller may see in `tools/list` right now.
+    pub fn available_tools(&self) -> Result<Vec<ToolSpec>, StoreError> {
+        let statuses = self.tools()?;
+        Ok(registry::builtins()
+            .into_iter()
+            .filter(|spec| statuses.iter().any(|s| s.name == spec.name && s.available))
+            .collect())
+    }
+
+    fn disabled_tools(&self) -> Result<Vec<String>, StoreError> {
+        self.store.read(|c| {
+            let mut stmt = c.prepare("SELECT name FROM tool_registry WHERE enabled = 0")?;
+            let names = stmt
+                .query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<Vec<String>>>()?;
+            Ok(names)
+        })
+    }
+
+    fn settings_snapshot(&self) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        let mut values = std::collections::HashMap::new();
+        for key in [registry::TAVILY_API_KEY_SETTING] {
+            if let Some(value) = self.store.setting(key)? {
+                values.insert(key.to_string(), value);
+            }
+        }
+        Ok(values)
+    }
+
+    fn tavily(&self) -> Result<exec::Tavily, StoreError> {
+        let from_env =
+            (self.config.env)(registry::TAVILY_API_KEY_ENV).filter(|k| !k.trim().is_empty());
+        let api_key = match from_env {
+            Some(key) => Some(key),
+            None => self
+                .store
+                .setting(registry::TAVILY_API_KEY_SETTING)?
+                .filter(|k| !k.trim().is_empty()),
+        };
+        Ok(exec::Tavily {
+            base_url: self.config.tavily_base_url.clone(),
+            api_key,
+        })
+    }
+
+    /// Run one call through the whole pipeline. `observer` hears about an approval wait
+    /// about once a second and may abandon it (the caller went away).
+    pub fn call(
+        &self,
+        caller: &Caller,
+        tool: &str,
+        args: &Map<String, Value>,
+        observer: &mut dyn FnMut(&WaitProgress) -> WaitControl,
+    ) -> Result<CallOutcome, StoreError> {
+        let mut record = CallRecord {
+            call_id: new_id(),
+            tool,
+            caller,
+            args: args.clone(),
+            observations: Vec::new(),
+            approval_id: None,
+        };
+        match self.admit(&mut record, observer)? {
+            Err(denial) => {
+                self.audit_before(&record, "deny", Some(&denial.reason))?;
+                Ok(CallOutcome::Denied(Denial {
+                    approval_id: record.approval_id.clone(),
+                    ..denial
+                }))
+            }
+            Ok(invocation) => {
+                let reason = record
+                    .approval_id
+                    .as_ref()
+                    .map(|_| "approval:allow".to_string());
+                self.audit_before(&record, "allow", reason.as_deref())?;
+                let tavily = self.tavily()?;
+                let output = exec::execute(&self.store, caller, &invocation, &tavily);
+                let text = compact::compact(&output.text);
+                self.audit_after(&record, &text, output.is_error)?;
+                Ok(CallOutcome::Completed {
+                    text,
+                    is_error: output.is_error,
+                    approval_id: record.approval_id,
+                })
+            }
+        }
+    }
+
+    /// Every step before execution; `Ok(Err(denial))` when the call is refused.
+    fn admit(
+        &self,
+        record: &mut CallRecord<'_>,
+        observer: &mut dyn FnMut(&WaitProgress) -> WaitControl,
+    ) -> Result<Result<exec::Invocation, Denial>, StoreError> {
+        let tool = record.tool;
+        // 1. unknown / disabled / unavailable
+        let Some(spec) = registry::builtin(tool) else {
+            let shown: String = tool.chars().take(64).collect();
+            return Ok(Err(Denial::new(
+                DenialClass::UnknownTool,
+                format!("unknown-tool:{shown}"),
+                "no such tool; call tools/list to see the tools available to you",
+            )));
+        };
+        let status = self
+            .tools()?
+            .into_iter()
+            .find(|s| s.name == spec.name)
+            .filter(|s| !s.available);
+        if let Some(status) = status {
+            return Ok(Err(Denial::new(
+                DenialClass::Unavailable,
+                format!("unavailable:{tool}"),
+                format!(
+                    "{tool} is not available here ({}); use another tool or ask an operator",
+                    status.diagnostics.join("; ")
+                ),
+            )));
+        }
+        // 2. argument validation
+        if let Err(problem) = exec::validate(tool, &record.args) {
+            return Ok(Err(Denial::new(
+                DenialClass::InvalidArgs,
+                format!("invalid-args:{tool}"),
+                format!(
+                    "{problem}; fix the arguments to match the tool's input schema and call again"
+                ),
+            )));
+        }
+        // 3a. security
+        match inspect::security(spec.risk, &record.args) {
+            SecurityVerdict::Deny { reason } => {
+                return Ok(Err(Denial::new(
+                    DenialClass::Security,
+                    reason,
+                    "the arguments match a blocked pattern; do not retry this call, rephrase the request without it",
+                )));
+            }
+            SecurityVerdict::Pass { observations } => record.observations.extend(observations),
+        }
+        // 3b. scope
+        if self.is_blocked(record.caller, tool)? {
+            return Ok(Err(Denial::new(
+                DenialClass::Scope,
+                format!("scope:blocked-for-caller:{tool}"),
+                format!("{tool} is blocked for you by an operator; do not retry it"),
+            )));
+        }
+        // 3c. clamp
+        for key in inspect::clamp(&mut record.args) {
+            record.observations.push(format!("clamp:{key}"));
+        }
+        let invocation = match exec::validate(tool, &record.args) {
+            Ok(invocation) => invocation,
+            Err(problem) => {
+                return Ok(Err(Denial::new(
+                    DenialClass::InvalidArgs,
+                    format!("invalid-args:{tool}"),
+                    format!("{problem}; fix the arguments and call again"),
+                )));
+            }
+        };
+        // 3d. risk → 4. approval
+        if spec.risk.needs_approval()
+            && let Some(denial) = self.approve(&spec, record, observer)?
+        {
+            return Ok(Err(denial));
+        }
+        Ok(Ok(invocation))
+    }
+
+    fn is_blocked(&self, caller: &Caller, tool: &str) -> Result<bool, StoreError> {
+        self.store.read(|c| {
+            let found = c
+                .query_row(
+                    "SELECT 1 FROM tool_blocklist WHERE tool_name = ?1 AND (
+                        (subject_kind = 'agent' AND subject_id = ?2) OR
+                        (subject_kind = 'team' AND subject_id = ?3))",
+                    params![tool, caller.agent_id, caller.team_id],
+                    |_| Ok(()),
+                )
+                .optional()?;
+            Ok(found.is_some())
+        })
+    }
+
+    /// Ask for (or find a remembered) approval; `Some(denial)` when it was not given.
+    fn approve(
+        &self,
+        spec: &ToolSpec,
+        record: &mut CallRecord<'_>,
+        observer: &mut dyn FnMut(&WaitProgress) -> WaitControl,
+    ) -> Result<Option<Denial>, StoreError> {
+        let approval_id = new_id();
+        let now = self.store.now_ms();
+        let wait_ms = i64::try_from(self.config.approval_wait.as_millis()).unwrap_or(i64::MAX);
+        let expires_at = now.saturating_add(wait_ms);
+        let message = match spec.risk {
+            Risk::Destructive => format!("\"{}\" is destructive and needs approval.", spec.name),
+            _ => format!(
+                "\"{}\" has external side effects and needs approval.",
+                spec.name
+            ),
+        };
+        let args_json =
+            truncate_for_audit(&scrub_json(&Value::Object(record.args.clone())).to_string());
+        let caller = record.caller;
+        let remembered = self.store.write(|tx| {
+            if let Some(agent) = caller.agent_id.as_deref()
+                && approvals::has_grant(tx, spec.name, agent)?
+            {
+                return Ok::<_, StoreError>(true);
+            }
+            approvals::insert_pending(
+                tx,
+                now,
+                &NewApproval {
+                    id: &approval_id,
+                    call_id: &record.call_id,
+                    tool_name: spec.name,
+                    agent_id: caller.agent_id.as_deref(),
+                    team_id: caller.team_id.as_deref(),
+                    risk: spec.risk.as_str(),
+                    message: &message,
+                    args_json: &args_json,
+                    expires_at,
+                },
+            )?;
+            Ok(false)
+        })?;
+        if remembered {
+            record.observations.push("approval:remembered".to_string());
+            return Ok(None);
+        }
+        record.approval_id = Some(approval_id.clone());
+        tracing::info!(approval = %approval_id, tool = spec.name, "waiting for approval");
+        let pacing = WaitPacing {
+            poll: self.config.poll_interval,
+            progress: self.config.progress_interval,
+        };
+        let end = approvals::wait_for_decision(
+            &self.store,
+            &approval_id,
+            now,
+            expires_at,
+            pacing,
+            observer,
+        )?;
+        Ok(match end {
+            WaitEnd::Allowed(decision) => {
+                record
+                    .observations
+                    .push(format!("approval:{}", decision.as_str()));
+                None
+            }
+            WaitEnd::Denied => Some(Denial::new(
+                DenialClass::Approval,
+                "approval:deny".to_string(),
+                format!(
+                    "a human denied this {} call (approval {approval_id}); do not retry it unchanged",
+                    spec.name
+                ),
+            )),
+            WaitEnd::Expired => Some(Denial::new(
+                DenialClass::Approval,
+                "approval:expired".to_string(),
+                format!(
+                    "nobody approved this {} call in time (approval {approval_id}); ask the operator to watch for it, then retry",
+                    spec.name
+                ),
+            )),
+        })
+    }
+
+    fn audit_before(
+        &self,
+        record: &CallRecord<'_>,
+        decision: &str,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let args = truncate_for_audit(&scrub_json(&Value::Object(record.args.clone())).to_string());
+        self.insert_audit(record, "before", decision, reason, Some(&args), None, None)
+    }
+
+    fn audit_after(
+        &self,
+        record: &CallRecord<'_>,
+        text: &str,
+        is_error: bool,
+    ) -> Result<(), StoreError> {
+        let result = truncate_for_audit(&scrub_text(text));
+        self.insert_audit(
+            record,
+            "after",
+            "executed",
+            None,
+            None,
+            Some(&result),
+            Some(is_error),
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn insert_audit(
+        &self,
+        record: &CallRecord<'_>,
+        phase: &str,
+        decision: &str,
+        reason: Option<&str>,
+        args_json: Option<&str>,
+        result_text: Option<&str>,
+        is_error: Option<bool>,
+    ) -> Result<(), StoreError> {
+        let now = self.store.now_ms();
+        let tool: String = scrub_text(&record.tool.chars().take(200).collect::<String>());
+        let reason = reason.map(scrub_text);
+        let observations =
+            serde_json::to_string(&record.observations).unwrap_or_else(|_| "[]".into());
+        self.store.write(|tx| {
+            tx.execute(
+                "INSERT INTO tool_call_audit(id, call_id, phase, tool_name, agent_id, team_id, decision,
+                     reason, observations, args_json, result_text, is_error, approval_id, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                params![
+                    new_id(),
+                    record.call_id,
+                    phase,
+                    tool,
+                    record.caller.agent_id,
+                    record.caller.team_id,
+                    decision,
+                    reason,
+                    observations,
+                    args_json,
+                    result_text,
+                    is_error.map(i64::from),
+                    record.approval_id,
+                    now
+                ],
+            )?;
+            Ok(())
+        })
+    }
+}
+
+impl Store {
+    /// Audit rows, newest first, optionally of one tool.
+    pub fn tool_audit(
+        &self,
+        tool_name: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AuditRow>, StoreError> {
+        self.read(|c| {
+            let mut stmt = c.prepare(
+                "SELECT id, call_id, phase, tool_name, agent_id, team_id, decision, reason,
+                        observations, args_json, result_text, is_error, approval_id, created_at
+                 FROM tool_call_audit WHERE (?1 IS NULL OR tool_name = ?1)
+                 ORDER BY created_at DESC, id DESC LIMIT ?2",
+            )?;
+            let rows = stmt
+                .query_map(params![tool_name, limit as i64], audit_from_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// Switch a builtin on or off for every caller.
+    pub fn set_tool_enabled(&self, tool: &str, enabled: bool) -> Result<(), StoreError> {
+        if registry::builtin(tool).is_none() {
+            return Err(StoreError::NotFound(format!("tool {tool}")));
+        }
+        let now = self.now_ms();
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO tool_registry(name, enabled, updated_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(name) DO UPDATE SET enabled = ?2, updated_at = ?3",
+                params![tool, enabled as i64, now],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Put `tool` on `subject`'s blocklist (idempotent).
+    pub fn block_tool(&self, subject: &Subject, tool: &str) -> Result<(), StoreError> {
+        let now = self.now_ms();
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO tool_blocklist(subject_kind, subject_id, tool_name, created_at)
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+                params![subject.kind(), subject.id(), tool, now],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Take `tool` off `subject`'s blocklist; `true` if it was there.
+    pub fn unblock_tool(&self, subject: &Subject, tool: &str) -> Result<bool, StoreError> {
+        self.write(|tx| {
+            Ok(tx.execute(
+                "DELETE FROM tool_blocklist WHERE subject_kind = ?1 AND subject_id = ?2 AND tool_name = ?3",
+                params![subject.kind(), subject.id(), tool],
+            )? == 1)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
