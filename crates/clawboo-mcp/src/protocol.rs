@@ -133,9 +133,29 @@ pub fn internal_error(e: impl std::fmt::Display) -> CallToolResult {
     )
 }
 
-/// Run blocking store work on the blocking pool; a panic inside becomes an internal
-/// tool-error instead of taking the process down.
+/// Run one quick store operation off the async executor; a panic inside becomes an
+/// internal tool-error instead of taking the process down.
+///
+/// On a single-threaded runtime (a stdio server: one client, one connection, whose store
+/// calls serialize on the connection anyway) the operation runs inline, which saves two
+/// thread hand-offs per call (about half the CPU of a `get_task`, see docs/BENCHMARKS.md).
+/// Operations that may wait for long (long-polls, approvals) use [`blocking_wait`] so the
+/// session keeps answering meanwhile.
 pub async fn blocking<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
+where
+    T: Send + 'static,
+    F: FnOnce(&Store) -> T + Send + 'static,
+{
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    if Handle::current().runtime_flavor() == RuntimeFlavor::CurrentThread {
+        return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(store)))
+            .map_err(|_| internal_error("the store operation panicked"));
+    }
+    blocking_wait(store, f).await
+}
+
+/// Run store work that may wait (long-poll, approval) on the blocking pool.
+pub async fn blocking_wait<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
 where
     T: Send + 'static,
     F: FnOnce(&Store) -> T + Send + 'static,

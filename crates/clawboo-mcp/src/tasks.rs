@@ -3,15 +3,14 @@
 use std::sync::Arc;
 
 use clawboo_store::board::{
-    AuthorType, CreatePolicy, NewComment, NewTask, Scope, Status, TaskFilter,
+    AuthorType, Comment, CreatePolicy, NewComment, NewTask, Scope, Status, Task, TaskFilter,
 };
 use clawboo_store::{Store, StoreError};
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
 use rmcp::service::RequestContext;
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use crate::binding::Binding;
 use crate::protocol::{
@@ -182,6 +181,30 @@ struct LinkTaskArgs {
     depends_on_task_id: String,
 }
 
+// Result envelopes, serialized straight to text (no intermediate `serde_json::Value`).
+
+#[derive(Serialize)]
+struct TasksOut<'a> {
+    tasks: &'a [Task],
+}
+
+#[derive(Serialize)]
+struct TaskOut<'a> {
+    task: &'a Task,
+}
+
+#[derive(Serialize)]
+struct CommentOut<'a> {
+    comment: &'a Comment,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LinkOut {
+    task_id: String,
+    depends_on_task_id: String,
+}
+
 fn tool_list(read_only: bool) -> Vec<Tool> {
     let mut tools = vec![
         tool::<ListTasksArgs>(
@@ -285,7 +308,7 @@ impl TasksServer {
                 };
                 let tasks = blocking(&self.store, move |s| s.list_tasks(&filter)).await?;
                 Ok(tasks
-                    .map(|tasks| json_result(&json!({ "tasks": tasks })))
+                    .map(|tasks| json_result(&TasksOut { tasks: &tasks }))
                     .unwrap_or_else(|e| store_error(e, None)))
             }
             "get_task" => {
@@ -296,9 +319,7 @@ impl TasksServer {
                 })
                 .await?;
                 Ok(match detail {
-                    Ok(Some(d)) => json_result(
-                        &json!({"task": d.task, "comments": d.comments, "ancestors": d.ancestors}),
-                    ),
+                    Ok(Some(detail)) => json_result(&detail),
                     Ok(None) => store_error(StoreError::NotFound(id), None),
                     Err(e) => store_error(e, None),
                 })
@@ -339,7 +360,7 @@ impl TasksServer {
                 })
                 .await?;
                 Ok(created
-                    .map(|task| json_result(&json!({ "task": task })))
+                    .map(|task| json_result(&TaskOut { task: &task }))
                     .unwrap_or_else(|e| store_error(e, None)))
             }
             "claim_task" | "assign_task" => {
@@ -356,7 +377,7 @@ impl TasksServer {
                 })
                 .await?;
                 Ok(claimed
-                    .map(|task| json_result(&json!({ "task": task })))
+                    .map(|task| json_result(&TaskOut { task: &task }))
                     .unwrap_or_else(|e| store_error(e, Some("claim failed"))))
             }
             "release_task" | "block_task" | "unblock_task" | "update_task_status" => {
@@ -394,7 +415,7 @@ impl TasksServer {
                 })
                 .await?;
                 Ok(moved
-                    .map(|task| json_result(&json!({ "task": task })))
+                    .map(|task| json_result(&TaskOut { task: &task }))
                     .unwrap_or_else(|e| store_error(e, Some(prefix))))
             }
             "add_comment" => {
@@ -413,7 +434,7 @@ impl TasksServer {
                 })
                 .await?;
                 Ok(added
-                    .map(|comment| json_result(&json!({ "comment": comment })))
+                    .map(|comment| json_result(&CommentOut { comment: &comment }))
                     .unwrap_or_else(|e| store_error(e, None)))
             }
             "link_task" => {
@@ -424,7 +445,10 @@ impl TasksServer {
                         &a.depends_on_task_id,
                         Scope::team(team.as_deref()),
                     )
-                    .map(|()| json!({"taskId": a.task_id, "dependsOnTaskId": a.depends_on_task_id}))
+                    .map(|()| LinkOut {
+                        task_id: a.task_id,
+                        depends_on_task_id: a.depends_on_task_id,
+                    })
                 })
                 .await?;
                 Ok(linked

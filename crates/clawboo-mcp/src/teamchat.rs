@@ -27,7 +27,8 @@ use serde_json::json;
 use crate::binding::Binding;
 use crate::envelope::{PeerPost, format_peer_post};
 use crate::protocol::{
-    blocking, internal_error, invalid_args, json_result, parse_args, tool, tool_error, unknown_tool,
+    blocking, blocking_wait, internal_error, invalid_args, json_result, parse_args, tool,
+    tool_error, unknown_tool,
 };
 use crate::server::ToolSet;
 
@@ -222,7 +223,7 @@ impl TeamChatServer {
             .get_progress_token()
             .map(|token| (token, ctx.peer.clone(), tokio::runtime::Handle::current()));
         let cancelled = ctx.ct.clone();
-        let page = blocking(&self.store, move |s| {
+        let page = blocking_wait(&self.store, move |s| {
             let query = ChatQuery {
                 room_id: &room,
                 since_seq,

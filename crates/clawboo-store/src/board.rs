@@ -2,7 +2,6 @@
 //! soft delete and the creation caps. One state table ([`Status::can_transition_to`])
 //! serves every surface (MCP, REST, UI).
 
-use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -245,8 +244,15 @@ pub struct NewComment {
     pub body: String,
 }
 
+/// Every task column, then its dependency ids joined by [`DEP_SEPARATOR`] (one correlated
+/// lookup on `task_deps`' primary key per row, so one statement loads tasks with their deps).
 const TASK_COLUMNS: &str = "id, title, description, status, priority, team_id, assignee_agent_id, \
-     assignee_runtime, parent_task_id, dropped, tenant_id, created_at, updated_at, completed_at";
+     assignee_runtime, parent_task_id, dropped, tenant_id, created_at, updated_at, completed_at, \
+     (SELECT group_concat(depends_on_task_id, char(31) ORDER BY created_at, depends_on_task_id) \
+        FROM task_deps WHERE task_deps.task_id = tasks.id)";
+
+/// Joins dependency ids in [`TASK_COLUMNS`] (ASCII unit separator: never in an id we make).
+const DEP_SEPARATOR: char = '\u{1f}';
 
 /// `task` has a dependency that is not done.
 const UNFINISHED_DEP: &str = "EXISTS (SELECT 1 FROM task_deps d JOIN tasks dep ON dep.id = d.depends_on_task_id \
@@ -271,7 +277,10 @@ fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
         created_at: r.get(11)?,
         updated_at: r.get(12)?,
         completed_at: r.get(13)?,
-        depends_on: Vec::new(),
+        depends_on: r
+            .get::<_, Option<String>>(14)?
+            .map(|joined| joined.split(DEP_SEPARATOR).map(str::to_owned).collect())
+            .unwrap_or_default(),
     })
 }
 
@@ -301,20 +310,10 @@ fn check_len(field: &str, value: &str, max: usize) -> Result<()> {
 fn load_task(tx: &rusqlite::Connection, id: &str, scope: Scope<'_>) -> Result<Option<Task>> {
     let sql =
         format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1 AND (?2 IS NULL OR team_id = ?2)");
-    let Some(mut task) = tx
+    Ok(tx
         .prepare_cached(&sql)?
         .query_row(params![id, scope.team_id], task_from_row)
-        .optional()?
-    else {
-        return Ok(None);
-    };
-    let mut stmt = tx.prepare_cached(
-        "SELECT depends_on_task_id FROM task_deps WHERE task_id = ?1 ORDER BY created_at, depends_on_task_id",
-    )?;
-    task.depends_on = stmt
-        .query_map([id], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(Some(task))
+        .optional()?)
 }
 
 fn require_task(tx: &rusqlite::Connection, id: &str, scope: Scope<'_>) -> Result<Task> {
@@ -529,30 +528,14 @@ impl Store {
         }
         let where_clause = conditions.join(" AND ");
         let status = filter.status.map(Status::as_str);
-        self.snapshot(|tx| {
-            let sql = format!(
-                "SELECT {TASK_COLUMNS} FROM tasks WHERE {where_clause} ORDER BY priority DESC, created_at, id"
-            );
-            let mut stmt = tx.prepare_cached(&sql)?;
-            let mut tasks = stmt
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE {where_clause} ORDER BY priority DESC, created_at, id"
+        );
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(&sql)?;
+            let tasks = stmt
                 .query_map(params![filter.team_id, status], task_from_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
-            let deps_sql = format!(
-                "SELECT d.task_id, d.depends_on_task_id FROM task_deps d
-                 WHERE d.task_id IN (SELECT id FROM tasks WHERE {where_clause})
-                 ORDER BY d.created_at, d.depends_on_task_id"
-            );
-            let mut stmt = tx.prepare_cached(&deps_sql)?;
-            let mut deps: HashMap<String, Vec<String>> = HashMap::new();
-            for edge in stmt.query_map(params![filter.team_id, status], |r| Ok((r.get(0)?, r.get(1)?)))? {
-                let (task_id, dep): (String, String) = edge?;
-                deps.entry(task_id).or_default().push(dep);
-            }
-            for task in &mut tasks {
-                if let Some(d) = deps.remove(&task.id) {
-                    task.depends_on = d;
-                }
-            }
             Ok(tasks)
         })
     }
