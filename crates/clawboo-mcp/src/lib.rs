@@ -20,11 +20,14 @@
 // built once per failed call, so their size does not matter.
 #![allow(clippy::result_large_err)]
 
+pub mod attach;
 pub mod binding;
 pub mod envelope;
 pub mod memory;
+pub mod probe;
 pub mod protocol;
 pub mod server;
+pub mod signing;
 pub mod stdio;
 pub mod tasks;
 pub mod teamchat;

@@ -2,8 +2,10 @@
 //! argument parsing, logging, opening the store, and choosing a server.
 
 pub mod approvals;
+pub mod attach;
 pub mod board;
 pub mod memory;
+pub mod serve;
 pub mod stdio;
 
 use std::path::Path;

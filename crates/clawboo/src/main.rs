@@ -5,8 +5,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use clawboo::approvals::ApprovalsCommand;
+use clawboo::attach::AttachArgs;
 use clawboo::board::BoardCommand;
 use clawboo::memory::{MemoryCommand, ModelsCommand};
+use clawboo::serve::ServeArgs;
 use clawboo::stdio::StdioArgs;
 
 #[derive(Parser)]
@@ -22,6 +24,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve the HTTP API and the MCP servers over Streamable HTTP.
+    Serve(ServeArgs),
+    /// Print an attach snippet for an agent runtime (signed locally when scoped).
+    Attach(AttachArgs),
     /// Serve one MCP server over stdio (tasks, memory, tools or teamchat).
     Mcp {
         /// Which server.
@@ -64,6 +70,8 @@ fn main() -> ExitCode {
     clawboo::init_logging();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve(args) => clawboo::serve::run(args),
+        Command::Attach(args) => clawboo::attach::run(args),
         Command::Mcp { server, args } => clawboo::stdio::run(&server, args),
         Command::Board { db, command } => clawboo::board::run(db, command),
         Command::Approvals { db, command } => clawboo::approvals::run(db, command),

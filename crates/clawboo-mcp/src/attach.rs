@@ -1,0 +1,912 @@
+//! Attach configuration: the URL and stdio command an external agent uses to reach one of
+//! the four servers, the per-runtime snippets (Claude Code, Codex, OpenClaw), and the
+//! reading of a signed binding back off an HTTP attach URL.
+//!
+//! Everything here is pure (no I/O): the caller supplies the base URL, the database path,
+//! the stdio launcher and the [`ScopeSigner`].
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::binding::Binding;
+use crate::signing::ScopeSigner;
+
+/// One of the four MCP servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum McpServerName {
+    Tasks,
+    Memory,
+    Tools,
+    Teamchat,
+}
+
+impl McpServerName {
+    /// Every server, in [`crate::MCP_SERVER_NAMES`] order.
+    pub const ALL: [McpServerName; 4] = [
+        McpServerName::Tasks,
+        McpServerName::Memory,
+        McpServerName::Tools,
+        McpServerName::Teamchat,
+    ];
+
+    /// The short name (`tasks`, …) used in URLs and commands.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            McpServerName::Tasks => "tasks",
+            McpServerName::Memory => "memory",
+            McpServerName::Tools => "tools",
+            McpServerName::Teamchat => "teamchat",
+        }
+    }
+
+    /// The attach id, `clawboo-<server>` (also the server's `serverInfo.name`).
+    pub fn attach_id(self) -> String {
+        format!("clawboo-{}", self.as_str())
+    }
+}
+
+impl fmt::Display for McpServerName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for McpServerName {
+    type Err = AttachError;
+    fn from_str(s: &str) -> Result<Self, AttachError> {
+        McpServerName::ALL
+            .into_iter()
+            .find(|n| n.as_str() == s)
+            .ok_or_else(|| AttachError::UnknownServer(s.to_owned()))
+    }
+}
+
+/// The agent runtime a snippet is formatted for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    ClaudeCode,
+    Codex,
+    OpenClaw,
+}
+
+impl FromStr for Runtime {
+    type Err = AttachError;
+    fn from_str(s: &str) -> Result<Self, AttachError> {
+        match s {
+            "claude-code" => Ok(Runtime::ClaudeCode),
+            "codex" => Ok(Runtime::Codex),
+            "openclaw" => Ok(Runtime::OpenClaw),
+            other => Err(AttachError::UnknownRuntime(other.to_owned())),
+        }
+    }
+}
+
+/// How the agent reaches the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Http,
+    Stdio,
+}
+
+impl Transport {
+    /// The wire name (`http`, `stdio`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Http => "http",
+            Transport::Stdio => "stdio",
+        }
+    }
+}
+
+impl FromStr for Transport {
+    type Err = AttachError;
+    fn from_str(s: &str) -> Result<Self, AttachError> {
+        match s {
+            "http" => Ok(Transport::Http),
+            "stdio" => Ok(Transport::Stdio),
+            other => Err(AttachError::UnknownTransport(other.to_owned())),
+        }
+    }
+}
+
+/// Why an attach config could not be built. The texts are what an operator sees.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AttachError {
+    #[error("unknown server: {0}")]
+    UnknownServer(String),
+    #[error("unknown runtime: {0} (use claude-code, codex or openclaw)")]
+    UnknownRuntime(String),
+    #[error("unknown transport: {0} (use http or stdio)")]
+    UnknownTransport(String),
+    /// A scope field the chosen server does not bind (e.g. a tenant on tasks).
+    #[error("{0}")]
+    ScopeNotApplicable(String),
+}
+
+/// Whether `scope` claims anything at all (a lone `delegate` counts: it must be refused,
+/// not silently dropped).
+fn claims_anything(scope: &Binding) -> bool {
+    scope.is_bound() || scope.delegate
+}
+
+impl Binding {
+    /// Check that `server` binds every field that is set: tenant only on memory,
+    /// delegate only on teamchat, and teamchat needs both team and agent.
+    pub fn check_for(&self, server: McpServerName) -> Result<(), AttachError> {
+        let refuse = |m: &str| Err(AttachError::ScopeNotApplicable(m.to_owned()));
+        if self.tenant_id.is_some() && server != McpServerName::Memory {
+            return refuse("a tenant scope applies only to the memory server");
+        }
+        if self.delegate && server != McpServerName::Teamchat {
+            return refuse("delegate applies only to the teamchat server");
+        }
+        if server == McpServerName::Teamchat
+            && claims_anything(self)
+            && (self.team_id.is_none() || self.agent_id.is_none())
+        {
+            return refuse(
+                "teamchat binds only with both a team (room) and an agent (author); pass both or neither",
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A scope with this install's signature over it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedScope {
+    pub scope: Binding,
+    pub sig: String,
+}
+
+impl SignedScope {
+    /// Sign `scope` with `signer`.
+    pub fn new(scope: Binding, signer: &ScopeSigner) -> SignedScope {
+        let sig = signer.sign(&scope);
+        SignedScope { scope, sig }
+    }
+}
+
+/// URL parameter holding the signature.
+const SIG_PARAM: &str = "scopeSig";
+/// URL parameter granting `team_delegate` (teamchat only, inside the signature).
+const DELEGATE_PARAM: &str = "delegate";
+
+/// The query parameter names a server's URL uses for team, agent and tenant. `delegate`
+/// is read on every server (and is inside the signature), so appending it to any signed
+/// URL unbinds the session rather than being ignored.
+struct ParamNames {
+    team: &'static str,
+    agent: &'static str,
+    tenant: Option<&'static str>,
+}
+
+fn param_names(server: McpServerName) -> ParamNames {
+    match server {
+        McpServerName::Tasks | McpServerName::Tools => ParamNames {
+            team: "scopeTeamId",
+            agent: "scopeAgentId",
+            tenant: None,
+        },
+        McpServerName::Memory => ParamNames {
+            team: "scopeTeamId",
+            agent: "scopeAgentId",
+            tenant: Some("scopeTenantId"),
+        },
+        McpServerName::Teamchat => ParamNames {
+            team: "roomTeamId",
+            agent: "postAuthorAgentId",
+            tenant: None,
+        },
+    }
+}
+
+/// The HTTP attach URL of `server` under `base` (e.g. `http://127.0.0.1:18790`), carrying
+/// the signed binding when one is given.
+pub fn mcp_http_url(base: &str, server: McpServerName, signed: Option<&SignedScope>) -> String {
+    let mut url = format!("{}/api/mcp/{}", base.trim_end_matches('/'), server.as_str());
+    let Some(signed) = signed.filter(|s| claims_anything(&s.scope)) else {
+        return url;
+    };
+    let names = param_names(server);
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    let scope = &signed.scope;
+    if let Some(team) = &scope.team_id {
+        query.append_pair(names.team, team);
+    }
+    if let Some(agent) = &scope.agent_id {
+        query.append_pair(names.agent, agent);
+    }
+    if let (Some(name), Some(tenant)) = (names.tenant, &scope.tenant_id) {
+        query.append_pair(name, tenant);
+    }
+    if scope.delegate {
+        query.append_pair(DELEGATE_PARAM, "1");
+    }
+    query.append_pair(SIG_PARAM, &signed.sig);
+    url.push('?');
+    url.push_str(&query.finish());
+    url
+}
+
+/// Why a URL's scope parameters were not honoured (logged, never shown to the model).
+fn unbound(server: McpServerName, why: &str) -> Binding {
+    tracing::warn!(
+        server = server.as_str(),
+        "attach URL scope ignored, serving the session unbound: {why}"
+    );
+    Binding::default()
+}
+
+/// The binding an HTTP session of `server` gets from its `initialize` request's query
+/// string. Without scope parameters the session is unbound. Scope parameters bind only
+/// when `scopeSig` is this install's signature over exactly those values; missing,
+/// malformed or wrong signatures, repeated parameters, a `delegate` appended to a signed
+/// URL, or (teamchat) only one of room and author: all served unbound with a warning.
+pub fn binding_from_query(
+    server: McpServerName,
+    query: Option<&str>,
+    signer: &ScopeSigner,
+) -> Binding {
+    let names = param_names(server);
+    let mut team = None;
+    let mut agent = None;
+    let mut tenant = None;
+    let mut delegate = None;
+    let mut sig = None;
+    for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        let slot = if key == names.team {
+            &mut team
+        } else if key == names.agent {
+            &mut agent
+        } else if Some(key.as_ref()) == names.tenant {
+            &mut tenant
+        } else if key == DELEGATE_PARAM {
+            &mut delegate
+        } else if key == SIG_PARAM {
+            &mut sig
+        } else {
+            continue;
+        };
+        if slot.is_some() {
+            return unbound(server, &format!("parameter {key} appears more than once"));
+        }
+        *slot = Some(value.into_owned());
+    }
+    let delegate = match delegate.as_deref() {
+        None => false,
+        Some("1" | "true") => true,
+        Some(_) => return unbound(server, "delegate must be 1"),
+    };
+    let scope = Binding {
+        team_id: team,
+        agent_id: agent,
+        tenant_id: tenant,
+        delegate,
+    };
+    if !claims_anything(&scope) {
+        if sig.is_some() {
+            tracing::warn!(
+                server = server.as_str(),
+                "attach URL carries scopeSig but no scope; serving unbound"
+            );
+        }
+        return scope;
+    }
+    if server == McpServerName::Teamchat && (scope.team_id.is_none() || scope.agent_id.is_none()) {
+        return unbound(
+            server,
+            "teamchat needs both roomTeamId and postAuthorAgentId",
+        );
+    }
+    let Some(sig) = sig else {
+        return unbound(server, "scope parameters without scopeSig");
+    };
+    if !signer.verify(&scope, &sig) {
+        return unbound(
+            server,
+            "scopeSig does not match the scope parameters (tampered, or minted by another install)",
+        );
+    }
+    scope
+}
+
+/// How a stdio snippet launches a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StdioLauncher {
+    /// `$CLAWBOO_MCP_BIN_DIR`: run `<dir>/clawboo-mcp-<server>`.
+    BinDir(String),
+    /// The `clawboo` executable itself: run `<exe> mcp <server>`.
+    Clawboo(String),
+}
+
+/// What the snippet points at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttachTarget {
+    /// A Streamable HTTP URL (see [`mcp_http_url`]).
+    Http { url: String },
+    /// A native stdio command, with the database it must open.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        db_path: String,
+    },
+}
+
+/// The stdio target for `server`: the launcher's command plus the binding flags of
+/// `scope` (stdio binds by flags, set by the spawning process, so no signature).
+pub fn stdio_target(
+    launcher: &StdioLauncher,
+    server: McpServerName,
+    scope: &Binding,
+    db_path: &str,
+) -> AttachTarget {
+    let (command, mut args) = match launcher {
+        StdioLauncher::BinDir(dir) => (
+            format!(
+                "{}/clawboo-mcp-{}",
+                dir.trim_end_matches('/'),
+                server.as_str()
+            ),
+            Vec::new(),
+        ),
+        StdioLauncher::Clawboo(exe) => (
+            exe.clone(),
+            vec!["mcp".to_owned(), server.as_str().to_owned()],
+        ),
+    };
+    let flags = [
+        ("--team", &scope.team_id),
+        ("--agent", &scope.agent_id),
+        ("--tenant", &scope.tenant_id),
+    ];
+    for (flag, value) in flags {
+        if let Some(v) = value {
+            args.push(flag.to_owned());
+            args.push(v.clone());
+        }
+    }
+    if scope.delegate {
+        args.push("--delegate".to_owned());
+    }
+    AttachTarget::Stdio {
+        command,
+        args,
+        db_path: db_path.to_owned(),
+    }
+}
+
+/// One attach configuration: `{id, transport, snippet, structured}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AttachConfig {
+    pub id: String,
+    pub transport: &'static str,
+    /// The copy-paste text (a command, or a comment line then TOML/JSON).
+    pub snippet: String,
+    /// The same attachment as an object, for programmatic config.
+    pub structured: Value,
+}
+
+/// Quote `s` for a POSIX shell when it holds anything but plainly safe characters.
+fn shell_quote(s: &str) -> String {
+    let safe = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./:=@%+,".contains(c));
+    if safe {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// A TOML basic string (quoted, with every character TOML forbids escaped).
+fn toml_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\u{:04X}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A JSON string literal.
+fn json_string(s: &str) -> String {
+    Value::String(s.to_owned()).to_string()
+}
+
+/// Build the attach config of `server` for `runtime` pointing at `target`.
+pub fn build_attach_config(
+    server: McpServerName,
+    runtime: Runtime,
+    target: &AttachTarget,
+) -> AttachConfig {
+    let id = server.attach_id();
+    let (transport, snippet, structured) = match target {
+        AttachTarget::Http { url } => {
+            let (snippet, structured) = http_snippet(&id, runtime, url);
+            (Transport::Http, snippet, structured)
+        }
+        AttachTarget::Stdio {
+            command,
+            args,
+            db_path,
+        } => {
+            let (snippet, structured) = stdio_snippet(&id, runtime, command, args, db_path);
+            (Transport::Stdio, snippet, structured)
+        }
+    };
+    AttachConfig {
+        id,
+        transport: transport.as_str(),
+        snippet,
+        structured,
+    }
+}
+
+const CODEX_HEADER: &str = "# ~/.codex/config.toml";
+const OPENCLAW_HEADER: &str = "# openclaw.json → mcp.servers";
+
+fn http_snippet(id: &str, runtime: Runtime, url: &str) -> (String, Value) {
+    match runtime {
+        Runtime::ClaudeCode => (
+            format!("claude mcp add --transport http {id} {}", shell_quote(url)),
+            json!({ id: { "type": "http", "url": url } }),
+        ),
+        Runtime::Codex => (
+            format!(
+                "{CODEX_HEADER}\n[mcp_servers.{id}]\nurl = {}\n",
+                toml_string(url)
+            ),
+            json!({ "mcp_servers": { id: { "url": url } } }),
+        ),
+        Runtime::OpenClaw => (
+            format!(
+                "{OPENCLAW_HEADER}\n{}: {{ \"url\": {}, \"transport\": \"streamable-http\" }}",
+                json_string(id),
+                json_string(url)
+            ),
+            json!({ id: { "url": url, "transport": "streamable-http" } }),
+        ),
+    }
+}
+
+fn stdio_snippet(
+    id: &str,
+    runtime: Runtime,
+    command: &str,
+    args: &[String],
+    db_path: &str,
+) -> (String, Value) {
+    let env = json!({ clawboo_store::DB_PATH_ENV: db_path });
+    match runtime {
+        Runtime::ClaudeCode => {
+            let mut cmd = format!(
+                "claude mcp add {id} -e {} -- {}",
+                shell_quote(&format!("{}={db_path}", clawboo_store::DB_PATH_ENV)),
+                shell_quote(command)
+            );
+            for a in args {
+                cmd.push(' ');
+                cmd.push_str(&shell_quote(a));
+            }
+            (
+                cmd,
+                json!({ id: { "type": "stdio", "command": command, "args": args, "env": env } }),
+            )
+        }
+        Runtime::Codex => {
+            let args_toml: Vec<String> = args.iter().map(|a| toml_string(a)).collect();
+            (
+                format!(
+                    "{CODEX_HEADER}\n[mcp_servers.{id}]\ncommand = {}\nargs = [{}]\nenv = {{ {} = {} }}\n",
+                    toml_string(command),
+                    args_toml.join(", "),
+                    clawboo_store::DB_PATH_ENV,
+                    toml_string(db_path)
+                ),
+                json!({ "mcp_servers": { id: { "command": command, "args": args, "env": env } } }),
+            )
+        }
+        Runtime::OpenClaw => {
+            let entry = json!({ "command": command, "args": args, "env": env });
+            (
+                format!("{OPENCLAW_HEADER}\n{}: {}", json_string(id), entry),
+                json!({ id: entry }),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn signer() -> ScopeSigner {
+        ScopeSigner::from_secret_hex(&"5a".repeat(32)).unwrap()
+    }
+
+    fn team_agent(team: &str, agent: &str) -> Binding {
+        Binding {
+            team_id: Some(team.into()),
+            agent_id: Some(agent.into()),
+            ..Binding::default()
+        }
+    }
+
+    /// The query part of a URL.
+    fn query(url: &str) -> Option<&str> {
+        url.split_once('?').map(|(_, q)| q)
+    }
+
+    #[test]
+    fn names_parse_and_unknowns_are_refused_with_their_text() {
+        assert_eq!("memory".parse::<McpServerName>(), Ok(McpServerName::Memory));
+        assert_eq!(
+            "nope".parse::<McpServerName>().unwrap_err().to_string(),
+            "unknown server: nope"
+        );
+        assert!("claude".parse::<Runtime>().is_err());
+        assert!("sse".parse::<Transport>().is_err());
+        assert_eq!(McpServerName::Teamchat.attach_id(), "clawboo-teamchat");
+    }
+
+    #[test]
+    fn unscoped_url_is_bare() {
+        assert_eq!(
+            mcp_http_url("http://127.0.0.1:18790/", McpServerName::Tasks, None),
+            "http://127.0.0.1:18790/api/mcp/tasks"
+        );
+    }
+
+    #[test]
+    fn signed_url_round_trips_for_every_server() {
+        let s = signer();
+        for server in McpServerName::ALL {
+            let mut scope = team_agent("team one", "agent&1");
+            if server == McpServerName::Memory {
+                scope.tenant_id = Some("tenant=x".into());
+            }
+            if server == McpServerName::Teamchat {
+                scope.delegate = true;
+            }
+            scope.check_for(server).unwrap();
+            let url = mcp_http_url(
+                "http://h:1",
+                server,
+                Some(&SignedScope::new(scope.clone(), &s)),
+            );
+            assert_eq!(binding_from_query(server, query(&url), &s), scope, "{url}");
+        }
+    }
+
+    #[test]
+    fn teamchat_url_uses_room_and_author_params() {
+        let s = signer();
+        let url = mcp_http_url(
+            "http://h:1",
+            McpServerName::Teamchat,
+            Some(&SignedScope::new(team_agent("t", "a"), &s)),
+        );
+        assert!(
+            url.contains("roomTeamId=t&postAuthorAgentId=a&scopeSig="),
+            "{url}"
+        );
+        assert!(!url.contains("delegate"));
+    }
+
+    #[test]
+    fn signing_is_deterministic_so_config_files_do_not_churn() {
+        let s = signer();
+        let a = mcp_http_url(
+            "http://h:1",
+            McpServerName::Memory,
+            Some(&SignedScope::new(team_agent("t", "a"), &s)),
+        );
+        let b = mcp_http_url(
+            "http://h:1",
+            McpServerName::Memory,
+            Some(&SignedScope::new(team_agent("t", "a"), &s)),
+        );
+        assert_eq!(a, b);
+    }
+
+    fn signed_query(server: McpServerName, scope: Binding) -> String {
+        let url = mcp_http_url(
+            "http://h:1",
+            server,
+            Some(&SignedScope::new(scope, &signer())),
+        );
+        query(&url).unwrap().to_owned()
+    }
+
+    #[test]
+    fn unsigned_scope_is_unbound() {
+        let b = binding_from_query(
+            McpServerName::Tasks,
+            Some("scopeTeamId=t&scopeAgentId=a"),
+            &signer(),
+        );
+        assert_eq!(b, Binding::default());
+    }
+
+    #[test]
+    fn tampered_team_is_unbound() {
+        let q = signed_query(McpServerName::Tasks, team_agent("t1", "a"));
+        let tampered = q.replace("scopeTeamId=t1", "scopeTeamId=t2");
+        assert_ne!(q, tampered);
+        assert!(!binding_from_query(McpServerName::Tasks, Some(&tampered), &signer()).is_bound());
+    }
+
+    #[test]
+    fn swapped_agent_is_unbound() {
+        let q = signed_query(McpServerName::Memory, team_agent("t", "alice"));
+        let swapped = q.replace("scopeAgentId=alice", "scopeAgentId=mallory");
+        assert!(!binding_from_query(McpServerName::Memory, Some(&swapped), &signer()).is_bound());
+    }
+
+    #[test]
+    fn appended_delegate_breaks_the_signature() {
+        let q = signed_query(McpServerName::Teamchat, team_agent("t", "a"));
+        assert!(binding_from_query(McpServerName::Teamchat, Some(&q), &signer()).is_bound());
+        let appended = format!("{q}&delegate=1");
+        assert!(
+            !binding_from_query(McpServerName::Teamchat, Some(&appended), &signer()).is_bound()
+        );
+    }
+
+    #[test]
+    fn repeated_parameter_is_unbound() {
+        let q = signed_query(McpServerName::Tasks, team_agent("t", "a"));
+        let doubled = format!("{q}&scopeTeamId=other");
+        assert!(!binding_from_query(McpServerName::Tasks, Some(&doubled), &signer()).is_bound());
+    }
+
+    #[test]
+    fn added_tenant_breaks_a_memory_signature() {
+        let q = signed_query(McpServerName::Memory, team_agent("t", "a"));
+        let widened = format!("{q}&scopeTenantId=x");
+        assert!(!binding_from_query(McpServerName::Memory, Some(&widened), &signer()).is_bound());
+    }
+
+    #[test]
+    fn signature_from_another_install_is_unbound() {
+        let other = ScopeSigner::from_secret_hex(&"77".repeat(32)).unwrap();
+        let url = mcp_http_url(
+            "http://h:1",
+            McpServerName::Tasks,
+            Some(&SignedScope::new(team_agent("t", "a"), &other)),
+        );
+        assert!(!binding_from_query(McpServerName::Tasks, query(&url), &signer()).is_bound());
+    }
+
+    #[test]
+    fn teamchat_with_one_param_is_unbound() {
+        let q = signed_query(McpServerName::Teamchat, team_agent("t", "a"));
+        let only_room: String = q
+            .split('&')
+            .filter(|p| !p.starts_with("postAuthorAgentId="))
+            .collect::<Vec<_>>()
+            .join("&");
+        assert!(
+            !binding_from_query(McpServerName::Teamchat, Some(&only_room), &signer()).is_bound()
+        );
+    }
+
+    #[test]
+    fn delegate_appended_to_any_signed_url_unbinds_it() {
+        for server in [
+            McpServerName::Tasks,
+            McpServerName::Memory,
+            McpServerName::Tools,
+        ] {
+            let q = signed_query(server, team_agent("t", "a"));
+            assert_eq!(
+                binding_from_query(server, Some(&q), &signer()),
+                team_agent("t", "a")
+            );
+            let appended = format!("{q}&delegate=1");
+            assert_eq!(
+                binding_from_query(server, Some(&appended), &signer()),
+                Binding::default()
+            );
+        }
+        assert!(!binding_from_query(McpServerName::Tasks, None, &signer()).is_bound());
+    }
+
+    #[test]
+    fn foreign_params_are_ignored() {
+        let q = signed_query(McpServerName::Tasks, team_agent("t", "a"));
+        let extra = format!("{q}&roomTeamId=x&foo=1");
+        let b = binding_from_query(McpServerName::Tasks, Some(&extra), &signer());
+        assert_eq!(b, team_agent("t", "a"));
+    }
+
+    #[test]
+    fn scope_checks_per_server() {
+        let tenant = Binding {
+            tenant_id: Some("x".into()),
+            ..Binding::default()
+        };
+        assert!(tenant.check_for(McpServerName::Tasks).is_err());
+        assert!(tenant.check_for(McpServerName::Memory).is_ok());
+        let delegate = Binding {
+            delegate: true,
+            ..team_agent("t", "a")
+        };
+        assert!(delegate.check_for(McpServerName::Memory).is_err());
+        assert!(delegate.check_for(McpServerName::Teamchat).is_ok());
+        let only_team = Binding {
+            team_id: Some("t".into()),
+            ..Binding::default()
+        };
+        assert!(only_team.check_for(McpServerName::Teamchat).is_err());
+        assert!(only_team.check_for(McpServerName::Tasks).is_ok());
+    }
+
+    fn tricky_http() -> AttachTarget {
+        AttachTarget::Http {
+            url: "http://127.0.0.1:18790/api/mcp/memory?scopeTeamId=a%22b&scopeSig=00".into(),
+        }
+    }
+
+    fn tricky_stdio() -> AttachTarget {
+        stdio_target(
+            &StdioLauncher::Clawboo("/opt/claw boo/\"bin\"\\clawboo".into()),
+            McpServerName::Teamchat,
+            &Binding {
+                delegate: true,
+                ..team_agent("team \"x\"", "it's me")
+            },
+            "/home/u/.clawboo/clawboo.db",
+        )
+    }
+
+    #[test]
+    fn claude_code_snippets() {
+        let c = build_attach_config(
+            McpServerName::Tasks,
+            Runtime::ClaudeCode,
+            &AttachTarget::Http {
+                url: "http://127.0.0.1:18790/api/mcp/tasks".into(),
+            },
+        );
+        assert_eq!(c.id, "clawboo-tasks");
+        assert_eq!(c.transport, "http");
+        assert_eq!(
+            c.snippet,
+            "claude mcp add --transport http clawboo-tasks http://127.0.0.1:18790/api/mcp/tasks"
+        );
+        assert_eq!(
+            c.structured,
+            json!({"clawboo-tasks": {"type": "http", "url": "http://127.0.0.1:18790/api/mcp/tasks"}})
+        );
+        let scoped =
+            build_attach_config(McpServerName::Memory, Runtime::ClaudeCode, &tricky_http());
+        assert!(
+            scoped
+                .snippet
+                .ends_with("'http://127.0.0.1:18790/api/mcp/memory?scopeTeamId=a%22b&scopeSig=00'")
+        );
+
+        let s = build_attach_config(
+            McpServerName::Tasks,
+            Runtime::ClaudeCode,
+            &stdio_target(
+                &StdioLauncher::BinDir("/usr/lib/clawboo/".into()),
+                McpServerName::Tasks,
+                &Binding::default(),
+                "/home/u/.clawboo/clawboo.db",
+            ),
+        );
+        assert_eq!(s.transport, "stdio");
+        assert_eq!(
+            s.snippet,
+            "claude mcp add clawboo-tasks -e CLAWBOO_DB_PATH=/home/u/.clawboo/clawboo.db -- /usr/lib/clawboo/clawboo-mcp-tasks"
+        );
+        assert_eq!(
+            s.structured,
+            json!({"clawboo-tasks": {"type": "stdio", "command": "/usr/lib/clawboo/clawboo-mcp-tasks",
+                   "args": [], "env": {"CLAWBOO_DB_PATH": "/home/u/.clawboo/clawboo.db"}}})
+        );
+        let t = build_attach_config(
+            McpServerName::Teamchat,
+            Runtime::ClaudeCode,
+            &tricky_stdio(),
+        );
+        assert!(
+            t.snippet
+                .contains(" mcp teamchat --team 'team \"x\"' --agent 'it'\\''s me' --delegate"),
+            "{}",
+            t.snippet
+        );
+    }
+
+    /// The TOML under the comment line.
+    fn codex_toml(snippet: &str) -> toml::Table {
+        let (header, body) = snippet.split_once('\n').unwrap();
+        assert_eq!(header, "# ~/.codex/config.toml");
+        body.parse::<toml::Table>().unwrap()
+    }
+
+    #[test]
+    fn codex_snippets_parse_as_toml() {
+        let c = build_attach_config(McpServerName::Memory, Runtime::Codex, &tricky_http());
+        let t = codex_toml(&c.snippet);
+        assert_eq!(
+            t["mcp_servers"]["clawboo-memory"]["url"].as_str(),
+            Some("http://127.0.0.1:18790/api/mcp/memory?scopeTeamId=a%22b&scopeSig=00")
+        );
+        assert_eq!(
+            c.structured["mcp_servers"]["clawboo-memory"]["url"],
+            t["mcp_servers"]["clawboo-memory"]["url"].as_str().unwrap()
+        );
+        let s = build_attach_config(McpServerName::Teamchat, Runtime::Codex, &tricky_stdio());
+        let t = codex_toml(&s.snippet);
+        let entry = &t["mcp_servers"]["clawboo-teamchat"];
+        assert_eq!(
+            entry["command"].as_str(),
+            Some("/opt/claw boo/\"bin\"\\clawboo")
+        );
+        let args: Vec<&str> = entry["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "mcp",
+                "teamchat",
+                "--team",
+                "team \"x\"",
+                "--agent",
+                "it's me",
+                "--delegate"
+            ]
+        );
+        assert_eq!(
+            entry["env"]["CLAWBOO_DB_PATH"].as_str(),
+            Some("/home/u/.clawboo/clawboo.db")
+        );
+        assert_eq!(toml_string("a\u{7f}\u{1}"), "\"a\\u007F\\u0001\"");
+    }
+
+    /// The JSON under the comment line, wrapped in `{}`.
+    fn openclaw_json(snippet: &str) -> Value {
+        let (header, body) = snippet.split_once('\n').unwrap();
+        assert_eq!(header, "# openclaw.json → mcp.servers");
+        serde_json::from_str(&format!("{{{body}}}")).unwrap()
+    }
+
+    #[test]
+    fn openclaw_snippets_parse_as_json() {
+        let c = build_attach_config(McpServerName::Memory, Runtime::OpenClaw, &tricky_http());
+        let v = openclaw_json(&c.snippet);
+        assert_eq!(
+            v,
+            json!({"clawboo-memory": {"url": "http://127.0.0.1:18790/api/mcp/memory?scopeTeamId=a%22b&scopeSig=00",
+                                      "transport": "streamable-http"}})
+        );
+        assert_eq!(v, c.structured);
+        let s = build_attach_config(McpServerName::Teamchat, Runtime::OpenClaw, &tricky_stdio());
+        let v = openclaw_json(&s.snippet);
+        assert_eq!(v["clawboo-teamchat"]["args"][3], "team \"x\"");
+        assert_eq!(v, s.structured);
+    }
+}

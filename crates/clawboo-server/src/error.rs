@@ -1,0 +1,166 @@
+//! The one error type of the REST API, and extractors whose rejections use it, so every
+//! error body is JSON `{error}` with a fitting status.
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use clawboo_store::StoreError;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+/// An API failure: a status and the text a caller reads.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct AppError {
+    pub status: StatusCode,
+    pub message: String,
+    /// Add `ok: false` to the body (the claim route's shape).
+    pub with_ok: bool,
+}
+
+impl AppError {
+    /// An error with `status` and `message`.
+    pub fn new(status: StatusCode, message: impl Into<String>) -> AppError {
+        AppError {
+            status,
+            message: message.into(),
+            with_ok: false,
+        }
+    }
+
+    /// 400 with `message`.
+    pub fn bad_request(message: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// 404 with `message`.
+    pub fn not_found(message: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::NOT_FOUND, message)
+    }
+
+    /// The same error, with `ok: false` in its body.
+    pub fn with_ok_false(mut self) -> AppError {
+        self.with_ok = true;
+        self
+    }
+}
+
+impl From<StoreError> for AppError {
+    fn from(e: StoreError) -> AppError {
+        let status = match &e {
+            StoreError::NotFound(_) => StatusCode::NOT_FOUND,
+            StoreError::Conflict
+            | StoreError::NotReady
+            | StoreError::IllegalTransition { .. }
+            | StoreError::Cycle { .. }
+            | StoreError::Cap { .. } => StatusCode::CONFLICT,
+            StoreError::Invalid(_) => StatusCode::BAD_REQUEST,
+            StoreError::Sqlite(_) | StoreError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            tracing::error!("store failure: {e}");
+        }
+        let message = match &e {
+            StoreError::Invalid(what) => format!("invalid request: {what}"),
+            StoreError::Conflict => {
+                "conflict: the task is no longer claimable (another agent holds it or it left todo)"
+                    .into()
+            }
+            StoreError::NotReady => {
+                "not_ready: a dependency is not done yet; claim it once its dependencies are done"
+                    .into()
+            }
+            other => other.to_string(),
+        };
+        AppError::new(status, message)
+    }
+}
+
+impl From<tokio::task::JoinError> for AppError {
+    fn from(e: tokio::task::JoinError) -> AppError {
+        tracing::error!("request worker failed: {e}");
+        AppError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal error while handling the request; retry, and check the server log if it persists",
+        )
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let body = if self.with_ok {
+            json!({ "ok": false, "error": self.message })
+        } else {
+            json!({ "error": self.message })
+        };
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+/// A JSON `{error}` response with `status`.
+pub fn json_error(status: StatusCode, message: impl Into<String>) -> Response {
+    AppError::new(status, message).into_response()
+}
+
+/// Run a blocking store call off the async executor.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, AppError> + Send + 'static,
+) -> Result<T, AppError> {
+    tokio::task::spawn_blocking(f).await?
+}
+
+/// A JSON body whose rejection is an [`AppError`].
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = AppError;
+    async fn from_request(req: Request, state: &S) -> Result<Self, AppError> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(ApiJson(v)),
+            Err(rejection) => Err(json_rejection(rejection)),
+        }
+    }
+}
+
+fn json_rejection(rejection: JsonRejection) -> AppError {
+    let status = rejection.status();
+    let text = rejection.body_text();
+    let status = if status == StatusCode::UNPROCESSABLE_ENTITY {
+        StatusCode::BAD_REQUEST
+    } else {
+        status
+    };
+    AppError::new(status, format!("invalid JSON body: {text}"))
+}
+
+/// A query string whose rejection is an [`AppError`].
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = AppError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, AppError> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| ApiQuery(q.0))
+            .map_err(|r: QueryRejection| {
+                AppError::bad_request(format!("invalid query: {}", r.body_text()))
+            })
+    }
+}
+
+/// A path parameter whose rejection is an [`AppError`].
+pub struct ApiPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = AppError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, AppError> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| ApiPath(p.0))
+            .map_err(|r: PathRejection| {
+                AppError::bad_request(format!("invalid path: {}", r.body_text()))
+            })
+    }
+}

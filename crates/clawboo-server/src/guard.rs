@@ -1,0 +1,412 @@
+//! The access gate (`STUDIO_ACCESS_TOKEN`), the loopback exemption for MCP endpoints, and
+//! the Host/Origin/Sec-Fetch-Site guard against DNS rebinding and cross-site requests.
+//!
+//! The peer address comes from the socket (`ConnectInfo`), never from a header, and every
+//! path is compared after percent-decoding and case-folding, so `/API/…` or `/api/%6Dcp/…`
+//! cannot dodge the gate.
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use clawboo_mcp::MCP_SERVER_NAMES;
+use subtle::ConstantTimeEq;
+
+use crate::AppState;
+use crate::error::json_error;
+
+/// The cookie the gate sets and reads.
+pub const ACCESS_COOKIE: &str = "clawboo_access";
+/// The query parameter that exchanges a token for the cookie.
+const ACCESS_PARAM: &str = "access_token";
+
+/// Body of a 401 for a wrong token.
+pub const INVALID_TOKEN: &str = "Invalid Clawboo access token.";
+/// Body of a 401 for a missing token.
+pub const TOKEN_REQUIRED: &str = "Clawboo access token required: open the board with ?access_token=<token> once (it sets the clawboo_access cookie) or send Authorization: Bearer <token>.";
+
+/// Marks a request that presented valid operator credentials (cookie or bearer token).
+#[derive(Debug, Clone, Copy)]
+pub struct Operator;
+
+/// Whether `token` is acceptable as `STUDIO_ACCESS_TOKEN`: non-empty, `[A-Za-z0-9._~-]` only.
+pub fn valid_access_token(token: &str) -> bool {
+    !token.is_empty()
+        && token
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._~-".contains(c))
+}
+
+/// Constant-time token comparison.
+fn token_matches(given: &str, expected: &str) -> bool {
+    given.as_bytes().ct_eq(expected.as_bytes()).into()
+}
+
+/// Whether `ip` is a loopback address (IPv4-mapped IPv6 included).
+pub fn is_loopback(ip: IpAddr) -> bool {
+    ip.to_canonical().is_loopback()
+}
+
+/// `path` percent-decoded (repeatedly, so double encodings unwrap too), with repeated
+/// slashes collapsed and ASCII case folded. Used only to decide what a path *might* mean,
+/// never to route.
+pub fn fold_path(path: &str) -> String {
+    let mut current = path.to_owned();
+    for _ in 0..4 {
+        let decoded = percent_encoding::percent_decode_str(&current)
+            .decode_utf8_lossy()
+            .into_owned();
+        if decoded == current {
+            break;
+        }
+        current = decoded;
+    }
+    let mut out = String::with_capacity(current.len());
+    for c in current.chars() {
+        if c == '/' && out.ends_with('/') {
+            continue;
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+/// Whether a (folded) path is under `/api`.
+fn is_api_path(folded: &str) -> bool {
+    folded == "/api" || folded.starts_with("/api/")
+}
+
+/// Whether the raw path is exactly one MCP endpoint (`/api/mcp/<server>`), byte for byte:
+/// only those are exempt for loopback peers.
+fn is_mcp_endpoint(raw_path: &str) -> bool {
+    raw_path
+        .strip_prefix("/api/mcp/")
+        .is_some_and(|server| MCP_SERVER_NAMES.contains(&server))
+}
+
+/// The host part of a `Host` header or an origin's authority (no port, no brackets,
+/// lowercase).
+fn host_of_authority(authority: &str) -> Option<String> {
+    let a = authority.trim();
+    if a.is_empty() || a.contains('@') || a.contains('/') {
+        return None;
+    }
+    let host = if let Some(rest) = a.strip_prefix('[') {
+        let (inside, after) = rest.split_once(']')?;
+        if !(after.is_empty() || after.starts_with(':')) {
+            return None;
+        }
+        inside
+    } else {
+        match a.rsplit_once(':') {
+            Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
+            Some(_) => return None,
+            None => a,
+        }
+    };
+    Some(host.to_ascii_lowercase())
+}
+
+/// Which `Host` names the API answers to.
+#[derive(Debug, Clone)]
+pub struct HostPolicy {
+    allowed: Vec<String>,
+}
+
+impl HostPolicy {
+    /// Loopback names, the bind address (unless unspecified) and `extra`.
+    pub fn new(bind: SocketAddr, extra: &[String]) -> HostPolicy {
+        let mut allowed: Vec<String> = ["localhost", "127.0.0.1", "::1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        if !bind.ip().is_unspecified() {
+            allowed.push(bind.ip().to_string().to_ascii_lowercase());
+        }
+        for e in extra {
+            if let Some(h) = host_of_authority(e) {
+                allowed.push(h);
+            }
+        }
+        HostPolicy { allowed }
+    }
+
+    fn allows(&self, host: &str) -> bool {
+        self.allowed.iter().any(|a| a == host)
+    }
+
+    /// Refuse a foreign `Host`, a foreign or opaque `Origin`, or a cross-site fetch.
+    pub fn check(&self, headers: &HeaderMap) -> Result<(), &'static str> {
+        if let Some(host) = headers.get(header::HOST) {
+            let host = host
+                .to_str()
+                .ok()
+                .and_then(host_of_authority)
+                .ok_or("Forbidden: malformed Host header")?;
+            if !self.allows(&host) {
+                return Err(
+                    "Forbidden: Host header is not allowed (possible DNS rebinding); use http://127.0.0.1 or a configured host",
+                );
+            }
+        }
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let origin = origin
+                .to_str()
+                .map_err(|_| "Forbidden: malformed Origin header")?;
+            let host = origin
+                .split_once("://")
+                .filter(|(scheme, _)| matches!(*scheme, "http" | "https"))
+                .and_then(|(_, authority)| host_of_authority(authority))
+                .ok_or("Forbidden: Origin is not allowed (cross-origin request)")?;
+            if !self.allows(&host) {
+                return Err("Forbidden: Origin is not allowed (cross-origin request)");
+            }
+        }
+        if headers
+            .get("sec-fetch-site")
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"cross-site"))
+        {
+            return Err("Forbidden: cross-site requests are not allowed");
+        }
+        Ok(())
+    }
+}
+
+/// What credentials a request carries.
+enum Credentials {
+    None,
+    Valid,
+    Invalid,
+}
+
+fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+fn credentials(headers: &HeaderMap, token: &str) -> Credentials {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, rest) = v.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+        });
+    let given = bearer.or_else(|| cookie_value(headers, ACCESS_COOKIE));
+    match given {
+        None => Credentials::None,
+        Some(g) if token_matches(g, token) => Credentials::Valid,
+        Some(_) => Credentials::Invalid,
+    }
+}
+
+/// `?access_token=…` handling: the token when present, plus the query without it.
+fn take_access_param(query: Option<&str>) -> Option<(String, String)> {
+    let query = query?;
+    let mut token = None;
+    let mut rest = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        if k == ACCESS_PARAM {
+            token = Some(v.into_owned());
+        } else {
+            rest.append_pair(&k, &v);
+        }
+    }
+    token.map(|t| (t, rest.finish()))
+}
+
+fn redirect_with_cookie(location: &str, token: &str, secure: bool) -> Response {
+    let mut cookie = format!("{ACCESS_COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax");
+    if secure {
+        cookie.push_str("; Secure");
+    }
+    let mut response = StatusCode::FOUND.into_response();
+    let headers = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(location) {
+        headers.insert(header::LOCATION, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        headers.insert(header::SET_COOKIE, v);
+    }
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// The gate middleware: token exchange, Host/Origin guard and credentials for `/api/*`.
+pub async fn access_guard(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let options = &state.shared.options;
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let token = options.access_token.as_deref();
+
+    if let Some(token) = token
+        && let Some((given, rest)) = take_access_param(req.uri().query())
+    {
+        if !token_matches(&given, token) {
+            return json_error(StatusCode::UNAUTHORIZED, INVALID_TOKEN);
+        }
+        let path = req.uri().path();
+        let location = if rest.is_empty() {
+            path.to_owned()
+        } else {
+            format!("{path}?{rest}")
+        };
+        let secure = options.public_https
+            || req
+                .headers()
+                .get("x-forwarded-proto")
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
+        return redirect_with_cookie(&location, token, secure);
+    }
+
+    let folded = fold_path(req.uri().path());
+    if is_api_path(&folded) {
+        if let Err(why) = state.shared.host_policy.check(req.headers()) {
+            tracing::warn!(path = req.uri().path(), "refused by origin guard: {why}");
+            return json_error(StatusCode::FORBIDDEN, why);
+        }
+        if let Some(token) = token {
+            match credentials(req.headers(), token) {
+                Credentials::Valid => {
+                    req.extensions_mut().insert(Operator);
+                }
+                Credentials::Invalid => return json_error(StatusCode::UNAUTHORIZED, INVALID_TOKEN),
+                Credentials::None => {
+                    let exempt = peer.is_some_and(is_loopback) && is_mcp_endpoint(req.uri().path());
+                    if !exempt {
+                        return json_error(StatusCode::UNAUTHORIZED, TOKEN_REQUIRED);
+                    }
+                }
+            }
+        }
+    }
+    next.run(req).await
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folding_unwraps_case_and_encodings() {
+        assert_eq!(fold_path("/API/Mcp/tasks"), "/api/mcp/tasks");
+        assert_eq!(fold_path("/api/%6Dcp/tasks"), "/api/mcp/tasks");
+        assert_eq!(fold_path("/%61pi/board"), "/api/board");
+        assert_eq!(fold_path("/%2561pi/board"), "/api/board");
+        assert_eq!(fold_path("//api//board"), "/api/board");
+        assert!(is_api_path(&fold_path("/%41PI")));
+        assert!(!is_api_path(&fold_path("/apix")));
+    }
+
+    #[test]
+    fn only_exact_mcp_endpoints_are_exempt() {
+        assert!(is_mcp_endpoint("/api/mcp/tasks"));
+        assert!(is_mcp_endpoint("/api/mcp/teamchat"));
+        assert!(!is_mcp_endpoint("/api/mcp/config"));
+        assert!(!is_mcp_endpoint("/api/mcp/status"));
+        assert!(!is_mcp_endpoint("/API/mcp/tasks"));
+        assert!(!is_mcp_endpoint("/api/%6Dcp/tasks"));
+        assert!(!is_mcp_endpoint("/api/mcp/tasks/../../board"));
+    }
+
+    #[test]
+    fn loopback_includes_mapped_v4() {
+        assert!(is_loopback("127.0.0.1".parse().unwrap()));
+        assert!(is_loopback("::1".parse().unwrap()));
+        assert!(is_loopback("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(!is_loopback("10.0.0.1".parse().unwrap()));
+        assert!(!is_loopback("::ffff:10.0.0.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn tokens_are_validated() {
+        assert!(valid_access_token("abc.DEF_~-9"));
+        assert!(!valid_access_token(""));
+        assert!(!valid_access_token("has space"));
+        assert!(!valid_access_token("semi;colon"));
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn host_policy() {
+        let p = HostPolicy::new(
+            "127.0.0.1:18790".parse().unwrap(),
+            &["board.example:443".into()],
+        );
+        assert!(p.check(&headers(&[("host", "127.0.0.1:18790")])).is_ok());
+        assert!(p.check(&headers(&[("host", "localhost")])).is_ok());
+        assert!(p.check(&headers(&[("host", "[::1]:5")])).is_ok());
+        assert!(p.check(&headers(&[("host", "board.example")])).is_ok());
+        assert!(p.check(&headers(&[("host", "evil.com")])).is_err());
+        assert!(
+            p.check(&headers(&[("host", "localhost.evil.com")]))
+                .is_err()
+        );
+        assert!(
+            p.check(&headers(&[("host", "127.0.0.1@evil.com")]))
+                .is_err()
+        );
+        assert!(
+            p.check(&headers(&[("origin", "http://localhost:3000")]))
+                .is_ok()
+        );
+        assert!(
+            p.check(&headers(&[("origin", "https://evil.com")]))
+                .is_err()
+        );
+        assert!(p.check(&headers(&[("origin", "null")])).is_err());
+        assert!(
+            p.check(&headers(&[("sec-fetch-site", "cross-site")]))
+                .is_err()
+        );
+        assert!(
+            p.check(&headers(&[("sec-fetch-site", "same-origin")]))
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn credentials_from_cookie_or_bearer() {
+        let t = "s3cret";
+        assert!(matches!(credentials(&headers(&[]), t), Credentials::None));
+        assert!(matches!(
+            credentials(&headers(&[("cookie", "a=b; clawboo_access=s3cret")]), t),
+            Credentials::Valid
+        ));
+        assert!(matches!(
+            credentials(&headers(&[("authorization", "Bearer s3cret")]), t),
+            Credentials::Valid
+        ));
+        assert!(matches!(
+            credentials(&headers(&[("authorization", "Bearer nope")]), t),
+            Credentials::Invalid
+        ));
+    }
+
+    #[test]
+    fn access_param_is_removed_from_the_query() {
+        assert_eq!(
+            take_access_param(Some("a=1&access_token=x&b=2")),
+            Some(("x".into(), "a=1&b=2".into()))
+        );
+        assert_eq!(take_access_param(Some("a=1")), None);
+    }
+}

@@ -1,0 +1,60 @@
+//! Which MCP servers `clawboo serve` mounts: one entry per server, each built through
+//! `clawboo-mcp`'s builder with the session's binding.
+
+use std::sync::Arc;
+
+use clawboo_mcp::attach::McpServerName;
+use clawboo_mcp::server::McpServer;
+use clawboo_mcp::signing::ScopeSigner;
+use clawboo_mcp::tasks::{TasksConfig, TasksServer};
+use clawboo_mcp::teamchat::TeamChatServer;
+use clawboo_mcp::tools::{ToolsConfig, ToolsServer};
+use clawboo_store::Store;
+use clawboo_store::broker::BrokerConfig;
+
+use crate::mcp_http::McpHttpConfig;
+use crate::status::McpMount;
+
+/// Every server this build can serve over HTTP.
+pub fn default_mounts(
+    store: &Arc<Store>,
+    signer: &ScopeSigner,
+    config: McpHttpConfig,
+) -> Vec<McpMount> {
+    let tasks_store = store.clone();
+    let teamchat_store = store.clone();
+    let tools_store = store.clone();
+    let broker = BrokerConfig::from_env();
+    vec![
+        McpMount::new(
+            McpServerName::Tasks,
+            signer.clone(),
+            config,
+            move |binding| {
+                let config = TasksConfig {
+                    read_only: false,
+                    binding,
+                };
+                McpServer::new(TasksServer::new(tasks_store.clone(), config))
+            },
+        ),
+        McpMount::new(
+            McpServerName::Tools,
+            signer.clone(),
+            config,
+            move |binding| {
+                let config = ToolsConfig {
+                    binding,
+                    broker: broker.clone(),
+                };
+                McpServer::new(ToolsServer::new(tools_store.clone(), config))
+            },
+        ),
+        McpMount::new(
+            McpServerName::Teamchat,
+            signer.clone(),
+            config,
+            move |binding| McpServer::new(TeamChatServer::new(teamchat_store.clone(), binding)),
+        ),
+    ]
+}

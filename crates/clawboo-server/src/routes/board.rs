@@ -1,0 +1,235 @@
+//! `/api/board`: the kanban over the same store rules as the Tasks MCP server (REST creates
+//! are uncapped, as in the original; their rows still count toward the caps).
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use clawboo_store::board::{
+    AuthorType, CreatePolicy, NewComment, NewTask, Scope, Status, TaskFilter, TaskPatch,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::AppState;
+use crate::error::{ApiJson, ApiPath, ApiQuery, AppError, blocking};
+
+/// The board routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/board", get(list).post(create))
+        .route("/api/board/{id}", get(detail).patch(patch))
+        .route("/api/board/{id}/claim", post(claim))
+        .route("/api/board/{id}/comments", post(comment))
+        .route("/api/board/{id}/deps", post(link))
+}
+
+fn parse_status(s: &str) -> Result<Status, AppError> {
+    s.parse::<Status>().map_err(|_| {
+        AppError::bad_request(format!(
+            "unknown status: {s} (use backlog, todo, in_progress, in_review, blocked, done or cancelled)"
+        ))
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ListQuery {
+    team_id: Option<String>,
+    status: Option<String>,
+    #[serde(default)]
+    ready: bool,
+    #[serde(default)]
+    include_dropped: bool,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<axum::Json<Value>, AppError> {
+    let filter = TaskFilter {
+        team_id: q.team_id.filter(|t| !t.is_empty()),
+        status: q.status.as_deref().map(parse_status).transpose()?,
+        ready: q.ready,
+        include_dropped: q.include_dropped,
+    };
+    let store = state.store();
+    let tasks = blocking(move || Ok(store.list_tasks(&filter)?)).await?;
+    Ok(axum::Json(json!({ "tasks": tasks })))
+}
+
+async fn detail(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<axum::Json<Value>, AppError> {
+    let store = state.store();
+    let lookup = id.clone();
+    let detail = blocking(move || Ok(store.task_detail(&lookup, Scope::ALL)?)).await?;
+    let detail = detail.ok_or_else(|| AppError::not_found(format!("not found: {id}")))?;
+    Ok(axum::Json(json!(detail)))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CreateBody {
+    title: String,
+    description: Option<String>,
+    status: Option<String>,
+    priority: Option<i64>,
+    team_id: Option<String>,
+    parent_task_id: Option<String>,
+    assignee_agent_id: Option<String>,
+    assignee_runtime: Option<String>,
+    tenant_id: Option<String>,
+}
+
+async fn create(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<CreateBody>,
+) -> Result<(StatusCode, axum::Json<Value>), AppError> {
+    let new = NewTask {
+        title: body.title,
+        description: body.description,
+        status: body.status.as_deref().map(parse_status).transpose()?,
+        priority: body.priority,
+        team_id: body.team_id,
+        parent_task_id: body.parent_task_id,
+        assignee_agent_id: body.assignee_agent_id,
+        assignee_runtime: body.assignee_runtime,
+        tenant_id: body.tenant_id,
+    };
+    let store = state.store();
+    let task = blocking(move || Ok(store.create_task(new, CreatePolicy::Uncapped)?)).await?;
+    Ok((StatusCode::CREATED, axum::Json(json!({ "task": task }))))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ClaimBody {
+    #[serde(alias = "agentId")]
+    assignee_agent_id: String,
+    assignee_runtime: Option<String>,
+}
+
+async fn claim(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<ClaimBody>,
+) -> Result<axum::Json<Value>, AppError> {
+    let store = state.store();
+    let task = blocking(move || {
+        store
+            .claim_task(
+                &id,
+                &body.assignee_agent_id,
+                body.assignee_runtime.as_deref(),
+            )
+            .map_err(|e| AppError::from(e).with_ok_false())
+    })
+    .await?;
+    Ok(axum::Json(json!({ "ok": true, "task": task })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PatchBody {
+    status: Option<String>,
+    title: Option<String>,
+    description: Option<String>,
+    priority: Option<i64>,
+    dropped: Option<bool>,
+    /// Who made the change (the assignee is notified when it is someone else).
+    actor_agent_id: Option<String>,
+}
+
+async fn patch(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<PatchBody>,
+) -> Result<axum::Json<Value>, AppError> {
+    let status = body.status.as_deref().map(parse_status).transpose()?;
+    let fields = TaskPatch {
+        title: body.title,
+        description: body.description,
+        priority: body.priority,
+    };
+    let has_fields =
+        fields.title.is_some() || fields.description.is_some() || fields.priority.is_some();
+    if status.is_none() && !has_fields && body.dropped.is_none() {
+        return Err(AppError::bad_request(
+            "nothing to change: pass status, title, description, priority or dropped",
+        ));
+    }
+    let store = state.store();
+    let task = blocking(move || {
+        let mut task = None;
+        if has_fields {
+            task = Some(store.patch_task(&id, &fields, Scope::ALL)?);
+        }
+        if let Some(status) = status {
+            task =
+                Some(store.set_status(&id, status, body.actor_agent_id.as_deref(), Scope::ALL)?);
+        }
+        if let Some(dropped) = body.dropped {
+            task = Some(store.set_dropped(&id, dropped, Scope::ALL)?);
+        }
+        Ok(task)
+    })
+    .await?;
+    Ok(axum::Json(json!({ "task": task })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CommentBody {
+    body: String,
+    author_agent_id: Option<String>,
+    author_type: Option<String>,
+}
+
+async fn comment(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<CommentBody>,
+) -> Result<(StatusCode, axum::Json<Value>), AppError> {
+    let author_type = match body.author_type.as_deref() {
+        None | Some("user") => AuthorType::User,
+        Some("agent") => AuthorType::Agent,
+        Some("system") => AuthorType::System,
+        Some(other) => {
+            return Err(AppError::bad_request(format!(
+                "unknown authorType: {other} (use agent, user or system)"
+            )));
+        }
+    };
+    let new = NewComment {
+        author_agent_id: body.author_agent_id,
+        author_type,
+        body: body.body,
+    };
+    let store = state.store();
+    let comment = blocking(move || Ok(store.add_comment(&id, new, Scope::ALL)?)).await?;
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(json!({ "comment": comment })),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct LinkBody {
+    depends_on_task_id: String,
+}
+
+async fn link(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<LinkBody>,
+) -> Result<axum::Json<Value>, AppError> {
+    let store = state.store();
+    let (task_id, dep) = (id.clone(), body.depends_on_task_id.clone());
+    blocking(move || Ok(store.link_task(&task_id, &dep, Scope::ALL)?)).await?;
+    Ok(axum::Json(
+        json!({ "taskId": id, "dependsOnTaskId": body.depends_on_task_id }),
+    ))
+}

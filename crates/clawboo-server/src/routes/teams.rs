@@ -1,0 +1,80 @@
+//! `/api/teams` and `/api/agents`.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use clawboo_store::teams::NewAgent;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::AppState;
+use crate::error::{ApiJson, ApiQuery, AppError, blocking};
+
+/// The team and agent routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/teams", get(list_teams).post(create_team))
+        .route("/api/agents", get(list_agents).post(create_agent))
+}
+
+async fn list_teams(State(state): State<AppState>) -> Result<axum::Json<Value>, AppError> {
+    let store = state.store();
+    let teams = blocking(move || Ok(store.list_teams()?)).await?;
+    Ok(axum::Json(json!({ "teams": teams })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TeamBody {
+    id: Option<String>,
+    name: String,
+}
+
+async fn create_team(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<TeamBody>,
+) -> Result<(StatusCode, axum::Json<Value>), AppError> {
+    let store = state.store();
+    let team = blocking(move || Ok(store.upsert_team(body.id.as_deref(), &body.name)?)).await?;
+    Ok((StatusCode::CREATED, axum::Json(json!({ "team": team }))))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AgentQuery {
+    team_id: Option<String>,
+}
+
+async fn list_agents(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<AgentQuery>,
+) -> Result<axum::Json<Value>, AppError> {
+    let store = state.store();
+    let agents = blocking(move || Ok(store.list_agents(q.team_id.as_deref())?)).await?;
+    Ok(axum::Json(json!({ "agents": agents })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AgentBody {
+    id: Option<String>,
+    name: String,
+    team_id: Option<String>,
+    runtime: Option<String>,
+}
+
+async fn create_agent(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<AgentBody>,
+) -> Result<(StatusCode, axum::Json<Value>), AppError> {
+    let new = NewAgent {
+        id: body.id,
+        name: body.name,
+        team_id: body.team_id,
+        runtime: body.runtime,
+    };
+    let store = state.store();
+    let agent = blocking(move || Ok(store.upsert_agent(&new)?)).await?;
+    Ok((StatusCode::CREATED, axum::Json(json!({ "agent": agent }))))
+}

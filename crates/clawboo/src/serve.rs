@@ -1,0 +1,61 @@
+//! `clawboo serve`: the HTTP API, the MCP servers over Streamable HTTP and the board.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use clawboo_mcp::signing::ScopeSigner;
+use clawboo_server::mounts::default_mounts;
+use clawboo_server::{ALLOW_INSECURE_ENV, AppState, ServerOptions, check_exposure};
+
+/// Flags of `clawboo serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:18790")]
+    pub bind: SocketAddr,
+    /// Database file (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+}
+
+/// Serve until Ctrl-C. Prints `clawboo listening on <url>` on stdout once the socket is
+/// bound, so scripts (and tests) learn the real port.
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let db_path = clawboo_store::resolve_db_path(args.db.as_deref())
+        .context("cannot create the database folder")?;
+    let store = crate::open_store(Some(&db_path))?;
+    let signer = ScopeSigner::from_store(&store)?;
+    let launcher = crate::attach::stdio_launcher()?;
+    let gate_on = ServerOptions::new(args.bind, db_path.clone(), launcher.clone())
+        .with_env()
+        .access_token
+        .is_some();
+    let allow_insecure = std::env::var(ALLOW_INSECURE_ENV).is_ok_and(|v| v == "1");
+    check_exposure(args.bind, gate_on, allow_insecure).map_err(anyhow::Error::msg)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.bind)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.bind))?;
+        let local = listener.local_addr()?;
+        let options = ServerOptions::new(local, db_path, launcher).with_env();
+        let mounts = default_mounts(&store, &signer, options.mcp);
+        let state = AppState::new(store, signer, options, mounts);
+        println!(
+            "clawboo listening on {}",
+            clawboo_server::base_url_for(local)
+        );
+        if state.options().access_token.is_some() {
+            eprintln!("clawboo: access gate ON (STUDIO_ACCESS_TOKEN)");
+        }
+        let shutdown = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        clawboo_server::serve(listener, state, shutdown).await?;
+        Ok(())
+    })
+}

@@ -1,0 +1,214 @@
+//! Helpers for tests that run the real `clawboo serve` on port 0 and speak HTTP to it.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+/// Environment a test server must not inherit.
+const CLEARED_ENV: [&str; 5] = [
+    "STUDIO_ACCESS_TOKEN",
+    "CLAWBOO_ALLOW_INSECURE",
+    "CLAWBOO_ALLOWED_HOSTS",
+    "CLAWBOO_MCP_BIN_DIR",
+    "CLAWBOO_DB_PATH",
+];
+
+/// A running `clawboo serve`, killed on drop.
+pub struct Server {
+    child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    pub db: PathBuf,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `clawboo` binary.
+pub fn clawboo() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clawboo"));
+    for k in CLEARED_ENV {
+        cmd.env_remove(k);
+    }
+    cmd
+}
+
+impl Server {
+    /// Start on a fresh database.
+    pub fn start(env: &[(&str, &str)]) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("clawboo.db");
+        let mut s = Server::start_on(&db, "127.0.0.1:0", env);
+        s._dir = Some(dir);
+        s
+    }
+
+    /// Start on `db`, bound to `bind`; returns once the listening line is printed (the
+    /// socket is bound by then).
+    pub fn start_on(db: &Path, bind: &str, env: &[(&str, &str)]) -> Server {
+        let mut cmd = clawboo();
+        cmd.args(["serve", "--bind", bind, "--db"])
+            .arg(db)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("clawboo listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .to_owned();
+        Server {
+            child,
+            base,
+            db: db.to_path_buf(),
+            _dir: None,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+}
+
+/// Run `clawboo attach --json` with `args` against `db`; returns the config object.
+pub fn attach(db: &Path, args: &[&str]) -> Value {
+    let out = clawboo()
+        .arg("attach")
+        .args(args)
+        .arg("--json")
+        .arg("--db")
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["config"].clone()
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+/// The JSON-RPC message with `id` in a JSON or SSE body.
+pub fn message_with_id(body: &str, id: i64) -> Value {
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        return v;
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|v| v["id"] == json!(id))
+        .unwrap_or_else(|| panic!("no message with id {id} in {body:?}"))
+}
+
+/// One MCP session over HTTP.
+pub struct Session {
+    pub http: reqwest::Client,
+    pub url: String,
+    pub id: String,
+    next_id: i64,
+}
+
+impl Session {
+    /// `initialize` (+ `notifications/initialized`) at `url`.
+    pub async fn open(url: &str) -> Session {
+        let http = client();
+        let resp = post(&http, url, None, &initialize_body(1)).await;
+        assert_eq!(resp.status(), 200);
+        let id = resp.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let body = resp.text().await.unwrap();
+        let init = message_with_id(&body, 1);
+        assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let r = post(&http, url, Some(&id), &note).await;
+        assert_eq!(r.status(), 202);
+        Session {
+            http,
+            url: url.to_owned(),
+            id,
+            next_id: 2,
+        }
+    }
+
+    /// A request in this session; returns the JSON-RPC response message.
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let resp = post(&self.http, &self.url, Some(&self.id), &msg).await;
+        assert_eq!(resp.status(), 200);
+        message_with_id(&resp.text().await.unwrap(), id)
+    }
+
+    /// `tools/call`; returns the result object.
+    pub async fn call(&mut self, name: &str, args: Value) -> Value {
+        let r = self
+            .request("tools/call", json!({"name": name, "arguments": args}))
+            .await;
+        r["result"].clone()
+    }
+
+    /// The JSON of a tool result's first text block.
+    pub async fn call_json(&mut self, name: &str, args: Value) -> Value {
+        let result = self.call(name, args).await;
+        assert_ne!(result["isError"], json!(true), "{name} failed: {result}");
+        serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap()
+    }
+}
+
+pub fn initialize_body(id: i64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "clawboo-test", "version": "0"}}})
+}
+
+/// POST a JSON-RPC message the way MCP clients do.
+pub async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    session: Option<&str>,
+    body: &Value,
+) -> reqwest::Response {
+    let mut req = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_string());
+    if let Some(s) = session {
+        req = req.header("mcp-session-id", s);
+    }
+    req.send().await.unwrap()
+}
+
+/// Create a task over REST.
+pub async fn create_task(server: &Server, title: &str, team: &str) -> Value {
+    let r = client()
+        .post(server.url("/api/board"))
+        .json(&json!({"title": title, "teamId": team}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    r.json::<Value>().await.unwrap()["task"].clone()
+}
