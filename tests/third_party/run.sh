@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Third-party clients against clawboo's Streamable HTTP transport:
-#   - the official TypeScript SDK (StreamableHTTPClientTransport) against `clawboo serve`;
+# Third-party clients against the real clawboo binaries:
+#   - the official TypeScript SDK over stdio (StdioClientTransport, `clawboo-mcp-tasks`) and
+#     over Streamable HTTP (StreamableHTTPClientTransport, `clawboo serve`);
 #   - the Python `mcp` package, 1.x (streamablehttp_client) and 2.x (Client), likewise;
 #   - the official conformance suite (@modelcontextprotocol/conformance, server mode, under
 #     Node 22 from npm's `node@22`) against the conformance fixture, which serves the
@@ -30,7 +31,7 @@ fail_setup() {
 }
 
 # --- build the binaries under test -------------------------------------------------------
-(cd "$ROOT" && cargo build -q -p clawboo --bin clawboo && cargo build -q -p clawboo-server --example conformance_fixture) \
+(cd "$ROOT" && cargo build -q -p clawboo --bins && cargo build -q -p clawboo-server --example conformance_fixture) \
   || fail_setup "cargo build"
 export CLAWBOO_BIN_DIR="$ROOT/target/debug"
 FIXTURE="$ROOT/target/debug/examples/conformance_fixture"
@@ -55,8 +56,8 @@ for spec in "1:$MCP1" "2:$MCP2"; do
 done
 
 # --- TypeScript SDK over HTTP ----------------------------------------------------------
-echo "== TypeScript SDK (StreamableHTTPClientTransport) against clawboo serve"
-ts_out="$(cd "$HERE" && node --test --test-reporter=tap node/http.test.mjs 2>&1)"
+echo "== TypeScript SDK over stdio and Streamable HTTP"
+ts_out="$(cd "$HERE" && node --test --test-reporter=tap node/ 2>&1)"
 ts_rc=$?
 echo "$ts_out" | grep -E '^(not )?ok |^# (pass|fail)' || true
 ts_pass=$(echo "$ts_out" | sed -n 's/^# pass \([0-9]*\)$/\1/p' | tail -1)

@@ -18,6 +18,8 @@ use axum::response::Response;
 use clawboo_mcp::attach::StdioLauncher;
 use clawboo_mcp::signing::ScopeSigner;
 use clawboo_store::Store;
+use clawboo_store::broker::{Broker, BrokerConfig};
+use clawboo_store::memory::Memory;
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub mod error;
@@ -152,6 +154,8 @@ pub(crate) struct Shared {
     pub(crate) rate_limiter: PeerRateLimiter,
     pub(crate) mounts: Vec<McpMount>,
     pub(crate) status: McpStatus,
+    pub(crate) memory: Arc<Memory>,
+    pub(crate) broker: Broker,
 }
 
 /// The application state (cheap to clone).
@@ -161,17 +165,22 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State over `store`, signing with `signer`, serving `mounts`.
+    /// State over `store` (and `memory` over the same store), signing with `signer`,
+    /// serving `mounts`.
     pub fn new(
         store: Arc<Store>,
+        memory: Arc<Memory>,
         signer: ScopeSigner,
         options: ServerOptions,
         mounts: Vec<McpMount>,
     ) -> AppState {
         let host_policy = HostPolicy::new(options.bind, &options.extra_hosts);
         let rate_limiter = PeerRateLimiter::new(options.rate_limit);
+        let broker = Broker::new(store.clone(), BrokerConfig::from_env());
         AppState {
             shared: Arc::new(Shared {
+                memory,
+                broker,
                 store,
                 signer,
                 options,
@@ -186,6 +195,16 @@ impl AppState {
     /// The store.
     pub fn store(&self) -> Arc<Store> {
         self.shared.store.clone()
+    }
+
+    /// Shared memory (facts, procedures, search) over the store.
+    pub fn memory(&self) -> Arc<Memory> {
+        self.shared.memory.clone()
+    }
+
+    /// The tool broker over the store.
+    pub fn broker(&self) -> Broker {
+        self.shared.broker.clone()
     }
 
     /// The options the server runs with.
@@ -237,7 +256,10 @@ pub fn app(state: AppState) -> Router {
     let mut router = Router::new()
         .merge(routes::board::routes())
         .merge(routes::teams::routes())
-        .merge(routes::mcp::routes());
+        .merge(routes::mcp::routes())
+        .merge(routes::memory::routes())
+        .merge(routes::tools::routes())
+        .merge(routes::chat::routes());
     for mount in &state.shared.mounts {
         router = router.route_service(&mount.path(), mount.route());
     }

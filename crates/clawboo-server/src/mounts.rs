@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use clawboo_mcp::attach::McpServerName;
+use clawboo_mcp::memory::{MemoryConfig, MemoryServer};
 use clawboo_mcp::server::McpServer;
 use clawboo_mcp::signing::ScopeSigner;
 use clawboo_mcp::tasks::{TasksConfig, TasksServer};
@@ -11,6 +12,7 @@ use clawboo_mcp::teamchat::TeamChatServer;
 use clawboo_mcp::tools::{ToolsConfig, ToolsServer};
 use clawboo_store::Store;
 use clawboo_store::broker::BrokerConfig;
+use clawboo_store::memory::Memory;
 
 use crate::mcp_http::McpHttpConfig;
 use crate::status::McpMount;
@@ -18,12 +20,14 @@ use crate::status::McpMount;
 /// Every server this build can serve over HTTP.
 pub fn default_mounts(
     store: &Arc<Store>,
+    memory: &Arc<Memory>,
     signer: &ScopeSigner,
     config: McpHttpConfig,
 ) -> Vec<McpMount> {
     let tasks_store = store.clone();
     let teamchat_store = store.clone();
     let tools_store = store.clone();
+    let memory = memory.clone();
     let broker = BrokerConfig::from_env();
     vec![
         McpMount::new(
@@ -36,6 +40,14 @@ pub fn default_mounts(
                     binding,
                 };
                 McpServer::new(TasksServer::new(tasks_store.clone(), config))
+            },
+        ),
+        McpMount::new(
+            McpServerName::Memory,
+            signer.clone(),
+            config,
+            move |binding| {
+                McpServer::new(MemoryServer::new(memory.clone(), MemoryConfig { binding }))
             },
         ),
         McpMount::new(

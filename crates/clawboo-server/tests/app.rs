@@ -16,6 +16,7 @@ use clawboo_server::mounts::default_mounts;
 use clawboo_server::rate_limit::RateLimitConfig;
 use clawboo_server::{AppState, ServerOptions, app};
 use clawboo_store::Store;
+use clawboo_store::memory::Memory;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -36,9 +37,10 @@ fn fixture(configure: impl FnOnce(&mut ServerOptions)) -> Fixture {
         StdioLauncher::Clawboo("/usr/bin/clawboo".into()),
     );
     configure(&mut options);
-    let mounts = default_mounts(&store, &signer, options.mcp);
+    let memory = Arc::new(Memory::new(store.clone(), None));
+    let mounts = default_mounts(&store, &memory, &signer, options.mcp);
     Fixture {
-        state: AppState::new(store, signer, options, mounts),
+        state: AppState::new(store, memory, signer, options, mounts),
         _dir: dir,
     }
 }

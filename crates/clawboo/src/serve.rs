@@ -27,6 +27,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .context("cannot create the database folder")?;
     let store = crate::open_store(Some(&db_path))?;
     let signer = ScopeSigner::from_store(&store)?;
+    // Before the runtime starts: choosing an embedder may build a blocking HTTP client.
+    let memory = crate::open_memory(store.clone());
     let launcher = crate::attach::stdio_launcher()?;
     let gate_on = ServerOptions::new(args.bind, db_path.clone(), launcher.clone())
         .with_env()
@@ -43,8 +45,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot listen on {}", args.bind))?;
         let local = listener.local_addr()?;
         let options = ServerOptions::new(local, db_path, launcher).with_env();
-        let mounts = default_mounts(&store, &signer, options.mcp);
-        let state = AppState::new(store, signer, options, mounts);
+        let mounts = default_mounts(&store, &memory, &signer, options.mcp);
+        let state = AppState::new(store, memory, signer, options, mounts);
         println!(
             "clawboo listening on {}",
             clawboo_server::base_url_for(local)
