@@ -245,3 +245,79 @@ async fn bound_teamchat_session_cannot_post_as_another_agent() {
         assert!(!names.contains(&"team_delegate"), "{forged}: {names:?}");
     }
 }
+
+#[tokio::test]
+async fn bound_memory_session_never_sees_another_teams_facts() {
+    let server = Server::start(&[("CLAWBOO_EMBEDDINGS", "builtin")]);
+    let mut unbound = Session::open(&server.url("/api/mcp/memory")).await;
+    for (team, title) in [("red", "red plan"), ("blue", "blue plan")] {
+        unbound
+            .call_json(
+                "memory_save",
+                json!({"title": title, "content": format!("the {team} launch plan"), "scopeTeamId": team}),
+            )
+            .await;
+    }
+    let config = attach(
+        &server.db,
+        &[
+            "--server",
+            "memory",
+            "--team",
+            "red",
+            "--agent",
+            "ada",
+            "--url",
+            &server.base,
+        ],
+    );
+    let url = config["structured"]["clawboo-memory"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(url.contains("scopeSig="), "{url}");
+    let mut bound = Session::open(&url).await;
+    for mode in ["fts", "vector", "hybrid"] {
+        let found = bound
+            .call_json(
+                "memory_search",
+                json!({"query": "launch plan", "mode": mode, "scopeTeamId": "blue"}),
+            )
+            .await;
+        let titles: Vec<&str> = found["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["fact"]["title"].as_str().unwrap())
+            .collect();
+        assert_eq!(titles, ["red plan"], "{mode}: {found}");
+    }
+    let browsed = bound
+        .call_json("memory_browse", json!({"scopeTeamId": "blue"}))
+        .await;
+    assert_eq!(browsed["facts"].as_array().unwrap().len(), 1, "{browsed}");
+    // A save is tagged with the bound team whatever the arguments say.
+    let saved = bound
+        .call_json(
+            "memory_save",
+            json!({"title": "t", "content": "c", "scopeTeamId": "blue"}),
+        )
+        .await;
+    assert_eq!(saved["fact"]["teamId"], "red", "{saved}");
+    // A tampered URL is served unbound: its scope arguments apply again.
+    let mut forged = Session::open(&url.replace("scopeTeamId=red", "scopeTeamId=blue")).await;
+    let found = forged
+        .call_json(
+            "memory_search",
+            json!({"query": "launch plan", "scopeTeamId": "blue"}),
+        )
+        .await;
+    assert!(
+        found["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["fact"]["title"] != "red plan"),
+        "{found}"
+    );
+}
