@@ -1,6 +1,7 @@
 //! Clawboo's HTTP server (mounted by `clawboo serve`): the four MCP servers over Streamable
 //! HTTP at `/api/mcp/<server>` with sessions bound from signed attach URLs, the attach
-//! config and status routes, the REST API, the access gate and the origin guard.
+//! config and status routes, the REST API, the web board with its live feed, the access
+//! gate and the origin guard.
 //!
 //! [`app`] builds the router from an [`AppState`]; [`serve`] runs it on a listener with
 //! the socket peer address available to the gate (never taken from a header).
@@ -156,6 +157,7 @@ pub(crate) struct Shared {
     pub(crate) status: McpStatus,
     pub(crate) memory: Arc<Memory>,
     pub(crate) broker: Broker,
+    pub(crate) activity: Arc<routes::events::ActivityFeed>,
 }
 
 /// The application state (cheap to clone).
@@ -188,6 +190,7 @@ impl AppState {
                 rate_limiter,
                 mounts,
                 status: McpStatus::default(),
+                activity: Arc::default(),
             }),
         }
     }
@@ -259,7 +262,9 @@ pub fn app(state: AppState) -> Router {
         .merge(routes::mcp::routes())
         .merge(routes::memory::routes())
         .merge(routes::tools::routes())
-        .merge(routes::chat::routes());
+        .merge(routes::chat::routes())
+        .merge(routes::events::routes())
+        .merge(routes::web::routes());
     for mount in &state.shared.mounts {
         router = router.route_service(&mount.path(), mount.route());
     }

@@ -14,6 +14,7 @@
 //! assert_eq!(claimed.assignee_agent_id.as_deref(), Some("agent-1"));
 //! ```
 
+pub mod activity;
 pub mod board;
 pub mod broker;
 pub mod chat;

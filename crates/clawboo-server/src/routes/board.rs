@@ -18,6 +18,7 @@ use crate::error::{ApiJson, ApiPath, ApiQuery, AppError, blocking};
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/board", get(list).post(create))
+        .route("/api/board/workflow", get(workflow))
         .route("/api/board/{id}", get(detail).patch(patch))
         .route("/api/board/{id}/claim", post(claim))
         .route("/api/board/{id}/comments", post(comment))
@@ -30,6 +31,26 @@ fn parse_status(s: &str) -> Result<Status, AppError> {
             "unknown status: {s} (use backlog, todo, in_progress, in_review, blocked, done or cancelled)"
         ))
     })
+}
+
+/// The statuses in column order and, for each, the statuses a task may move to from it
+/// (the store's state table), so a client offers only legal moves.
+async fn workflow() -> axum::Json<Value> {
+    let transitions: serde_json::Map<String, Value> = Status::ALL
+        .into_iter()
+        .map(|from| {
+            let to: Vec<&str> = Status::ALL
+                .into_iter()
+                .filter(|&to| to != from && from.can_transition_to(to))
+                .map(Status::as_str)
+                .collect();
+            (from.as_str().to_owned(), json!(to))
+        })
+        .collect();
+    axum::Json(json!({
+        "statuses": Status::ALL.map(Status::as_str),
+        "transitions": transitions,
+    }))
 }
 
 #[derive(Deserialize)]

@@ -72,7 +72,7 @@ async fn search(
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ProcedureQuery {
-    /// Every version of this procedure (newest first); without it, the latest of each.
+    /// Every version of this procedure (oldest first); without it, the latest of each.
     name: Option<String>,
     query: Option<String>,
     team_id: Option<String>,

@@ -1,8 +1,10 @@
-//! REST routes, one module (and one `routes()` fn) per area.
+//! REST routes, one module (and one `routes()` fn) per area; the live feed and the web board.
 
 pub mod board;
 pub mod chat;
+pub mod events;
 pub mod mcp;
 pub mod memory;
 pub mod teams;
 pub mod tools;
+pub mod web;

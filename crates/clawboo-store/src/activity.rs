@@ -1,0 +1,131 @@
+//! Change marks: one cheap reading per area of the store (board, team chat, memory, tool
+//! approvals, audit) that changes whenever that area does, whichever process wrote it.
+//! A live view polls [`Store::activity_marks`] and refetches only the areas whose mark
+//! moved, so agents' moves from any process appear without a reload.
+
+use serde::Serialize;
+
+use crate::Store;
+use crate::error::Result;
+
+/// What each area of the store looks like now, as opaque marks: compare two readings
+/// area by area; a different mark means that area changed in between.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivityMarks {
+    /// Tasks, their comments and dependencies.
+    pub board: String,
+    /// Team-chat posts in every room.
+    pub chat: String,
+    /// Facts and procedures.
+    pub memory: String,
+    /// Tool-call approvals (new ones and decisions).
+    pub approvals: String,
+    /// Tool-call audit rows.
+    pub audit: String,
+    /// Approvals waiting for a human now.
+    pub pending_approvals: i64,
+}
+
+/// One read snapshot of every mark. Counts and maxima over indexed columns; the board's
+/// `max(updated_at)` is the one scan (of a narrow table), fine at a poll every few hundred
+/// milliseconds.
+const MARKS_SQL: &str = "SELECT
+    (SELECT count(*) FROM tasks) || '.' || (SELECT coalesce(max(updated_at), 0) FROM tasks)
+        || '.' || (SELECT count(*) FROM task_comments) || '.' || (SELECT count(*) FROM task_deps),
+    (SELECT count(*) FROM team_chat) || '.' || (SELECT coalesce(max(created_at), 0) FROM team_chat),
+    (SELECT count(*) FROM memory_facts) || '.' || (SELECT coalesce(max(seq), 0) FROM memory_facts)
+        || '.' || (SELECT count(*) FROM memory_procedures),
+    (SELECT count(*) FROM tool_call_approvals) || '.'
+        || (SELECT count(*) FROM tool_call_approvals WHERE status = 'pending'),
+    (SELECT count(*) FROM tool_call_audit) || '.' || (SELECT coalesce(max(created_at), 0) FROM tool_call_audit),
+    (SELECT count(*) FROM tool_call_approvals WHERE status = 'pending')";
+
+impl Store {
+    /// Read the change mark of every area in one snapshot.
+    pub fn activity_marks(&self) -> Result<ActivityMarks> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(MARKS_SQL)?;
+            let marks = stmt.query_row([], |row| {
+                Ok(ActivityMarks {
+                    board: row.get(0)?,
+                    chat: row.get(1)?,
+                    memory: row.get(2)?,
+                    approvals: row.get(3)?,
+                    audit: row.get(4)?,
+                    pending_approvals: row.get(5)?,
+                })
+            })?;
+            Ok(marks)
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::atomic::{AtomicI64, Ordering};
+
+    use crate::board::{AuthorType, CreatePolicy, NewComment, NewTask, Scope, Status};
+    use crate::chat::PostKind;
+    use crate::{Store, StoreConfig};
+
+    /// A clock one millisecond further on at every reading, so consecutive writes never
+    /// share a timestamp.
+    fn ticking_clock() -> i64 {
+        static NOW: AtomicI64 = AtomicI64::new(1_700_000_000_000);
+        NOW.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = StoreConfig {
+            clock: ticking_clock,
+            ..StoreConfig::default()
+        };
+        let store = Store::open_with(&dir.path().join("db.sqlite"), config).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn each_area_moves_only_its_own_mark() {
+        let (_dir, store) = store();
+        let start = store.activity_marks().unwrap();
+
+        let task = store
+            .create_task(NewTask::titled("a"), CreatePolicy::Uncapped)
+            .unwrap();
+        let after_create = store.activity_marks().unwrap();
+        assert_ne!(after_create.board, start.board);
+        assert_eq!(after_create.chat, start.chat);
+        assert_eq!(after_create.memory, start.memory);
+
+        store
+            .set_status(&task.id, Status::InProgress, None, Scope::ALL)
+            .unwrap();
+        let after_move = store.activity_marks().unwrap();
+        assert_ne!(after_move.board, after_create.board, "a status move");
+
+        store
+            .add_comment(
+                &task.id,
+                NewComment {
+                    author_agent_id: None,
+                    author_type: AuthorType::User,
+                    body: "hi".into(),
+                },
+                Scope::ALL,
+            )
+            .unwrap();
+        let after_comment = store.activity_marks().unwrap();
+        assert_ne!(after_comment.board, after_move.board, "a comment");
+
+        store
+            .post_chat("team:t", "a1", PostKind::Peer, "hello")
+            .unwrap();
+        let after_post = store.activity_marks().unwrap();
+        assert_ne!(after_post.chat, after_comment.chat);
+        assert_eq!(after_post.board, after_comment.board);
+        assert_eq!(after_post.pending_approvals, 0);
+    }
+}
