@@ -160,6 +160,12 @@ impl StdioClient {
             .collect()
     }
 
+    /// SIGKILL the process (no chance to finish anything) and reap it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Close stdin and wait for the process; returns its exit code.
     pub fn close(mut self) -> Option<i32> {
         drop(self.stdin.take());

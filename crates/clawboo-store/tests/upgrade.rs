@@ -1,0 +1,427 @@
+//! Upgrade safety: a database made by every earlier schema version (the fixtures in
+//! `tests/fixtures/upgrade`, see its README) opens with the current store, migrates to the
+//! latest version with its data intact, and the current code works on it.
+#![allow(clippy::unwrap_used)]
+
+mod upgrade_data;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clawboo_embed::HashedEmbedder;
+use clawboo_store::board::{CreatePolicy, NewTask, Scope, Status, TaskFilter};
+use clawboo_store::broker::{Broker, BrokerConfig, Subject};
+use clawboo_store::chat::{ChatQuery, PostKind};
+use clawboo_store::memory::{Memory, NewFact, NewProcedure, ScopeFilter, SearchMode};
+use clawboo_store::{SCHEMA_VERSION, Store, StoreError};
+use rusqlite::Connection;
+use upgrade_data::*;
+
+fn fixture_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upgrade")
+}
+
+/// Every fixture, by the schema version that made it.
+fn fixtures() -> Vec<(i64, PathBuf)> {
+    let mut found: Vec<(i64, PathBuf)> = std::fs::read_dir(fixture_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?;
+            let version = name.strip_prefix('v')?.strip_suffix(".db")?.parse().ok()?;
+            Some((version, p))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+fn user_version(conn: &Connection) -> i64 {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap()
+}
+
+fn assert_sound(path: &Path) {
+    let conn = Connection::open(path).unwrap();
+    let integrity: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(integrity, "ok");
+    let mut stmt = conn.prepare("PRAGMA foreign_key_check").unwrap();
+    let violations = stmt.query_map([], |_| Ok(())).unwrap().count();
+    assert_eq!(violations, 0, "foreign key violations");
+    conn.execute(
+        "INSERT INTO memory_facts_fts(memory_facts_fts) VALUES ('integrity-check')",
+        [],
+    )
+    .unwrap();
+}
+
+#[test]
+fn there_is_a_fixture_for_every_earlier_schema_version() {
+    let versions: Vec<i64> = fixtures().into_iter().map(|(v, _)| v).collect();
+    for v in 1..SCHEMA_VERSION {
+        assert!(
+            versions.contains(&v),
+            "no upgrade fixture for schema version {v}: see tests/fixtures/upgrade/README.md"
+        );
+    }
+    assert!(versions.iter().all(|v| (1..=SCHEMA_VERSION).contains(v)));
+}
+
+#[test]
+fn every_fixture_migrates_with_its_data_intact_and_the_current_code_works_on_it() {
+    let all = fixtures();
+    assert!(!all.is_empty());
+    for (version, fixture) in all {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("clawboo.db");
+        std::fs::copy(&fixture, &db).unwrap();
+        assert_eq!(
+            user_version(&Connection::open(&db).unwrap()),
+            version,
+            "{}",
+            fixture.display()
+        );
+        let store = Arc::new(Store::open(&db).unwrap());
+        assert_eq!(
+            user_version(&Connection::open(&db).unwrap()),
+            SCHEMA_VERSION
+        );
+        assert_sound(&db);
+
+        board_is_intact(&store);
+        if version >= 2 {
+            memory_is_intact(&store);
+        }
+        if version >= 3 {
+            chat_is_intact(&store);
+        }
+        if version >= 4 {
+            tools_are_intact(&store);
+        }
+
+        board_works(&store);
+        memory_works(&store, version);
+        chat_works(&store, version);
+        tools_work(&store, version);
+        drop(store);
+        assert_sound(&db);
+        // Reopening a migrated file changes nothing.
+        drop(Store::open(&db).unwrap());
+        assert_eq!(
+            user_version(&Connection::open(&db).unwrap()),
+            SCHEMA_VERSION
+        );
+    }
+}
+
+fn board_is_intact(store: &Store) {
+    let all = store
+        .list_tasks(&TaskFilter {
+            include_dropped: true,
+            ..TaskFilter::default()
+        })
+        .unwrap();
+    assert_eq!(all.len(), TASKS.len());
+    let detail = store.task_detail(CLAIMED, Scope::ALL).unwrap().unwrap();
+    let task = &detail.task;
+    assert_eq!(task.title, "Deploy");
+    assert_eq!(task.status, Status::InProgress);
+    assert_eq!(task.assignee_agent_id.as_deref(), Some(AGENT_ALICE));
+    assert_eq!(task.assignee_runtime.as_deref(), Some("claude-code"));
+    assert_eq!(task.priority, 3);
+    assert_eq!(task.parent_task_id.as_deref(), Some(EPIC));
+    let comment_ids: Vec<&str> = detail.comments.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(
+        comment_ids,
+        [COMMENT_BY_BOB, COMMENT_BY_USER, COMMENT_BY_SYSTEM]
+    );
+    assert_eq!(detail.comments[0].body, "looks good");
+    let ancestors: Vec<&str> = detail.ancestors.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ancestors, [EPIC]);
+
+    let grandchild = store.task_detail(GRANDCHILD, Scope::ALL).unwrap().unwrap();
+    let ancestors: Vec<&str> = grandchild.ancestors.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ancestors, [EPIC, CLAIMED]);
+    let waiting = store.get_task(WAITING, Scope::ALL).unwrap().unwrap();
+    assert_eq!(waiting.depends_on, [CLAIMED]);
+    let done = store.get_task(DONE, Scope::ALL).unwrap().unwrap();
+    assert_eq!(done.status, Status::Done);
+    assert!(done.completed_at.is_some());
+    assert!(
+        store
+            .get_task(DROPPED, Scope::ALL)
+            .unwrap()
+            .unwrap()
+            .dropped
+    );
+    let beta = store
+        .get_task(BETA_ROOT, Scope::team(Some(TEAM_BETA)))
+        .unwrap()
+        .unwrap();
+    assert_eq!(beta.title, BETA_TITLE);
+    assert_eq!(beta.tenant_id.as_deref(), Some("tenant-1"));
+    // Another team's scope cannot see it.
+    assert!(
+        store
+            .get_task(BETA_ROOT, Scope::team(Some(TEAM_ALPHA)))
+            .unwrap()
+            .is_none()
+    );
+
+    let ready: Vec<String> = store
+        .list_tasks(&TaskFilter {
+            team_id: Some(TEAM_ALPHA.into()),
+            ready: true,
+            ..TaskFilter::default()
+        })
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(ready, [OPEN, GRANDCHILD], "ready = priority, then age");
+
+    let teams: Vec<String> = store
+        .list_teams()
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(teams.len(), 2);
+    assert!(teams.iter().any(|t| t == TEAM_ALPHA));
+    let names: Vec<String> = store
+        .list_agents(Some(TEAM_ALPHA))
+        .unwrap()
+        .into_iter()
+        .map(|a| a.name)
+        .collect();
+    assert_eq!(names, ["alice", "bob"]);
+    assert_eq!(
+        store.setting(SECRET_KEY).unwrap().as_deref(),
+        Some(SECRET_VALUE)
+    );
+}
+
+fn board_works(store: &Store) {
+    let claimed = store.claim_task(OPEN, "agent-new", Some("codex")).unwrap();
+    assert_eq!(claimed.status, Status::InProgress);
+    assert!(matches!(
+        store.claim_task(OPEN, "agent-late", None),
+        Err(StoreError::Conflict)
+    ));
+    assert!(matches!(
+        store.claim_task(WAITING, "agent-new", None),
+        Err(StoreError::NotReady)
+    ));
+    assert!(matches!(
+        store.claim_task(DROPPED, "agent-new", None),
+        Err(StoreError::NotFound(_))
+    ));
+    // The old claim moves on; its dependent becomes claimable.
+    store
+        .set_status(CLAIMED, Status::InReview, Some(AGENT_ALICE), Scope::ALL)
+        .unwrap();
+    let finished = store
+        .set_status(CLAIMED, Status::Done, Some(AGENT_BOB), Scope::ALL)
+        .unwrap();
+    assert!(finished.completed_at.is_some());
+    store.claim_task(WAITING, AGENT_BOB, None).unwrap();
+    // Bob's status change queued a note for alice behind the old pending one.
+    let inbox = store
+        .take_inbox(AGENT_ALICE, Some(TEAM_ALPHA), 10, "mcp")
+        .unwrap();
+    assert_eq!(inbox.len(), 2, "{inbox:?}");
+    assert_eq!(inbox[0].id, INBOX_PENDING);
+    assert_eq!(inbox[0].body, INBOX_PENDING_BODY);
+
+    // Capped creates: old rows are outside the root window; the depth cap still holds.
+    let mut sub = NewTask::titled("Tag the release");
+    sub.parent_task_id = Some(EPIC.into());
+    let sub = store.create_task(sub, CreatePolicy::Capped).unwrap();
+    assert_eq!(sub.team_id.as_deref(), Some(TEAM_ALPHA));
+    store
+        .create_task(NewTask::titled("a new root"), CreatePolicy::Capped)
+        .unwrap();
+    let mut too_deep = NewTask::titled("too deep");
+    too_deep.parent_task_id = Some(GRANDCHILD.into());
+    assert!(matches!(
+        store.create_task(too_deep, CreatePolicy::Capped),
+        Err(StoreError::Cap { .. })
+    ));
+    store.link_task(sub.id.as_str(), DONE, Scope::ALL).unwrap();
+    assert!(matches!(
+        store.link_task(CLAIMED, GRANDCHILD, Scope::ALL),
+        Ok(())
+    ));
+}
+
+fn memory_is_intact(store: &Arc<Store>) {
+    let memory = Memory::new(store.clone(), Some(Arc::new(HashedEmbedder::default())));
+    let everything = ScopeFilter::default();
+    assert_eq!(memory.browse(&everything, 50).unwrap().len(), 3);
+    let team_fact = memory.get_fact(FACT_TEAM, &everything).unwrap().unwrap();
+    assert_eq!(team_fact.content, FACT_TEAM_CONTENT);
+    assert_eq!(team_fact.tags, ["infra"]);
+    assert_eq!(team_fact.team_id.as_deref(), Some(TEAM_ALPHA));
+    let agent_fact = memory.get_fact(FACT_AGENT, &everything).unwrap().unwrap();
+    assert_eq!(agent_fact.agent_id.as_deref(), Some(AGENT_ALICE));
+    assert_eq!(agent_fact.tenant_id.as_deref(), Some("tenant-1"));
+
+    // The full-text index written by the old triggers still answers.
+    let fts = memory
+        .search("kubernetes cluster", Some(SearchMode::Fts), &everything, 10)
+        .unwrap();
+    assert_eq!(fts.hits[0].fact.id, FACT_TEAM);
+    // The stored vector is still read and compared.
+    let vector = memory
+        .search(
+            "blue-green deploy switch",
+            Some(SearchMode::Vector),
+            &everything,
+            10,
+        )
+        .unwrap();
+    assert_eq!(vector.mode, SearchMode::Vector);
+    assert_eq!(vector.hits[0].fact.id, FACT_EMBEDDED);
+
+    let versions: Vec<(String, i64)> = memory
+        .procedure_versions(PROCEDURE_NAME, &everything)
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.id, p.version))
+        .collect();
+    assert_eq!(
+        versions,
+        [(PROCEDURE_V1.to_owned(), 1), (PROCEDURE_V2.to_owned(), 2)]
+    );
+}
+
+fn memory_works(store: &Arc<Store>, version: i64) {
+    let memory = Memory::new(store.clone(), Some(Arc::new(HashedEmbedder::default())));
+    let saved = memory
+        .save_fact(NewFact {
+            title: "Upgrades keep data".into(),
+            content: "a migrated database accepts new zeppelin facts".into(),
+            tags: vec!["upgrade".into()],
+            team_id: Some(TEAM_ALPHA.into()),
+            ..NewFact::default()
+        })
+        .unwrap();
+    let everything = ScopeFilter::default();
+    let found = memory
+        .search("zeppelin", Some(SearchMode::Fts), &everything, 10)
+        .unwrap();
+    assert_eq!(found.hits.len(), 1);
+    assert_eq!(found.hits[0].fact.id, saved.id);
+    let procedure = memory
+        .save_procedure(NewProcedure {
+            name: PROCEDURE_NAME.into(),
+            content: "1. build\n2. smoke test\n3. deploy\n4. announce".into(),
+            team_id: Some(TEAM_ALPHA.into()),
+            ..NewProcedure::default()
+        })
+        .unwrap();
+    let expected = if version >= 2 { 3 } else { 1 };
+    assert_eq!(procedure.version, expected);
+}
+
+fn chat_is_intact(store: &Store) {
+    let page = store
+        .read_chat(&ChatQuery {
+            room_id: ROOM,
+            since_seq: 0,
+            limit: 100,
+            exclude_author: None,
+        })
+        .unwrap();
+    let posts: Vec<(i64, &str, &str, &str)> = page
+        .posts
+        .iter()
+        .map(|p| (p.seq, p.author.as_str(), p.kind.as_str(), p.body.as_str()))
+        .collect();
+    let expected: Vec<(i64, &str, &str, &str)> = ROOM_POSTS
+        .iter()
+        .enumerate()
+        .map(|(i, (a, k, b))| (i as i64 + 1, *a, *k, *b))
+        .collect();
+    assert_eq!(posts, expected);
+    assert_eq!(page.next_seq, 3);
+    let custom = store
+        .read_chat(&ChatQuery {
+            room_id: CUSTOM_ROOM,
+            since_seq: 0,
+            limit: 10,
+            exclude_author: None,
+        })
+        .unwrap();
+    assert_eq!(custom.posts.len(), 1);
+    assert_eq!(custom.posts[0].body, "line one\nline two");
+}
+
+fn chat_works(store: &Store, version: i64) {
+    let post = store
+        .post_chat(ROOM, AGENT_BOB, PostKind::Peer, "after the upgrade")
+        .unwrap();
+    let expected = if version >= 3 { 4 } else { 1 };
+    assert_eq!(post.seq, expected);
+}
+
+fn tools_are_intact(store: &Arc<Store>) {
+    let broker = Broker::new(store.clone(), BrokerConfig::default());
+    let tools = broker.tools().unwrap();
+    let web = tools.iter().find(|t| t.name == "web_search").unwrap();
+    assert!(!web.enabled);
+    assert!(tools.iter().find(|t| t.name == "echo").unwrap().enabled);
+    let allowed = store.approval(APPROVAL_ALLOWED).unwrap();
+    assert_eq!(allowed.status.as_str(), "allowed");
+    assert_eq!(allowed.decision.map(|d| d.as_str()), Some("allow_always"));
+    assert_eq!(allowed.args_json, "{\"path\":\"/tmp/build\"}");
+    // The old pending row's caller is long gone: listing expires it.
+    assert!(store.list_approvals(true, 10).unwrap().is_empty());
+    assert_eq!(
+        store.approval(APPROVAL_PENDING).unwrap().status.as_str(),
+        "expired"
+    );
+    let audit = store.tool_audit(Some("delete_path"), 10).unwrap();
+    assert_eq!(audit.len(), 2);
+    assert_eq!(audit[0].phase, "after");
+    assert_eq!(
+        audit[0].result_text.as_deref(),
+        Some("would delete /tmp/build")
+    );
+    let conn = Connection::open(store.path()).unwrap();
+    let (grant, note): (String, String) = conn
+        .query_row(
+            "SELECT (SELECT approval_id FROM tool_approval_grants WHERE agent_id = ?1),
+                    (SELECT note FROM tool_notes WHERE id = ?2)",
+            [AGENT_ALICE, NOTE_ID],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(grant, APPROVAL_ALLOWED);
+    assert_eq!(note, NOTE_TEXT);
+    assert!(
+        store
+            .unblock_tool(&Subject::Agent(AGENT_BOB.into()), "delete_path")
+            .unwrap()
+    );
+}
+
+fn tools_work(store: &Arc<Store>, version: i64) {
+    store.set_tool_enabled("web_search", true).unwrap();
+    store
+        .block_tool(&Subject::Team(TEAM_BETA.into()), "delete_path")
+        .unwrap();
+    assert!(
+        store
+            .unblock_tool(&Subject::Team(TEAM_BETA.into()), "delete_path")
+            .unwrap()
+    );
+    let broker = Broker::new(store.clone(), BrokerConfig::default());
+    assert!(broker.tools().unwrap().iter().all(|t| t.enabled));
+    let grants = store
+        .revoke_approval_grant("delete_path", AGENT_ALICE)
+        .unwrap();
+    assert_eq!(grants, version >= 4);
+}

@@ -1,0 +1,461 @@
+//! The data the upgrade fixtures hold, shared by the generator
+//! (`examples/make_upgrade_fixture.rs`) and the test that checks it (`tests/upgrade.rs`).
+//!
+//! [`insert`] writes, with raw SQL as the code of that time did, the rows of the tables a
+//! migration introduced. A fixture for schema version N holds the data of versions 1..=N.
+//! Once a fixture is committed its version's rows are frozen: add data for a new version,
+//! never edit an earlier version's.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use clawboo_embed::{Embedder, HashedEmbedder};
+use rusqlite::{Connection, params};
+
+/// When the fixture rows were written (June 2024, far outside any rate window).
+pub const T0: i64 = 1_719_000_000_000;
+
+pub const TEAM_ALPHA: &str = "team-alpha";
+pub const TEAM_BETA: &str = "team-beta";
+pub const AGENT_ALICE: &str = "agent-alice";
+pub const AGENT_BOB: &str = "agent-bob";
+pub const AGENT_CARA: &str = "agent-cara";
+
+/// A root epic of team alpha (`backlog`).
+pub const EPIC: &str = "01903a5c-0000-7000-8000-000000000001";
+/// A ready `todo` child of the epic (its one dependency is done).
+pub const OPEN: &str = "01903a5c-0000-7000-8000-000000000002";
+/// An `in_progress` child claimed by alice.
+pub const CLAIMED: &str = "01903a5c-0000-7000-8000-000000000003";
+/// A `todo` child that waits for [`CLAIMED`] (so not ready).
+pub const WAITING: &str = "01903a5c-0000-7000-8000-000000000004";
+/// An `in_review` child assigned to bob.
+pub const REVIEW: &str = "01903a5c-0000-7000-8000-000000000005";
+/// A `done` child (completed).
+pub const DONE: &str = "01903a5c-0000-7000-8000-000000000006";
+/// A `cancelled` child.
+pub const CANCELLED: &str = "01903a5c-0000-7000-8000-000000000007";
+/// A `blocked` child.
+pub const BLOCKED: &str = "01903a5c-0000-7000-8000-000000000008";
+/// A dropped `todo` child.
+pub const DROPPED: &str = "01903a5c-0000-7000-8000-000000000009";
+/// A depth-2 task under [`CLAIMED`].
+pub const GRANDCHILD: &str = "01903a5c-0000-7000-8000-00000000000a";
+/// A root of team beta, with a tenant and a non-ASCII title.
+pub const BETA_ROOT: &str = "01903a5c-0000-7000-8000-00000000000b";
+/// Its non-ASCII title.
+pub const BETA_TITLE: &str = "Übersetzung prüfen ✓ 任务";
+/// Every task, in insertion order.
+pub const TASKS: [&str; 11] = [
+    EPIC, OPEN, CLAIMED, WAITING, REVIEW, DONE, CANCELLED, BLOCKED, DROPPED, GRANDCHILD, BETA_ROOT,
+];
+
+pub const COMMENT_BY_BOB: &str = "01903a5c-0000-7000-8000-0000000000c1";
+pub const COMMENT_BY_USER: &str = "01903a5c-0000-7000-8000-0000000000c2";
+pub const COMMENT_BY_SYSTEM: &str = "01903a5c-0000-7000-8000-0000000000c3";
+pub const INBOX_PENDING: &str = "01903a5c-0000-7000-8000-0000000000d1";
+pub const INBOX_DELIVERED: &str = "01903a5c-0000-7000-8000-0000000000d2";
+pub const INBOX_PENDING_BODY: &str = "agent-bob commented \"looks good\" on your task";
+pub const SECRET_KEY: &str = "attach_signing_secret";
+pub const SECRET_VALUE: &str = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed";
+
+/// A global fact with a vector from the built-in embedder.
+pub const FACT_EMBEDDED: &str = "01903a5c-0000-7000-8000-0000000000f1";
+pub const FACT_EMBEDDED_TITLE: &str = "Deploys go through the blue-green switch";
+/// A team alpha fact without a vector.
+pub const FACT_TEAM: &str = "01903a5c-0000-7000-8000-0000000000f2";
+pub const FACT_TEAM_CONTENT: &str = "The staging kubernetes cluster lives in eu-west-3.";
+/// An agent-scoped fact of alice.
+pub const FACT_AGENT: &str = "01903a5c-0000-7000-8000-0000000000f3";
+pub const PROCEDURE_NAME: &str = "deploy";
+pub const PROCEDURE_V1: &str = "01903a5c-0000-7000-8000-0000000000e1";
+pub const PROCEDURE_V2: &str = "01903a5c-0000-7000-8000-0000000000e2";
+
+/// Team alpha's room.
+pub const ROOM: &str = "team:team-alpha";
+/// The bodies of its posts, seq 1.. in order.
+pub const ROOM_POSTS: [(&str, &str, &str); 3] = [
+    (AGENT_ALICE, "peer", "picking up the deploy"),
+    ("operator", "user", "thanks; ping me when staging is green"),
+    ("clawboo", "system", "agent-alice claimed \"Deploy\""),
+];
+/// A room named by id.
+pub const CUSTOM_ROOM: &str = "war-room";
+
+pub const APPROVAL_ALLOWED: &str = "01903a5c-0000-7000-8000-0000000000a1";
+pub const APPROVAL_PENDING: &str = "01903a5c-0000-7000-8000-0000000000a2";
+pub const NOTE_ID: &str = "01903a5c-0000-7000-8000-0000000000b1";
+pub const NOTE_TEXT: &str = "remember to rotate the staging key";
+
+/// Write the rows of the tables migration `version` introduced.
+pub fn insert(conn: &Connection, version: i64) {
+    match version {
+        1 => board(conn),
+        2 => memory(conn),
+        3 => teamchat(conn),
+        4 => tools(conn),
+        other => panic!("no fixture data for schema version {other}: add it here"),
+    }
+}
+
+fn board(conn: &Connection) {
+    for (id, name) in [(TEAM_ALPHA, "Alpha"), (TEAM_BETA, "Beta")] {
+        conn.execute(
+            "INSERT INTO teams(id, name, created_at) VALUES (?1, ?2, ?3)",
+            params![id, name, T0],
+        )
+        .unwrap();
+    }
+    for (id, name, team, runtime) in [
+        (AGENT_ALICE, "alice", TEAM_ALPHA, "claude-code"),
+        (AGENT_BOB, "bob", TEAM_ALPHA, "codex"),
+        (AGENT_CARA, "cara", TEAM_BETA, "openclaw"),
+    ] {
+        conn.execute(
+            "INSERT INTO agents(id, name, team_id, runtime, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![id, name, team, runtime, T0],
+        )
+        .unwrap();
+    }
+    // (id, title, status, parent, assignee, runtime, dropped, priority)
+    type Row<'a> = (
+        &'a str,
+        &'a str,
+        &'a str,
+        Option<&'a str>,
+        Option<&'a str>,
+        Option<&'a str>,
+        bool,
+        i64,
+    );
+    let rows: [Row<'_>; 10] = [
+        (
+            EPIC,
+            "Ship the release",
+            "backlog",
+            None,
+            None,
+            None,
+            false,
+            2,
+        ),
+        (
+            OPEN,
+            "Write the changelog",
+            "todo",
+            Some(EPIC),
+            None,
+            None,
+            false,
+            1,
+        ),
+        (
+            CLAIMED,
+            "Deploy",
+            "in_progress",
+            Some(EPIC),
+            Some(AGENT_ALICE),
+            Some("claude-code"),
+            false,
+            3,
+        ),
+        (
+            WAITING,
+            "Announce",
+            "todo",
+            Some(EPIC),
+            None,
+            None,
+            false,
+            0,
+        ),
+        (
+            REVIEW,
+            "Bump versions",
+            "in_review",
+            Some(EPIC),
+            Some(AGENT_BOB),
+            Some("codex"),
+            false,
+            0,
+        ),
+        (
+            DONE,
+            "Freeze main",
+            "done",
+            Some(EPIC),
+            Some(AGENT_ALICE),
+            None,
+            false,
+            0,
+        ),
+        (
+            CANCELLED,
+            "Old idea",
+            "cancelled",
+            Some(EPIC),
+            None,
+            None,
+            false,
+            0,
+        ),
+        (
+            BLOCKED,
+            "Sign binaries",
+            "blocked",
+            Some(EPIC),
+            None,
+            None,
+            false,
+            0,
+        ),
+        (
+            DROPPED,
+            "Duplicate",
+            "todo",
+            Some(EPIC),
+            None,
+            None,
+            true,
+            0,
+        ),
+        (
+            GRANDCHILD,
+            "Smoke test staging",
+            "todo",
+            Some(CLAIMED),
+            None,
+            None,
+            false,
+            0,
+        ),
+    ];
+    for (i, (id, title, status, parent, assignee, runtime, dropped, priority)) in
+        rows.into_iter().enumerate()
+    {
+        let at = T0 + i as i64;
+        let completed = matches!(status, "done" | "cancelled").then_some(at + 500);
+        conn.execute(
+            "INSERT INTO tasks(id, title, description, status, priority, team_id, assignee_agent_id,
+                 assignee_runtime, parent_task_id, dropped, tenant_id, created_at, updated_at, completed_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, ?11, ?12, ?13)",
+            params![
+                id,
+                title,
+                format!("{title}, as planned."),
+                status,
+                priority,
+                TEAM_ALPHA,
+                assignee,
+                runtime,
+                parent,
+                dropped,
+                at,
+                completed.unwrap_or(at),
+                completed
+            ],
+        )
+        .unwrap();
+    }
+    conn.execute(
+        "INSERT INTO tasks(id, title, status, team_id, tenant_id, created_at, updated_at)
+         VALUES (?1, ?2, 'todo', ?3, 'tenant-1', ?4, ?4)",
+        params![BETA_ROOT, BETA_TITLE, TEAM_BETA, T0 + 20],
+    )
+    .unwrap();
+    for (task, dep) in [(WAITING, CLAIMED), (OPEN, DONE)] {
+        conn.execute(
+            "INSERT INTO task_deps(task_id, depends_on_task_id, created_at) VALUES (?1, ?2, ?3)",
+            params![task, dep, T0 + 30],
+        )
+        .unwrap();
+    }
+    for (i, (id, author, kind, body)) in [
+        (COMMENT_BY_BOB, Some(AGENT_BOB), "agent", "looks good"),
+        (COMMENT_BY_USER, None, "user", "please deploy before noon"),
+        (COMMENT_BY_SYSTEM, None, "system", "claimed by agent-alice"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        conn.execute(
+            "INSERT INTO task_comments(id, task_id, author_agent_id, author_type, body, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![id, CLAIMED, author, kind, body, T0 + 40 + i as i64],
+        )
+        .unwrap();
+    }
+    conn.execute(
+        "INSERT INTO agent_inbox(id, agent_id, team_id, body, source, created_at)
+         VALUES (?1, ?2, ?3, ?4, 'board', ?5)",
+        params![
+            INBOX_PENDING,
+            AGENT_ALICE,
+            TEAM_ALPHA,
+            INBOX_PENDING_BODY,
+            T0 + 50
+        ],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO agent_inbox(id, agent_id, team_id, body, source, created_at, delivered_at, delivered_via)
+         VALUES (?1, ?2, ?3, 'an old note', 'board', ?4, ?5, 'mcp')",
+        params![INBOX_DELIVERED, AGENT_ALICE, TEAM_ALPHA, T0 + 10, T0 + 11],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO settings(key, value) VALUES (?1, ?2)",
+        params![SECRET_KEY, SECRET_VALUE],
+    )
+    .unwrap();
+}
+
+fn memory(conn: &Connection) {
+    let embedder = HashedEmbedder::default();
+    let text = format!("{FACT_EMBEDDED_TITLE}\nswitch traffic only after smoke tests pass");
+    let vector = embedder.embed(&[&text]).unwrap().remove(0);
+    let blob: Vec<u8> = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
+    conn.execute(
+        "INSERT INTO memory_facts(id, title, content, tags, created_at, embedding, embedding_model,
+             embedding_dim, embed_seq)
+         VALUES (?1, ?2, 'switch traffic only after smoke tests pass', '[\"deploy\",\"ops\"]', ?3,
+             ?4, ?5, ?6, 1)",
+        params![
+            FACT_EMBEDDED,
+            FACT_EMBEDDED_TITLE,
+            T0 + 100,
+            blob,
+            embedder.model_id(),
+            vector.len() as i64
+        ],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO memory_facts(id, title, content, tags, team_id, created_at)
+         VALUES (?1, 'Where staging runs', ?2, '[\"infra\"]', ?3, ?4)",
+        params![FACT_TEAM, FACT_TEAM_CONTENT, TEAM_ALPHA, T0 + 101],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO memory_facts(id, title, content, team_id, agent_id, tenant_id, created_at)
+         VALUES (?1, 'Alice prefers small diffs', 'keep pull requests under 300 lines', ?2, ?3,
+             'tenant-1', ?4)",
+        params![FACT_AGENT, TEAM_ALPHA, AGENT_ALICE, T0 + 102],
+    )
+    .unwrap();
+    for (id, version, content) in [
+        (PROCEDURE_V1, 1, "1. build\n2. deploy"),
+        (PROCEDURE_V2, 2, "1. build\n2. smoke test\n3. deploy"),
+    ] {
+        conn.execute(
+            "INSERT INTO memory_procedures(id, name, version, content, tags, team_id, created_at)
+             VALUES (?1, ?2, ?3, ?4, '[\"ops\"]', ?5, ?6)",
+            params![
+                id,
+                PROCEDURE_NAME,
+                version,
+                content,
+                TEAM_ALPHA,
+                T0 + 110 + version
+            ],
+        )
+        .unwrap();
+    }
+}
+
+fn teamchat(conn: &Connection) {
+    for (i, (author, kind, body)) in ROOM_POSTS.into_iter().enumerate() {
+        conn.execute(
+            "INSERT INTO team_chat(id, room_id, seq, author, body, kind, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                format!("01903a5c-0000-7000-8000-0000000001{i:02x}"),
+                ROOM,
+                i as i64 + 1,
+                author,
+                body,
+                kind,
+                T0 + 200 + i as i64
+            ],
+        )
+        .unwrap();
+    }
+    conn.execute(
+        "INSERT INTO team_chat(id, room_id, seq, author, body, kind, created_at)
+         VALUES ('01903a5c-0000-7000-8000-000000000200', ?1, 1, ?2, 'line one\nline two', 'peer', ?3)",
+        params![CUSTOM_ROOM, AGENT_CARA, T0 + 210],
+    )
+    .unwrap();
+}
+
+fn tools(conn: &Connection) {
+    conn.execute(
+        "INSERT INTO tool_registry(name, enabled, updated_at) VALUES ('web_search', 0, ?1)",
+        [T0 + 300],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO tool_blocklist(subject_kind, subject_id, tool_name, created_at)
+         VALUES ('agent', ?1, 'delete_path', ?2)",
+        params![AGENT_BOB, T0 + 301],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO tool_call_approvals(id, call_id, tool_name, agent_id, team_id, risk, message,
+             args_json, status, decision, decided_by, created_at, expires_at, decided_at)
+         VALUES (?1, 'call-1', 'delete_path', ?2, ?3, 'destructive', 'delete_path wants approval',
+             '{\"path\":\"/tmp/build\"}', 'allowed', 'allow_always', 'cli', ?4, ?5, ?6)",
+        params![
+            APPROVAL_ALLOWED,
+            AGENT_ALICE,
+            TEAM_ALPHA,
+            T0 + 310,
+            T0 + 610,
+            T0 + 320
+        ],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO tool_call_approvals(id, call_id, tool_name, agent_id, team_id, risk, message,
+             args_json, status, created_at, expires_at)
+         VALUES (?1, 'call-2', 'delete_path', ?2, ?3, 'destructive', 'delete_path wants approval',
+             '{\"path\":\"/tmp/cache\"}', 'pending', ?4, ?5)",
+        params![APPROVAL_PENDING, AGENT_BOB, TEAM_ALPHA, T0 + 330, T0 + 630],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO tool_approval_grants(tool_name, agent_id, approval_id, created_at)
+         VALUES ('delete_path', ?1, ?2, ?3)",
+        params![AGENT_ALICE, APPROVAL_ALLOWED, T0 + 320],
+    )
+    .unwrap();
+    for (i, (phase, decision, result)) in [
+        ("before", "allow", None),
+        ("after", "executed", Some("would delete /tmp/build")),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        conn.execute(
+            "INSERT INTO tool_call_audit(id, call_id, phase, tool_name, agent_id, team_id, decision,
+                 reason, observations, args_json, result_text, is_error, approval_id, created_at)
+             VALUES (?1, 'call-1', ?2, 'delete_path', ?3, ?4, ?5, 'approval:allow', '[]',
+                 '{\"path\":\"/tmp/build\"}', ?6, ?7, ?8, ?9)",
+            params![
+                format!("01903a5c-0000-7000-8000-0000000003{i:02x}"),
+                phase,
+                AGENT_ALICE,
+                TEAM_ALPHA,
+                decision,
+                result,
+                result.map(|_| 0),
+                APPROVAL_ALLOWED,
+                T0 + 320 + i as i64
+            ],
+        )
+        .unwrap();
+    }
+    conn.execute(
+        "INSERT INTO tool_notes(id, agent_id, team_id, note, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![NOTE_ID, AGENT_ALICE, TEAM_ALPHA, NOTE_TEXT, T0 + 340],
+    )
+    .unwrap();
+}
