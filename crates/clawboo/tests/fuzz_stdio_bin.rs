@@ -174,7 +174,7 @@ fn run(lines: &[Vec<u8>]) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(config(12))]
+    #![proptest_config(config(32))]
 
     #[test]
     fn hostile_stream_then_a_session_is_answered_and_exit_is_clean(
