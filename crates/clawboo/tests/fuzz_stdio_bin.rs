@@ -8,7 +8,7 @@
 //! `PROPTEST_CASES=500 cargo test -p clawboo --test fuzz_stdio_bin` for a long run.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::channel;
 use std::time::Duration;
 
@@ -93,19 +93,33 @@ fn line() -> impl Strategy<Value = Vec<u8>> {
     })
 }
 
+/// The server process; killed and reaped if a check fails before it exits.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
 /// Pipe `lines` and then a valid session into the binary; check what comes out.
 fn run(lines: &[Vec<u8>]) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut child = Command::new(BIN)
-        .arg("--db")
-        .arg(dir.path().join("clawboo.db"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn the server binary");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let stdout = child.stdout.take().expect("stdout");
+    let mut server = Server(
+        Command::new(BIN)
+            .arg("--db")
+            .arg(dir.path().join("clawboo.db"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the server binary"),
+    );
+    let mut stdin = server.0.stdin.take().expect("stdin");
+    let stdout = server.0.stdout.take().expect("stdout");
     let (tx, rx) = channel();
     let reader = std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
@@ -167,7 +181,7 @@ fn run(lines: &[Vec<u8>]) -> Result<(), TestCaseError> {
     let (stdin, written) = writer.join().expect("the writer thread");
     prop_assert!(written.is_ok(), "the server stopped reading: {:?}", written);
     drop(stdin);
-    let status = child.wait().expect("wait for the server");
+    let status = server.0.wait().expect("wait for the server");
     prop_assert_eq!(status.code(), Some(0));
     reader.join().expect("the reader thread");
     Ok(())
