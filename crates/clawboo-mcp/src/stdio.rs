@@ -4,13 +4,19 @@
 //! before `initialize` as if they used the initialize-less 2026 protocol, and errors when
 //! stdin closes before `initialize`. This front filters the stream before rmcp sees it:
 //! a malformed line gets a -32700 parse error, anything before `initialize` gets a
-//! JSON-RPC error at once, and EOF always ends the process cleanly. Every line rmcp
-//! writes and every error this front writes goes through one writer, so lines never
-//! interleave.
+//! JSON-RPC error at once, a request rmcp could not decode (params of the wrong shape, an
+//! id no `i64` holds) gets its error here, with its id (rmcp would answer it without one,
+//! or stop serving after such an `initialize`), and EOF always ends the process cleanly.
+//! Every line rmcp writes and every error this front writes goes through one writer, so
+//! lines never interleave.
 
 use std::io;
 
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientRequest, InitializeRequestParams, JsonRpcMessage, RequestId,
+};
 use rmcp::{ServerHandler, ServiceExt};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{
     AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader,
@@ -74,10 +80,28 @@ where
                 continue;
             }
         };
-        match classify(&message) {
+        let kind = classify(&message);
+        let forwarded = session.is_some() || matches!(kind, Kind::Initialize);
+        if forwarded
+            && !matches!(kind, Kind::Invalid(_))
+            && let Some((code, why)) = undecodable(&message, &kind)
+        {
+            // rmcp would answer such a request without its id (or, for an initialize, stop
+            // serving): answer it here, with its id, and forward nothing.
+            if matches!(kind, Kind::Initialize | Kind::Request { .. }) {
+                let _ = out_tx.send(error_line(&scalar_id(&message), code, &why));
+            } else {
+                tracing::debug!("dropping an undecodable notification or response: {why}");
+            }
+            continue;
+        }
+        match kind {
             Kind::Invalid(why) => {
-                let id = message.get("id").cloned().unwrap_or(Value::Null);
-                let _ = out_tx.send(error_line(&id, -32600, &format!("Invalid Request: {why}")));
+                let _ = out_tx.send(error_line(
+                    &scalar_id(&message),
+                    -32600,
+                    &format!("Invalid Request: {why}"),
+                ));
             }
             Kind::Initialize if session.is_none() => {
                 if let Some(h) = handler.take() {
@@ -243,6 +267,43 @@ fn classify(message: &Value) -> Kind {
         }
         (None, _) => Kind::Invalid("missing method"),
     }
+}
+
+/// The message's id when it is one a response may carry (a string or a number), else null.
+fn scalar_id(message: &Value) -> Value {
+    match message.get("id") {
+        Some(id) if id.is_string() || id.is_number() => id.clone(),
+        _ => Value::Null,
+    }
+}
+
+/// Why rmcp cannot decode a well-shaped message, as a JSON-RPC error code and text: an id
+/// that is not a string or an `i64` (`-32600`), or params of the wrong shape (`-32602`).
+/// An `initialize` must decode as one: rmcp takes anything else as a custom request.
+fn undecodable(message: &Value, kind: &Kind) -> Option<(i64, String)> {
+    if let Some(id) = message.get("id")
+        && RequestId::deserialize(id).is_err()
+    {
+        return Some((
+            -32600,
+            "Invalid Request: id must be a string or a signed 64-bit integer".to_owned(),
+        ));
+    }
+    let decoded = ClientJsonRpcMessage::deserialize(message);
+    let error = match (decoded, kind) {
+        (Err(e), _) => e.to_string(),
+        (Ok(JsonRpcMessage::Request(r)), Kind::Initialize)
+            if !matches!(r.request, ClientRequest::InitializeRequest(_)) =>
+        {
+            let params = message.get("params").cloned().unwrap_or(Value::Null);
+            match InitializeRequestParams::deserialize(params) {
+                Err(e) => e.to_string(),
+                Ok(_) => "not an initialize request".to_owned(),
+            }
+        }
+        (Ok(_), _) => return None,
+    };
+    Some((-32602, format!("Invalid params: {error}")))
 }
 
 fn error_line(id: &Value, code: i64, message: &str) -> Vec<u8> {

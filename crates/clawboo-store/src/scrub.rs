@@ -51,11 +51,17 @@ static PROVIDER_TOKENS: LazyLock<Vec<(Regex, bool)>> = LazyLock::new(|| {
 static BEARER: LazyLock<Regex> =
     LazyLock::new(|| compile(r"(?i)\b(bearer)([ \t]+)([A-Za-z0-9._~+/\-]{12,}=*)"));
 
-/// `NAME=value` / `NAME: value` with a credential-like name.
+/// A credential-like name, as [`ASSIGNMENT`] matches it.
+const CREDENTIAL_NAME: &str =
+    r"[A-Za-z0-9_.\-]*?(?:token|secret|password|passwd|credentials?|[_.\-]key|apikey)";
+
+/// `NAME=value` / `NAME: value` with a credential-like name. A chain of such names (each
+/// optionally quoted) before the value (`password: API_KEY: value`) is part of the value,
+/// so the last one's value is redacted too.
 static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
-    compile(
-        r#"(?i)\b([A-Za-z0-9_.\-]*?(?:token|secret|password|passwd|credentials?|[_.\-]key|apikey))(["']?)([ \t]*[:=][ \t]*)(?:"((?:[^"\\\n]|\\.)*)"|'([^'\n]*)'|([^\s"']\S*))"#,
-    )
+    compile(&format!(
+        r#"(?i)\b({CREDENTIAL_NAME})(["']?)([ \t]*[:=][ \t]*)((?:["']?{CREDENTIAL_NAME}["']?[ \t]*[:=][ \t]*)*)(?:"((?:[^"\\\n]|\\.)*)"|'([^'\n]*)'|([^\s"']\S*))"#
+    ))
 });
 
 fn compile(pattern: &str) -> Regex {
@@ -100,9 +106,9 @@ pub fn scrub_text(text: &str) -> String {
     ASSIGNMENT
         .replace_all(&out, |caps: &Captures| {
             let head = format!("{}{}{}", &caps[1], &caps[2], &caps[3]);
-            if caps.get(4).is_some() {
+            if caps.get(5).is_some() {
                 format!("{head}\"{REDACTED}\"")
-            } else if caps.get(5).is_some() {
+            } else if caps.get(6).is_some() {
                 format!("{head}'{REDACTED}'")
             } else {
                 format!("{head}{REDACTED}")
@@ -313,6 +319,9 @@ mod tests {
             ),
             ("password=", "password="),
             ("my_token: \"\"", "my_token: \"[REDACTED]\""),
+            // A name chained before the value does not shield the value (found by fuzzing).
+            ("password: \tAPI_KEY: aa;#A*!^", "password: \t[REDACTED]"),
+            ("token=secret_key=\"a b\" x", "token=\"[REDACTED]\" x"),
         ];
         for (input, expected) in cases {
             assert_eq!(scrub_text(input), expected, "input {input:?}");
