@@ -116,7 +116,7 @@ pub fn fact(rng: &mut Rng, i: usize) -> (String, String, String, Option<&'static
     const TEAMS: [&str; 4] = [TEAM, "beta", "gamma", "delta"];
     let title = sentence(rng, 4);
     let content = sentence(rng, 30);
-    let team = (i % 5 != 0).then(|| TEAMS[i % TEAMS.len()]);
+    let team = (!i.is_multiple_of(5)).then(|| TEAMS[i % TEAMS.len()]);
     (title, content, format!("t{}", i % 50), team)
 }
 
