@@ -1,62 +1,206 @@
 //! `clawboo-bench`: measure the real binaries from outside, as a client would.
 //!
-//! Run with `cargo run --release -p clawboo-bench -- <command>` after
-//! `cargo build --release --bins`; see docs/BENCHMARKS.md for the figures and commands.
+//! Run after `cargo build --release --bins` as `target/release/clawboo-bench <command>`;
+//! `scripts/bench.sh` runs the whole set. See docs/BENCHMARKS.md for the figures.
 
-use std::io::{BufRead, BufReader, Write};
+mod contention;
+mod echo;
+mod load;
+mod peer;
+mod procs;
+mod report;
+mod seed;
+mod soak;
+mod workload;
+
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use clawboo_store::Store;
-use clawboo_store::board::{CreatePolicy, NewTask};
-use serde_json::{Value, json};
+use serde_json::json;
+
+use crate::load::{HttpLoad, MakeCall, no_errors, round_robin, run_stdio};
+use crate::procs::{ServeProcess, StdioServer, clawboo_command, mib};
+use crate::report::percentile;
+use crate::workload::{BenchTool, Mode, Workload, WorkloadSpec};
 
 #[derive(Parser)]
-#[command(about = "Benchmarks for clawboo's stdio servers and store")]
+#[command(about = "Benchmarks for clawboo's MCP servers (stdio and HTTP), its store, and a peer")]
 struct Cli {
     /// Folder holding the built binaries (default: the folder of this executable).
     #[arg(long, global = true)]
     bin_dir: Option<PathBuf>,
+    /// Where large seeded databases are kept between runs (default: <bin-dir>/../bench-data).
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
+    /// `CLAWBOO_EMBEDDINGS` for the servers and the seeded facts.
+    #[arg(long, global = true, default_value = "builtin")]
+    embeddings: String,
     #[command(subcommand)]
     command: BenchCommand,
 }
 
 #[derive(Subcommand)]
 enum BenchCommand {
-    /// Spawn clawboo-mcp-tasks, initialize, and time until the first tools/list answer.
+    /// Spawn a stdio server, initialize, and time until the first tools/list answer.
     ColdStart {
-        #[arg(long, default_value_t = 50)]
+        #[arg(long, value_enum, default_value = "tasks")]
+        server: ColdServer,
+        #[arg(long, default_value_t = 30)]
         runs: usize,
     },
-    /// tools/call throughput over stdio with a window of pipelined requests.
+    /// tools/call throughput over stdio: `--clients` server processes, each with a window
+    /// of pipelined requests.
     Stdio {
-        #[arg(long, value_enum)]
-        tool: BenchTool,
-        /// Tasks on the board before the run.
-        #[arg(long, default_value_t = 1000)]
-        tasks: usize,
-        #[arg(long, default_value_t = 20_000)]
-        calls: usize,
-        /// Requests in flight at once.
+        #[command(flatten)]
+        load: LoadArgs,
+        /// Requests in flight per server process.
         #[arg(long, default_value_t = 8)]
         window: usize,
+        /// Server processes (each its own client connection) on the same database.
+        #[arg(long, default_value_t = 1)]
+        clients: usize,
+    },
+    /// tools/call throughput over Streamable HTTP against a `clawboo serve` started on a
+    /// loopback port (`echo`: against our echo server), with `--sessions` sessions each
+    /// sending calls back to back; reports the server's idle and loaded RSS.
+    Http {
+        #[command(flatten)]
+        load: LoadArgs,
+        #[arg(long, default_value_t = 8)]
+        sessions: usize,
+    },
+    /// Our echo tool against the peer's (`@modelcontextprotocol/server-everything`), over
+    /// stdio and Streamable HTTP, in one run.
+    Echo {
+        #[arg(long, default_value_t = 20_000)]
+        calls: usize,
+        /// stdio windows (requests in flight) to measure.
+        #[arg(long, value_delimiter = ',', default_value = "1,8")]
+        windows: Vec<usize>,
+        /// HTTP session counts to measure.
+        #[arg(long, value_delimiter = ',', default_value = "1,8")]
+        sessions: Vec<usize>,
+        #[command(flatten)]
+        peer: PeerArgs,
     },
     /// The physical limit: raw `BEGIN IMMEDIATE; UPDATE; COMMIT` transactions per second.
     SqliteCommit {
         #[arg(long, default_value_t = 50_000)]
         transactions: usize,
     },
+    /// Processes racing claims on one database: `--stdio` clawboo-mcp-tasks processes and
+    /// `--sessions` HTTP sessions of one `clawboo serve`, every racer claiming every task.
+    Contention {
+        #[arg(long, default_value_t = 2000)]
+        tasks: usize,
+        #[arg(long, default_value_t = 4)]
+        stdio: usize,
+        #[arg(long, default_value_t = 4)]
+        sessions: usize,
+        /// Claims in flight per stdio racer.
+        #[arg(long, default_value_t = 4)]
+        window: usize,
+    },
+    /// A steady rate of mixed calls against a real `clawboo serve` (loopback) for
+    /// `--minutes`, sampling its RSS; fails on any error or RSS growth after warm-up.
+    Soak(soak::SoakArgs),
+    /// Serve the bench's echo tool (used by `echo`; not a product server).
+    #[command(hide = true)]
+    EchoServer {
+        #[arg(value_enum)]
+        transport: Transport,
+        #[arg(long, default_value = "127.0.0.1:0")]
+        bind: SocketAddr,
+    },
+}
+
+/// Options of a throughput run.
+#[derive(clap::Args, Clone)]
+struct LoadArgs {
+    #[arg(long, value_enum)]
+    tool: BenchTool,
+    /// Board size for get-task and list-tasks.
+    #[arg(long, default_value_t = 1000)]
+    tasks: usize,
+    /// Corpus size for memory-search.
+    #[arg(long, default_value_t = 10_000)]
+    facts: usize,
+    /// memory-search mode.
+    #[arg(long, value_enum, default_value = "fts")]
+    mode: Mode,
+    /// Measured calls.
+    #[arg(long, default_value_t = 20_000)]
+    calls: usize,
+    /// Unmeasured calls first (fills caches, e.g. the vector cache).
+    #[arg(long, default_value_t = 200)]
+    warmup: usize,
+}
+
+/// Where the peer is.
+#[derive(clap::Args, Clone)]
+struct PeerArgs {
+    /// The Node.js binary.
+    #[arg(long, default_value = "node")]
+    node: PathBuf,
+    /// The folder where `npm ci` installed the peer (default: crates/clawboo-bench/peer).
+    #[arg(long)]
+    peer_dir: Option<PathBuf>,
+}
+
+impl PeerArgs {
+    fn dir(&self) -> PathBuf {
+        self.peer_dir.clone().unwrap_or_else(peer::default_peer_dir)
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum BenchTool {
-    GetTask,
-    ClaimTask,
-    ListTasks,
+enum ColdServer {
+    Tasks,
+    Memory,
+    Teamchat,
+    Tools,
+    /// The bench's echo server.
+    Echo,
+    /// The peer (`server-everything` under Node).
+    Peer,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Transport {
+    Stdio,
+    Http,
+}
+
+/// Settings every command shares.
+pub struct Env {
+    /// Folder of the built binaries.
+    pub bin_dir: PathBuf,
+    /// Folder of kept seeded databases.
+    pub data_dir: PathBuf,
+    /// `CLAWBOO_EMBEDDINGS` value.
+    pub embeddings: String,
+}
+
+impl Env {
+    /// A stdio server of ours (`tasks`, `memory`, `teamchat`, `tools`, or `echo`) on `db`.
+    pub fn stdio_command(&self, server: &str, db: &Path) -> anyhow::Result<Command> {
+        if server == "echo" {
+            return peer::ours_stdio();
+        }
+        let mut cmd = clawboo_command(
+            &self.bin_dir,
+            &format!("clawboo-mcp-{server}"),
+            &self.embeddings,
+        );
+        cmd.arg("--db").arg(db);
+        Ok(cmd)
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -68,254 +212,266 @@ fn main() -> anyhow::Result<()> {
             .context("executable has no folder")?
             .to_path_buf(),
     };
+    let data_dir = cli
+        .data_dir
+        .unwrap_or_else(|| bin_dir.join("..").join("bench-data"));
+    let env = Env {
+        bin_dir,
+        data_dir,
+        embeddings: cli.embeddings,
+    };
     match cli.command {
-        BenchCommand::ColdStart { runs } => cold_start(&bin_dir, runs),
+        BenchCommand::ColdStart { server, runs } => cold_start(&env, server, runs),
         BenchCommand::Stdio {
-            tool,
-            tasks,
-            calls,
+            load,
             window,
-        } => stdio(&bin_dir, tool, tasks, calls, window),
+            clients,
+        } => stdio(&env, &load, window, clients),
+        BenchCommand::Http { load, sessions } => http(&env, &load, sessions),
+        BenchCommand::Echo {
+            calls,
+            windows,
+            sessions,
+            peer,
+        } => echo_side_by_side(calls, &windows, &sessions, &peer),
         BenchCommand::SqliteCommit { transactions } => sqlite_commit(transactions),
+        BenchCommand::Contention {
+            tasks,
+            stdio,
+            sessions,
+            window,
+        } => contention::run(&env, tasks, stdio, sessions, window),
+        BenchCommand::Soak(args) => soak::run(&env, &args),
+        BenchCommand::EchoServer { transport, bind } => match transport {
+            Transport::Stdio => echo::serve_stdio(),
+            Transport::Http => echo::serve_http(bind),
+        },
     }
 }
 
-/// A spawned stdio server with a reader thread timestamping every answer.
-struct Server {
-    child: Child,
-    answers: Receiver<(Instant, Value)>,
-}
-
-impl Server {
-    fn spawn(bin_dir: &Path, db: &Path) -> anyhow::Result<Server> {
-        let bin = bin_dir.join("clawboo-mcp-tasks");
-        let mut child = Command::new(&bin)
-            .arg("--db")
-            .arg(db)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| format!("cannot start {}", bin.display()))?;
-        let stdout = child.stdout.take().context("no stdout")?;
-        let (tx, answers) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let Ok(v) = serde_json::from_str::<Value>(&line) else {
-                    continue;
-                };
-                if tx.send((Instant::now(), v)).is_err() {
-                    break;
-                }
-            }
-        });
-        Ok(Server { child, answers })
-    }
-
-    fn send(&mut self, message: &Value) -> anyhow::Result<()> {
-        let stdin = self.child.stdin.as_mut().context("stdin closed")?;
-        let mut line = message.to_string();
-        line.push('\n');
-        stdin.write_all(line.as_bytes())?;
-        Ok(())
-    }
-
-    fn wait_for(&self, id: u64) -> anyhow::Result<(Instant, Value)> {
-        loop {
-            let (at, v) = self
-                .answers
-                .recv_timeout(Duration::from_secs(60))
-                .context("no answer within 60 s")?;
-            if v["id"] == json!(id) {
-                return Ok((at, v));
-            }
-        }
-    }
-
-    fn initialize(&mut self) -> anyhow::Result<()> {
-        self.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}))?;
-        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
-        self.wait_for(0)?;
-        Ok(())
-    }
-
-    /// (user + system CPU seconds, resident KiB) of the server process, from /proc.
-    fn usage(&self) -> anyhow::Result<(f64, u64)> {
-        let pid = self.child.id();
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-        // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-        let after = stat.rsplit_once(')').context("bad /proc stat")?.1;
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-        let rss = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        Ok((ticks / clock_ticks_per_second(), rss))
-    }
-
-    fn finish(mut self) -> anyhow::Result<()> {
-        drop(self.child.stdin.take());
-        let status = self.child.wait()?;
-        if !status.success() {
-            bail!("server exited with {status}");
-        }
-        Ok(())
-    }
-}
-
-/// `sysconf(_SC_CLK_TCK)`, which is 100 on every Linux this runs on; read it from `getconf`
-/// to avoid `unsafe` FFI.
-fn clock_ticks_per_second() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[rank]
-}
-
-fn cold_start(bin_dir: &Path, runs: usize) -> anyhow::Result<()> {
+fn cold_start(env: &Env, server: ColdServer, runs: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("bench.db");
     Store::open(&db)?;
+    let peer_args = PeerArgs {
+        node: "node".into(),
+        peer_dir: None,
+    };
+    let (name, make): (&str, Box<dyn Fn() -> anyhow::Result<Command>>) = match server {
+        ColdServer::Tasks => (
+            "clawboo-mcp-tasks",
+            Box::new(|| env.stdio_command("tasks", &db)),
+        ),
+        ColdServer::Memory => (
+            "clawboo-mcp-memory",
+            Box::new(|| env.stdio_command("memory", &db)),
+        ),
+        ColdServer::Teamchat => (
+            "clawboo-mcp-teamchat",
+            Box::new(|| env.stdio_command("teamchat", &db)),
+        ),
+        ColdServer::Tools => (
+            "clawboo-mcp-tools",
+            Box::new(|| env.stdio_command("tools", &db)),
+        ),
+        ColdServer::Echo => ("our echo server", Box::new(peer::ours_stdio)),
+        ColdServer::Peer => (
+            "peer server-everything",
+            Box::new(|| peer::peer_stdio(&peer_args.node, &peer_args.dir())),
+        ),
+    };
     let mut times = Vec::with_capacity(runs);
     let mut rss = Vec::with_capacity(runs);
     for _ in 0..runs {
         let start = Instant::now();
-        let mut server = Server::spawn(bin_dir, &db)?;
+        let mut server = StdioServer::spawn(make()?)?;
         server.initialize()?;
-        server.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))?;
+        server
+            .send_line(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string())?;
         let (at, answer) = server.wait_for(1)?;
         times.push(at - start);
-        if answer["result"]["tools"].as_array().map(Vec::len) != Some(12) {
+        if answer["result"]["tools"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+        {
             bail!("unexpected tools/list answer: {answer}");
         }
-        rss.push(server.usage()?.1);
+        rss.push(server.usage()?.rss_kib);
         server.finish()?;
     }
     times.sort();
     rss.sort();
     println!(
-        "cold start to first tools/list ({runs} runs): min {:.2} ms, median {:.2} ms, p90 {:.2} ms; idle RSS median {} KiB",
+        "cold start of {name} to first tools/list ({runs} runs): min {:.2} ms, median {:.2} ms, p90 {:.2} ms; idle RSS median {}",
         times[0].as_secs_f64() * 1e3,
         percentile(&times, 0.5).as_secs_f64() * 1e3,
         percentile(&times, 0.9).as_secs_f64() * 1e3,
-        rss[rss.len() / 2],
+        mib(rss[rss.len() / 2]),
     );
     Ok(())
 }
 
-fn stdio(
-    bin_dir: &Path,
-    tool: BenchTool,
-    tasks: usize,
-    calls: usize,
-    window: usize,
-) -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let db = dir.path().join("bench.db");
-    let board_size = if tool == BenchTool::ClaimTask {
-        tasks.max(calls)
+fn workload(env: &Env, load: &LoadArgs) -> anyhow::Result<Arc<Workload>> {
+    Ok(Arc::new(Workload::prepare(WorkloadSpec {
+        tool: load.tool,
+        tasks: load.tasks,
+        facts: load.facts,
+        mode: load.mode,
+        total_calls: load.warmup + load.calls,
+        embeddings: env.embeddings.clone(),
+        data_dir: env.data_dir.clone(),
+    })?))
+}
+
+fn make_call(workload: &Arc<Workload>) -> Arc<MakeCall> {
+    let workload = workload.clone();
+    Arc::new(move |n| workload.request(n))
+}
+
+fn stdio(env: &Env, load: &LoadArgs, window: usize, clients: usize) -> anyhow::Result<()> {
+    let workload = workload(env, load)?;
+    let make = make_call(&workload);
+    let mut servers = Vec::with_capacity(clients);
+    for _ in 0..clients.max(1) {
+        let mut server = StdioServer::spawn(env.stdio_command(workload.server(), workload.db())?)?;
+        server.initialize()?;
+        servers.push(server);
+    }
+    let warm = round_robin(0, load.warmup, servers.len());
+    run_stdio(&mut servers, &warm, window, &*make, &no_errors)?.ensure_ok("warm-up")?;
+    let plan = round_robin(load.warmup, load.calls, servers.len());
+    let report = run_stdio(&mut servers, &plan, window, &*make, &no_errors)?;
+    for server in servers {
+        server.finish()?;
+    }
+    report.print_and_check(&format!(
+        "{} over stdio, {} client(s) × window {window}",
+        workload.label(),
+        clients.max(1)
+    ))?;
+    Ok(())
+}
+
+fn http(env: &Env, load: &LoadArgs, sessions: usize) -> anyhow::Result<()> {
+    let workload = workload(env, load)?;
+    let make = make_call(&workload);
+    let (url, pid, _server): (String, u32, Box<dyn std::any::Any>) = if workload.server() == "echo"
+    {
+        let server = peer::HttpEcho::ours()?;
+        (server.url.clone(), server.pid(), Box::new(server))
     } else {
-        tasks
+        let server = ServeProcess::start(&env.bin_dir, workload.db(), &env.embeddings)?;
+        let url = format!("{}/api/mcp/{}", server.base, workload.server());
+        (url, server.pid(), Box::new(server))
     };
-    let ids = seed_board(&db, board_size)?;
-    let mut server = Server::spawn(bin_dir, &db)?;
-    server.initialize()?;
-    let request = |n: usize| -> Value {
-        let (name, args) = match tool {
-            BenchTool::GetTask => ("get_task", json!({"taskId": ids[n % ids.len()]})),
-            BenchTool::ClaimTask => (
-                "claim_task",
-                json!({"taskId": ids[n], "assigneeAgentId": "bench"}),
-            ),
-            BenchTool::ListTasks => ("list_tasks", json!({})),
-        };
-        json!({"jsonrpc": "2.0", "id": n as u64 + 1, "method": "tools/call", "params": {"name": name, "arguments": args}})
-    };
-    let (cpu_before, _) = server.usage()?;
-    let mut sent_at = vec![Instant::now(); calls];
-    let mut latencies = Vec::with_capacity(calls);
-    let start = Instant::now();
-    let mut sent = 0;
-    let mut errors = 0;
-    while sent < calls.min(window) {
-        sent_at[sent] = Instant::now();
-        server.send(&request(sent))?;
-        sent += 1;
-    }
-    while latencies.len() < calls {
-        let (at, answer) = server
-            .answers
-            .recv_timeout(Duration::from_secs(60))
-            .context("no answer within 60 s")?;
-        let Some(id) = answer["id"].as_u64() else {
-            continue;
-        };
-        if answer["result"]["isError"] == json!(true) || answer.get("error").is_some() {
-            errors += 1;
-        }
-        latencies.push(at - sent_at[id as usize - 1]);
-        if sent < calls {
-            sent_at[sent] = Instant::now();
-            server.send(&request(sent))?;
-            sent += 1;
-        }
-    }
-    let elapsed = start.elapsed();
-    let (cpu_after, rss) = server.usage()?;
-    server.finish()?;
-    latencies.sort();
-    let name = match tool {
-        BenchTool::GetTask => "get_task",
-        BenchTool::ClaimTask => "claim_task",
-        BenchTool::ListTasks => "list_tasks",
-    };
+    let idle = procs::proc_usage(pid)?;
+    let clients = HttpLoad::open(&url, sessions)?;
+    let check: Arc<load::CheckAnswer> = Arc::new(no_errors);
+    let warm = round_robin(0, load.warmup, clients.sessions());
+    clients
+        .run(&warm, make.clone(), check.clone(), None)?
+        .ensure_ok("warm-up")?;
+    let plan = round_robin(load.warmup, load.calls, clients.sessions());
+    let report = clients.run(&plan, make, check, Some(pid))?;
+    clients.close();
     println!(
-        "{name} over stdio, {board_size} tasks, {calls} calls, window {window}: {:.0} calls/s, p50 {:.3} ms, p99 {:.3} ms, server CPU {:.1} µs/call, RSS {} KiB, {errors} errors",
-        calls as f64 / elapsed.as_secs_f64(),
-        percentile(&latencies, 0.5).as_secs_f64() * 1e3,
-        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
-        (cpu_after - cpu_before) / calls as f64 * 1e6,
-        rss,
+        "server idle RSS {} (after start, before any session)",
+        mib(idle.rss_kib)
     );
-    if errors > 0 {
-        bail!("{errors} calls failed");
-    }
+    report.print_and_check(&format!(
+        "{} over HTTP, {sessions} session(s)",
+        workload.label()
+    ))?;
     Ok(())
 }
 
-/// A board of `n` todo tasks, created through the store (uncapped), in 24-child groups.
-fn seed_board(db: &Path, n: usize) -> anyhow::Result<Vec<String>> {
-    let store = Store::open(db)?;
-    let mut ids = Vec::with_capacity(n);
-    for i in 0..n {
-        let task = store.create_task(
-            NewTask {
-                title: format!("task {i}"),
-                priority: Some((i % 5) as i64),
-                ..NewTask::default()
-            },
-            CreatePolicy::Uncapped,
-        )?;
-        ids.push(task.id);
+fn echo_side_by_side(
+    calls: usize,
+    windows: &[usize],
+    sessions: &[usize],
+    peer_args: &PeerArgs,
+) -> anyhow::Result<()> {
+    let peer_dir = peer_args.dir();
+    let make: Arc<MakeCall> = Arc::new(|n| ("echo", json!({"message": format!("hello {n}")})));
+    let check: Arc<load::CheckAnswer> = Arc::new(|n, answer| {
+        no_errors(n, answer)?;
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("");
+        if text == format!("Echo: hello {n}") {
+            Ok(())
+        } else {
+            Err(format!("wrong echo: {answer}"))
+        }
+    });
+    let warmup = (calls / 10).clamp(1, 1000);
+    for &window in windows {
+        let mut rates = Vec::new();
+        for (who, cmd) in [
+            ("ours", peer::ours_stdio()?),
+            ("peer", peer::peer_stdio(&peer_args.node, &peer_dir)?),
+        ] {
+            let mut server = StdioServer::spawn(cmd)?;
+            server.initialize()?;
+            let mut servers = [server];
+            run_stdio(
+                &mut servers,
+                &round_robin(0, warmup, 1),
+                window,
+                &*make,
+                &*check,
+            )?
+            .ensure_ok("warm-up")?;
+            let report = run_stdio(
+                &mut servers,
+                &round_robin(warmup, calls, 1),
+                window,
+                &*make,
+                &*check,
+            )?;
+            let [server] = servers;
+            drop(server);
+            rates.push(report.rate());
+            report.print_and_check(&format!("echo over stdio, window {window}, {who}"))?;
+        }
+        println!(
+            "echo over stdio, window {window}: ours/peer = {:.2}×",
+            rates[0] / rates[1]
+        );
     }
-    Ok(ids)
+    for &count in sessions {
+        let mut rates = Vec::new();
+        for who in ["ours", "peer"] {
+            let server = if who == "ours" {
+                peer::HttpEcho::ours()?
+            } else {
+                peer::HttpEcho::peer(&peer_args.node, &peer_dir)?
+            };
+            let clients = HttpLoad::open(&server.url, count)?;
+            clients
+                .run(
+                    &round_robin(0, warmup, count),
+                    make.clone(),
+                    check.clone(),
+                    None,
+                )?
+                .ensure_ok("warm-up")?;
+            let report = clients.run(
+                &round_robin(warmup, calls, count),
+                make.clone(),
+                check.clone(),
+                Some(server.pid()),
+            )?;
+            clients.close();
+            rates.push(report.rate());
+            report.print_and_check(&format!("echo over HTTP, {count} session(s), {who}"))?;
+        }
+        println!(
+            "echo over HTTP, {count} session(s): ours/peer = {:.2}×",
+            rates[0] / rates[1]
+        );
+    }
+    Ok(())
 }
 
 fn sqlite_commit(transactions: usize) -> anyhow::Result<()> {

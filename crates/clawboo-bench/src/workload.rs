@@ -1,0 +1,223 @@
+//! What a throughput run calls: the tool, the data it starts from, and call number `n`'s
+//! arguments. The same workload runs over stdio and over HTTP.
+
+use std::path::{Path, PathBuf};
+
+use clap::ValueEnum;
+use clawboo_store::Store;
+use clawboo_store::board::{MAX_CHILDREN, TaskFilter};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::seed::{self, Rng, TEAM};
+
+/// Posts in the room `team_chat_subscribe` reads.
+const ROOM_POSTS: usize = 1000;
+/// Posts one `team_chat_subscribe` returns.
+const SUBSCRIBE_PAGE: usize = 20;
+/// Distinct `memory_search` queries, used round robin.
+const QUERIES: usize = 200;
+
+/// The tool a run measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BenchTool {
+    /// `get_task` on a board of `--tasks`.
+    GetTask,
+    /// `claim_task`, each call a different todo task.
+    ClaimTask,
+    /// `list_tasks` (whole board) on a board of `--tasks`.
+    ListTasks,
+    /// `create_subtask`, 24 under each parent (the child cap).
+    CreateSubtask,
+    /// `memory_save` of a 30-word fact.
+    MemorySave,
+    /// `memory_search` (`--mode`) over `--facts` facts.
+    MemorySearch,
+    /// `team_chat_post` to one team room.
+    TeamChatPost,
+    /// `team_chat_subscribe` reading 20 posts of a 1,000-post room.
+    TeamChatSubscribe,
+    /// The bench's own `echo` tool (no store): the transport's bare rate.
+    Echo,
+}
+
+/// `memory_search` modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// Full text (FTS5, BM25).
+    Fts,
+    /// Whole-corpus vector scan.
+    Vector,
+    /// Both, fused.
+    Hybrid,
+}
+
+impl Mode {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Fts => "fts",
+            Mode::Vector => "vector",
+            Mode::Hybrid => "hybrid",
+        }
+    }
+}
+
+/// Sizes and options of a workload.
+#[derive(Debug, Clone)]
+pub struct WorkloadSpec {
+    /// The tool.
+    pub tool: BenchTool,
+    /// Board size for `get_task` / `list_tasks`.
+    pub tasks: usize,
+    /// Corpus size for `memory_search`.
+    pub facts: usize,
+    /// Search mode for `memory_search`.
+    pub mode: Mode,
+    /// Calls that will be made (warm-up included), for workloads that use up data.
+    pub total_calls: usize,
+    /// `CLAWBOO_EMBEDDINGS` of the servers.
+    pub embeddings: String,
+    /// Where slow-to-seed databases are kept between runs.
+    pub data_dir: PathBuf,
+}
+
+/// A prepared workload: its database and the data its calls refer to.
+pub struct Workload {
+    spec: WorkloadSpec,
+    db: PathBuf,
+    _dir: Option<TempDir>,
+    ids: Vec<String>,
+    queries: Vec<String>,
+}
+
+impl Workload {
+    /// Seed the data `spec` needs (a fresh temporary database for writing workloads, a
+    /// kept one for large read-only corpora).
+    pub fn prepare(spec: WorkloadSpec) -> anyhow::Result<Workload> {
+        let dir = tempfile::tempdir()?;
+        let fresh = dir.path().join("bench.db");
+        let mut ids = Vec::new();
+        let mut queries = Vec::new();
+        let db = match spec.tool {
+            BenchTool::GetTask | BenchTool::ListTasks => {
+                let db = seed::board_db(&spec.data_dir, spec.tasks)?;
+                ids = Store::open(&db)?
+                    .list_tasks(&TaskFilter::default())?
+                    .into_iter()
+                    .map(|t| t.id)
+                    .collect();
+                db
+            }
+            BenchTool::ClaimTask => {
+                ids = seed::board(&fresh, spec.total_calls)?;
+                fresh
+            }
+            BenchTool::CreateSubtask => {
+                ids = seed::board(&fresh, spec.total_calls / MAX_CHILDREN as usize + 1)?;
+                fresh
+            }
+            BenchTool::MemorySearch => {
+                queries = seed::queries(QUERIES);
+                seed::memory_db(&spec.data_dir, spec.facts, &spec.embeddings)?
+            }
+            BenchTool::TeamChatSubscribe => {
+                seed::chat_room(&fresh, ROOM_POSTS)?;
+                fresh
+            }
+            BenchTool::MemorySave | BenchTool::TeamChatPost | BenchTool::Echo => {
+                Store::open(&fresh)?;
+                fresh
+            }
+        };
+        Ok(Workload {
+            spec,
+            db,
+            _dir: Some(dir),
+            ids,
+            queries,
+        })
+    }
+
+    /// The database the servers open.
+    pub fn db(&self) -> &Path {
+        &self.db
+    }
+
+    /// The MCP server that serves the tool (`tasks`, `memory`, `teamchat`, or `echo`).
+    pub fn server(&self) -> &'static str {
+        match self.spec.tool {
+            BenchTool::GetTask
+            | BenchTool::ClaimTask
+            | BenchTool::ListTasks
+            | BenchTool::CreateSubtask => "tasks",
+            BenchTool::MemorySave | BenchTool::MemorySearch => "memory",
+            BenchTool::TeamChatPost | BenchTool::TeamChatSubscribe => "teamchat",
+            BenchTool::Echo => "echo",
+        }
+    }
+
+    /// A label naming the tool and the data, e.g. `memory_search hybrid, 100000 facts`.
+    pub fn label(&self) -> String {
+        let s = &self.spec;
+        match s.tool {
+            BenchTool::GetTask => format!("get_task, {} tasks", s.tasks),
+            BenchTool::ListTasks => format!("list_tasks, {} tasks", s.tasks),
+            BenchTool::ClaimTask => "claim_task".into(),
+            BenchTool::CreateSubtask => "create_subtask".into(),
+            BenchTool::MemorySave => format!("memory_save ({} embedder)", s.embeddings),
+            BenchTool::MemorySearch => format!(
+                "memory_search {}, {} facts ({} embedder)",
+                s.mode.as_str(),
+                s.facts,
+                s.embeddings
+            ),
+            BenchTool::TeamChatPost => "team_chat_post".into(),
+            BenchTool::TeamChatSubscribe => {
+                format!("team_chat_subscribe, {SUBSCRIBE_PAGE} of {ROOM_POSTS} posts")
+            }
+            BenchTool::Echo => "echo".into(),
+        }
+    }
+
+    /// Call number `n`: the tool name and its arguments.
+    pub fn request(&self, n: usize) -> (&'static str, Value) {
+        match self.spec.tool {
+            BenchTool::GetTask => ("get_task", json!({"taskId": self.ids[n % self.ids.len()]})),
+            BenchTool::ListTasks => ("list_tasks", json!({})),
+            BenchTool::ClaimTask => (
+                "claim_task",
+                json!({"taskId": self.ids[n % self.ids.len()], "assigneeAgentId": "bench"}),
+            ),
+            BenchTool::CreateSubtask => (
+                "create_subtask",
+                json!({"parentTaskId": self.ids[(n / MAX_CHILDREN as usize) % self.ids.len()],
+                       "title": format!("subtask {n}")}),
+            ),
+            BenchTool::MemorySave => {
+                let (title, content, tag, team) = seed::fact(&mut Rng::new(n as u64), n);
+                (
+                    "memory_save",
+                    json!({"title": title, "content": content, "tags": [tag], "scopeTeamId": team}),
+                )
+            }
+            BenchTool::MemorySearch => (
+                "memory_search",
+                json!({"query": self.queries[n % self.queries.len()], "mode": self.spec.mode.as_str(),
+                       "limit": 10, "scopeTeamId": TEAM}),
+            ),
+            BenchTool::TeamChatPost => (
+                "team_chat_post",
+                json!({"text": format!("progress note {n}: step done, moving on"),
+                       "teamId": TEAM, "authorAgentId": format!("agent-{}", n % 8)}),
+            ),
+            BenchTool::TeamChatSubscribe => (
+                "team_chat_subscribe",
+                json!({"teamId": TEAM, "authorAgentId": "reader",
+                       "sinceSeq": (n * 37) % (ROOM_POSTS - SUBSCRIBE_PAGE),
+                       "limit": SUBSCRIBE_PAGE}),
+            ),
+            BenchTool::Echo => ("echo", json!({"message": format!("hello {n}")})),
+        }
+    }
+}

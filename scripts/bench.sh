@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Every benchmark in docs/BENCHMARKS.md in one run: builds the release binaries, installs the
+# peer (@modelcontextprotocol/server-everything, pinned in crates/clawboo-bench/peer), runs
+# each measure and writes everything to target/bench-results.txt as well as stdout.
+#
+#   scripts/bench.sh                 # the full set (~20 min on 2 cores; first run also
+#                                    # seeds 100k tasks and 100k facts, kept in target/bench-data)
+#   QUICK=1 scripts/bench.sh         # a tenth of the calls: checks that everything runs
+#   SOAK_MINUTES=30 scripts/bench.sh # a longer soak at the end (default 2)
+#
+# Exits non-zero if any measure failed (a failed call, a lost claim, RSS growth in the soak).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+scale() { if [ "${QUICK:-0}" = 1 ]; then echo $(( ($1 + 9) / 10 )); else echo "$1"; fi; }
+SOAK_MINUTES="${SOAK_MINUTES:-2}"
+[ "${QUICK:-0}" = 1 ] && SOAK_MINUTES="${SOAK_MINUTES_QUICK:-0.5}"
+
+cargo build --release --locked --bins || exit 1
+if [ ! -d crates/clawboo-bench/peer/node_modules/@modelcontextprotocol/server-everything ]; then
+  (cd crates/clawboo-bench/peer && npm ci --no-audit --no-fund --loglevel=error) || exit 1
+fi
+
+B=target/release/clawboo-bench
+OUT=target/bench-results.txt
+{
+  failed=0
+  run() {
+    echo "\$ clawboo-bench $*"
+    "$B" "$@" || { echo "FAILED: clawboo-bench $*"; failed=$((failed + 1)); }
+  }
+  echo "# $(date -u '+%F %T UTC'), $(nproc) cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+  echo "## physical limits"
+  run sqlite-commit --transactions "$(scale 50000)"
+  run echo --calls "$(scale 20000)" --windows 1,8 --sessions 1,8
+
+  echo "## cold start and idle RSS"
+  for s in tasks memory teamchat tools echo; do run cold-start --server "$s" --runs 30; done
+  run cold-start --server peer --runs 10
+
+  echo "## tasks over stdio"
+  run stdio --tool get-task --tasks 1000 --calls "$(scale 20000)"
+  run stdio --tool get-task --tasks 100000 --calls "$(scale 20000)"
+  run stdio --tool claim-task --calls "$(scale 20000)"
+  run stdio --tool create-subtask --calls "$(scale 20000)"
+  run stdio --tool list-tasks --tasks 1000 --calls "$(scale 300)" --warmup 10
+  run stdio --tool list-tasks --tasks 100000 --calls "$(scale 20)" --warmup 1
+
+  echo "## memory over stdio"
+  run stdio --tool memory-save --calls "$(scale 5000)"
+  for m in fts vector hybrid; do
+    run stdio --tool memory-search --mode "$m" --facts 10000 --window 8 --calls "$(scale 3000)"
+  done
+  for m in fts vector hybrid; do
+    run stdio --tool memory-search --mode "$m" --facts 100000 --window 1 --calls "$(scale 300)" --warmup 5
+  done
+
+  echo "## team chat over stdio"
+  run stdio --tool team-chat-post --calls "$(scale 20000)"
+  run stdio --tool team-chat-subscribe --calls "$(scale 20000)"
+
+  echo "## Streamable HTTP (clawboo serve)"
+  for n in 1 8 64; do run http --tool get-task --sessions "$n" --calls "$(scale 20000)"; done
+  run http --tool claim-task --sessions 8 --calls "$(scale 20000)"
+  run http --tool create-subtask --sessions 8 --calls "$(scale 20000)"
+  run http --tool memory-save --sessions 8 --calls "$(scale 5000)"
+  run http --tool memory-search --mode fts --facts 10000 --sessions 8 --calls "$(scale 3000)"
+  run http --tool team-chat-post --sessions 8 --calls "$(scale 20000)"
+  run http --tool team-chat-subscribe --sessions 64 --calls "$(scale 20000)"
+
+  echo "## contention"
+  run contention --tasks "$(scale 2000)" --stdio 4 --sessions 4
+
+  echo "## soak"
+  run soak --minutes "$SOAK_MINUTES" --rate 200
+
+  echo "# $failed failed"
+  exit "$failed"
+} 2>&1 | tee "$OUT"
