@@ -78,6 +78,18 @@ pub struct Store {
     conn: Mutex<Connection>,
     path: PathBuf,
     clock: Clock,
+    /// Write transactions this store committed (its own commits do not move
+    /// `PRAGMA data_version`, which counts other connections' commits).
+    commits: AtomicU64,
+}
+
+/// A value that changes whenever the database may have changed: a commit through this
+/// store or through any other connection (another process included). Caches compare it
+/// to skip reloading when nothing happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ChangeToken {
+    data_version: i64,
+    commits: u64,
 }
 
 impl std::fmt::Debug for Store {
@@ -112,6 +124,7 @@ impl Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
             clock: config.clock,
+            commits: AtomicU64::new(0),
         })
     }
 
@@ -145,7 +158,22 @@ impl Store {
             .map_err(StoreError::from)?;
         let value = f(&tx)?;
         tx.commit().map_err(StoreError::from)?;
+        self.commits.fetch_add(1, Ordering::Relaxed);
         Ok(value)
+    }
+
+    /// The current [`ChangeToken`]: read it before loading what a cache holds, compare it
+    /// before trusting the cache again.
+    pub(crate) fn change_token(&self) -> Result<ChangeToken> {
+        let conn = self.lock();
+        let data_version = conn
+            .prepare_cached("PRAGMA data_version")?
+            .query_row([], |r| r.get(0))?;
+        Ok(ChangeToken {
+            data_version,
+            // Read under the connection lock, which every commit holds while counting.
+            commits: self.commits.load(Ordering::Relaxed),
+        })
     }
 
     /// Run `f` against the connection for reads (one consistent snapshot per statement;

@@ -1,7 +1,8 @@
 //! Search: full text (FTS5 + bm25), vector (cosine over every fact in scope embedded by the
 //! current model at the current dimension) and hybrid (reciprocal-rank fusion of both).
 
-use std::collections::HashMap;
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap};
 use std::fmt;
 use std::str::FromStr;
 
@@ -11,6 +12,7 @@ use super::{
     FACT_COLUMNS, Fact, MAX_SEARCH_LIMIT, Memory, ScopeFilter, blob_to_vector, check_len,
     check_limit, fact_from_row,
 };
+use crate::db::ChangeToken;
 use crate::error::{Result, StoreError};
 
 /// Longest accepted query, in characters.
@@ -154,15 +156,24 @@ fn fts_query(words: &[String]) -> String {
         .join(" OR ")
 }
 
-/// One cached fact vector.
-#[derive(Debug)]
-struct CachedVector {
-    seq: i64,
+/// Who may see a block of facts: their team, agent and tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ScopeKey {
     team_id: Option<String>,
     agent_id: Option<String>,
     tenant_id: Option<String>,
-    /// Empty when the fact's vector is no longer from the cached model.
-    vector: Vec<f32>,
+}
+
+/// The vectors of every fact of one [`ScopeKey`], as one row-major matrix, so a search
+/// scans contiguous memory and decides visibility once per block rather than per fact.
+#[derive(Debug)]
+struct Block {
+    key: ScopeKey,
+    seqs: Vec<i64>,
+    /// `seqs.len() × dim` floats.
+    matrix: Vec<f32>,
+    /// `false` once the fact's vector is no longer from the cached model.
+    live: Vec<bool>,
 }
 
 /// Every fact vector of one model and dimension, kept in step with the database through
@@ -172,8 +183,15 @@ pub(super) struct VectorCache {
     model: String,
     dim: usize,
     watermark: i64,
-    entries: Vec<CachedVector>,
-    by_seq: HashMap<i64, usize>,
+    blocks: Vec<Block>,
+    block_of: HashMap<ScopeKey, usize>,
+    /// Where each cached fact's row is: (block, row).
+    by_seq: HashMap<i64, (usize, usize)>,
+    /// Rows whose vector is current.
+    live: usize,
+    /// The store's change token when the cache was last found complete (every fact had
+    /// a current vector); while it holds, a search needs no database round trip.
+    complete_at: Option<ChangeToken>,
 }
 
 impl VectorCache {
@@ -185,9 +203,139 @@ impl VectorCache {
         };
     }
 
-    fn live(&self) -> usize {
-        self.entries.iter().filter(|e| !e.vector.is_empty()).count()
+    /// Put `vector` (empty: none current) in the row of fact `seq`.
+    fn set(&mut self, seq: i64, key: ScopeKey, vector: Option<Vec<f32>>) {
+        let dim = self.dim;
+        match (self.by_seq.get(&seq).copied(), vector) {
+            (Some((b, r)), Some(v)) => {
+                let block = &mut self.blocks[b];
+                block.matrix[r * dim..(r + 1) * dim].copy_from_slice(&v);
+                if !block.live[r] {
+                    block.live[r] = true;
+                    self.live += 1;
+                }
+            }
+            (Some((b, r)), None) => {
+                let block = &mut self.blocks[b];
+                if block.live[r] {
+                    block.live[r] = false;
+                    self.live -= 1;
+                }
+            }
+            (None, Some(v)) => {
+                let b = match self.block_of.get(&key) {
+                    Some(&b) => b,
+                    None => {
+                        self.blocks.push(Block {
+                            key: key.clone(),
+                            seqs: Vec::new(),
+                            matrix: Vec::new(),
+                            live: Vec::new(),
+                        });
+                        self.block_of.insert(key, self.blocks.len() - 1);
+                        self.blocks.len() - 1
+                    }
+                };
+                let block = &mut self.blocks[b];
+                self.by_seq.insert(seq, (b, block.seqs.len()));
+                block.seqs.push(seq);
+                block.matrix.extend_from_slice(&v);
+                block.live.push(true);
+                self.live += 1;
+            }
+            (None, None) => {}
+        }
     }
+
+    /// The best `k` (seq, similarity) pairs with positive similarity to `query` among the
+    /// facts `scope` admits, best first (ties: newest row first).
+    fn top_k(&self, query: &[f32], scope: &ScopeFilter, k: usize) -> Vec<(i64, f32)> {
+        let mut best: BinaryHeap<Reverse<Ranked>> = BinaryHeap::with_capacity(k + 1);
+        if k == 0 || query.len() != self.dim {
+            return Vec::new();
+        }
+        for block in &self.blocks {
+            let key = &block.key;
+            if !scope.admits(
+                key.team_id.as_deref(),
+                key.agent_id.as_deref(),
+                key.tenant_id.as_deref(),
+            ) {
+                continue;
+            }
+            for ((row, &seq), &live) in block
+                .matrix
+                .chunks_exact(self.dim)
+                .zip(&block.seqs)
+                .zip(&block.live)
+            {
+                if !live {
+                    continue;
+                }
+                let score = dot(query, row);
+                if score <= 0.0 {
+                    continue;
+                }
+                let ranked = Ranked { score, seq };
+                if best.len() < k {
+                    best.push(Reverse(ranked));
+                } else if best.peek().is_some_and(|worst| ranked > worst.0) {
+                    best.pop();
+                    best.push(Reverse(ranked));
+                }
+            }
+        }
+        let mut out: Vec<(i64, f32)> = best
+            .into_iter()
+            .map(|Reverse(r)| (r.seq, r.score))
+            .collect();
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        out
+    }
+}
+
+/// A scored row; greater is better (higher similarity, then higher seq).
+#[derive(Debug, Clone, Copy)]
+struct Ranked {
+    score: f32,
+    seq: i64,
+}
+
+impl PartialEq for Ranked {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Ranked {}
+
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.score
+            .total_cmp(&other.score)
+            .then(self.seq.cmp(&other.seq))
+    }
+}
+
+/// The dot product of two equally long vectors, summed in eight lanes so the compiler
+/// can use SIMD (the scan's inner loop).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (a8, a_rest) = a.as_chunks::<8>();
+    let (b8, b_rest) = b.as_chunks::<8>();
+    for (x, y) in a8.iter().zip(b8) {
+        for ((lane, x), y) in lanes.iter_mut().zip(x).zip(y) {
+            *lane += x * y;
+        }
+    }
+    let tail: f32 = a_rest.iter().zip(b_rest).map(|(x, y)| x * y).sum();
+    lanes.iter().sum::<f32>() + tail
 }
 
 type ChangedRow = (
@@ -374,45 +522,40 @@ impl Memory {
         if cache.model != model || cache.dim != query.len() {
             cache.reset(model, query.len());
         }
-        self.refresh_cache(&mut cache)?;
+        // Read before looking, so a change committed meanwhile shows in the next token.
+        let token = self.store.change_token()?;
+        if cache.complete_at != Some(token) {
+            cache.complete_at = None;
+            self.refresh_cache(&mut cache)?;
+            let mut total = self.fact_count()?;
+            if total > cache.live {
+                if let Err(e) =
+                    self.reindex_scope(&ScopeFilter::default(), 64, Some(LAZY_EMBED_PER_SEARCH))
+                {
+                    tracing::warn!(error = %e, "lazy re-embedding failed; searching what has vectors");
+                }
+                self.refresh_cache(&mut cache)?;
+                total = self.fact_count()?;
+            }
+            if total <= cache.live {
+                cache.complete_at = Some(self.store.change_token()?);
+            }
+        }
+        Ok(cache.top_k(query, scope, k))
+    }
+
+    /// How many facts the database holds.
+    fn fact_count(&self) -> Result<usize> {
         let total: i64 = self
             .store
             .read(|conn| conn.query_row("SELECT count(*) FROM memory_facts", [], |r| r.get(0)))?;
-        if total as usize > cache.live() {
-            if let Err(e) =
-                self.reindex_scope(&ScopeFilter::default(), 64, Some(LAZY_EMBED_PER_SEARCH))
-            {
-                tracing::warn!(error = %e, "lazy re-embedding failed; searching what has vectors");
-            }
-            self.refresh_cache(&mut cache)?;
-        }
-        let mut scored: Vec<(i64, f32)> = cache
-            .entries
-            .iter()
-            .filter(|e| {
-                e.vector.len() == query.len()
-                    && scope.admits(
-                        e.team_id.as_deref(),
-                        e.agent_id.as_deref(),
-                        e.tenant_id.as_deref(),
-                    )
-            })
-            .map(|e| (e.seq, clawboo_embed::dot(query, &e.vector)))
-            .filter(|(_, s)| *s > 0.0)
-            .collect();
-        let by_score = |a: &(i64, f32), b: &(i64, f32)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
-        if scored.len() > k {
-            scored.select_nth_unstable_by(k, by_score);
-            scored.truncate(k);
-        }
-        scored.sort_by(by_score);
-        Ok(scored)
+        Ok(usize::try_from(total).unwrap_or(0))
     }
 
     /// Load every row whose embedding changed since the cache last looked.
     fn refresh_cache(&self, cache: &mut VectorCache) -> Result<()> {
         let changed: Vec<ChangedRow> = self.store.read(|conn| {
-            let mut stmt = conn.prepare(
+            let mut stmt = conn.prepare_cached(
                 "SELECT seq, team_id, agent_id, tenant_id, embedding, embedding_model,
                         embedding_dim, embed_seq
                  FROM memory_facts WHERE embed_seq > ? ORDER BY embed_seq",
@@ -438,22 +581,13 @@ impl Memory {
                     blob_to_vector(&blob).filter(|v| v.len() == cache.dim)
                 }
                 _ => None,
-            }
-            .unwrap_or_default();
-            match cache.by_seq.get(&seq) {
-                Some(&i) => cache.entries[i].vector = vector,
-                None if !vector.is_empty() => {
-                    cache.by_seq.insert(seq, cache.entries.len());
-                    cache.entries.push(CachedVector {
-                        seq,
-                        team_id,
-                        agent_id,
-                        tenant_id,
-                        vector,
-                    });
-                }
-                None => {}
-            }
+            };
+            let key = ScopeKey {
+                team_id,
+                agent_id,
+                tenant_id,
+            };
+            cache.set(seq, key, vector);
         }
         Ok(())
     }
@@ -495,6 +629,71 @@ mod tests {
         assert_eq!(fts_words(&words), ["deploy", "runbook"]);
         let words = query_words("what is it");
         assert_eq!(fts_words(&words), ["what", "is", "it"]);
+    }
+
+    fn key(team: Option<&str>) -> ScopeKey {
+        ScopeKey {
+            team_id: team.map(str::to_owned),
+            agent_id: None,
+            tenant_id: None,
+        }
+    }
+
+    #[test]
+    fn dot_matches_the_plain_sum() {
+        let a: Vec<f32> = (0..389)
+            .map(|i| ((i * 7) % 13) as f32 / 13.0 - 0.4)
+            .collect();
+        let b: Vec<f32> = (0..389)
+            .map(|i| ((i * 5) % 11) as f32 / 11.0 - 0.5)
+            .collect();
+        let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        assert!(
+            (dot(&a, &b) - plain).abs() < 1e-4,
+            "{} vs {plain}",
+            dot(&a, &b)
+        );
+    }
+
+    #[test]
+    fn top_k_matches_a_full_sort_within_scope() {
+        let mut cache = VectorCache::default();
+        cache.reset("m", 3);
+        let teams = [None, Some("alpha"), Some("beta")];
+        let mut expected = Vec::new();
+        for seq in 1..=60i64 {
+            let team = teams[seq as usize % 3];
+            // Scores repeat, so ties must break by seq (newest first).
+            let v = vec![(seq % 7) as f32 / 7.0 - 0.2, 0.5, 0.0];
+            let score = v[0] * 1.0 + v[1] * 0.1;
+            cache.set(seq, key(team), Some(v));
+            if team != Some("beta") && score > 0.0 && seq % 10 != 0 {
+                expected.push((seq, score));
+            }
+        }
+        for seq in (10..=60).step_by(10) {
+            cache.set(seq, key(None), None);
+        }
+        assert_eq!(cache.live, 54);
+        expected.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        expected.truncate(7);
+        let scope = ScopeFilter {
+            team: super::super::TeamFilter::TeamOrGlobal("alpha".into()),
+            ..ScopeFilter::default()
+        };
+        let got = cache.top_k(&[1.0, 0.1, 0.0], &scope, 7);
+        let got_seqs: Vec<i64> = got.iter().map(|(s, _)| *s).collect();
+        let want_seqs: Vec<i64> = expected.iter().map(|(s, _)| *s).collect();
+        assert_eq!(got_seqs, want_seqs);
+        cache.set(13, key(Some("alpha")), Some(vec![0.0, 0.0, 1.0]));
+        assert!(
+            cache
+                .top_k(&[0.0, 0.0, 1.0], &scope, 3)
+                .iter()
+                .map(|(s, _)| *s)
+                .eq([13]),
+            "an updated row is rescored in place"
+        );
     }
 
     #[test]
