@@ -131,6 +131,11 @@ test("an agent creates and claims a task and the card moves, live", async () => 
   assert.equal(await card("todo", "Wire the flux capacitor").count(), 0);
   assert.match(await claimed.innerText(), /@doc-brown/);
   assert.match(await claimed.innerText(), /P2/);
+
+  // A team id no one registered (agents bound by signed URLs may use any) still gets a room.
+  await call(tasks, "create_task", { title: "Water the plants", teamId: "green" });
+  await card("todo", "Water the plants").waitFor();
+  await page.locator('#room-team option[value="green"]').waitFor({ state: "attached" });
 });
 
 test("a card opens its detail; only legal moves are offered; comments and moves reach the agent", async () => {

@@ -112,6 +112,21 @@ function refresh(key, load) {
 async function loadTeams() {
   const { teams } = await api('/api/teams');
   state.teams = teams;
+  renderTeamPickers();
+}
+
+/** Teams named on the board but never registered (agents bound by a signed URL may use
+ *  any team id) join the pickers under their id, so their rooms can be opened too. */
+function addTeamsSeenOn(tasks) {
+  const known = new Set(state.teams.map((t) => t.id));
+  const seen = [...new Set(tasks.map((t) => t.teamId).filter((id) => id && !known.has(id)))];
+  if (!seen.length) return;
+  state.teams = [...state.teams, ...seen.map((id) => ({ id, name: id }))];
+  renderTeamPickers();
+}
+
+function renderTeamPickers() {
+  const teams = state.teams;
   for (const select of [$('team-filter'), $('create-team')]) {
     const keep = select.value;
     fill(select, select.options[0]);
@@ -137,6 +152,7 @@ async function loadBoard() {
   if ($('show-dropped').checked) params.set('includeDropped', 'true');
   const { tasks } = await api(`/api/board?${params}`);
   state.tasks = tasks;
+  addTeamsSeenOn(tasks);
   renderBoard();
   if (state.openTaskId && $('task-dialog').open) await loadDetail(state.openTaskId);
 }
