@@ -71,6 +71,10 @@ impl Embedder for HashedEmbedder {
     fn is_semantic(&self) -> bool {
         false
     }
+
+    fn is_cheap(&self) -> bool {
+        true
+    }
 }
 
 /// Lowercase alphanumeric words of `text`.

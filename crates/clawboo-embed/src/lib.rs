@@ -64,6 +64,11 @@ pub trait Embedder: Send + Sync {
     fn is_semantic(&self) -> bool {
         true
     }
+    /// Whether one embedding costs microseconds (no model, no network), so it may run on an
+    /// async thread instead of the blocking pool.
+    fn is_cheap(&self) -> bool {
+        false
+    }
 }
 
 /// Scale `v` to unit length in place (a zero vector stays zero).

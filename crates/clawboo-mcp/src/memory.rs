@@ -23,7 +23,8 @@ use serde_json::{Value, json};
 
 use crate::binding::Binding;
 use crate::protocol::{
-    internal_error, invalid_args, json_result, parse_args, tool, tool_error, unknown_tool,
+    blocking_write, internal_error, invalid_args, json_result, parse_args, tool, tool_error,
+    unknown_tool,
 };
 use crate::server::ToolSet;
 
@@ -239,9 +240,18 @@ impl MemoryServer {
                             agent_id,
                             tenant_id,
                         };
-                        blocking(&self.memory, move |m| m.save_fact(new))
-                            .await?
-                            .map(|f| json!({"saved": "fact", "fact": f}))
+                        let prepared = if self.memory.embeds_cheaply() {
+                            self.memory.prepare_fact(new)
+                        } else {
+                            blocking(&self.memory, move |m| m.prepare_fact(new)).await?
+                        };
+                        match prepared {
+                            Ok(fact) => {
+                                blocking_write(self.memory.store(), move |s| fact.insert(s)).await?
+                            }
+                            Err(e) => Err(e),
+                        }
+                        .map(|f| json!({"saved": "fact", "fact": f}))
                     }
                 };
                 Ok(result.map_or_else(store_error, |v| json_result(&v)))

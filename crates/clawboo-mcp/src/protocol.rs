@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use clawboo_store::Store;
+use clawboo_store::{SettleWrite, Store, StoreError};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, MetaObject, Tool};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -133,14 +133,16 @@ pub fn internal_error(e: impl std::fmt::Display) -> CallToolResult {
     )
 }
 
-/// Run one quick store operation off the async executor; a panic inside becomes an
-/// internal tool-error instead of taking the process down.
+/// Run one quick store read; a panic inside becomes an internal tool-error instead of
+/// taking the process down.
 ///
 /// On a single-threaded runtime (a stdio server: one client, one connection, whose store
-/// calls serialize on the connection anyway) the operation runs inline, which saves two
-/// thread hand-offs per call (about half the CPU of a `get_task`, see docs/BENCHMARKS.md).
-/// Operations that may wait for long (long-polls, approvals) use [`blocking_wait`] so the
-/// session keeps answering meanwhile.
+/// calls serialize on the connection anyway) the read runs inline, which saves two thread
+/// hand-offs per call (about half the CPU of a `get_task`, see docs/BENCHMARKS.md); on a
+/// multi-threaded one (`clawboo serve`) it runs inline when the connection is free and on
+/// the blocking pool otherwise. Writes go through [`blocking_write`]; operations that may
+/// wait for long (long-polls, approvals) use [`blocking_wait`] so the session keeps
+/// answering meanwhile.
 pub async fn blocking<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
 where
     T: Send + 'static,
@@ -151,7 +153,46 @@ where
         return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(store)))
             .map_err(|_| internal_error("the store operation panicked"));
     }
-    blocking_wait(store, f).await
+    // Multi-threaded: a short read runs right here when the connection is free, else on
+    // the blocking pool (never waiting for the lock on an async thread).
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.run_if_idle(f))) {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(f)) => blocking_wait(store, f).await,
+        Err(_) => Err(internal_error("the store operation panicked")),
+    }
+}
+
+/// Run a store write through the store's group commit: queued writes of every session of
+/// this process share one transaction (each in its own savepoint) and one commit, and each
+/// call is answered only after its group committed. On a single-threaded runtime the call
+/// first yields, so the other calls already read off the wire queue theirs and join the
+/// same group; on a multi-threaded one the group runs on the blocking pool, where writers
+/// that arrive while a group commits queue up for the next one.
+pub async fn blocking_write<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
+where
+    T: Send + 'static,
+    F: FnOnce(&Store) -> T + Send + 'static,
+{
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    store.queue_write(Box::new(move |store: &Store| -> SettleWrite {
+        let value = f(store);
+        Box::new(move |group: Result<(), &StoreError>| {
+            let _ = answer.send(group.map(|()| value).map_err(internal_error));
+        })
+    }));
+    if Handle::current().runtime_flavor() == RuntimeFlavor::CurrentThread {
+        tokio::task::yield_now().await;
+        store.run_queued_writes();
+    } else {
+        let store = Arc::clone(store);
+        tokio::task::spawn_blocking(move || store.run_queued_writes())
+            .await
+            .map_err(internal_error)?;
+    }
+    answered
+        .await
+        .map_err(|_| internal_error("the store operation panicked"))?
 }
 
 /// Run store work that may wait (long-poll, approval) on the blocking pool.

@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::binding::Binding;
 use crate::protocol::{
-    blocking, denied, internal_error, invalid_args, json_result, parse_args, tool, tool_error,
-    unknown_tool,
+    blocking, blocking_write, denied, internal_error, invalid_args, json_result, parse_args, tool,
+    tool_error, unknown_tool,
 };
 use crate::server::ToolSet;
 
@@ -355,7 +355,7 @@ impl TasksServer {
                     tenant_id: binding.tenant_id.clone(),
                     ..new
                 };
-                let created = blocking(&self.store, move |s| {
+                let created = blocking_write(&self.store, move |s| {
                     s.create_task_in(new, CreatePolicy::Capped, Scope::team(team.as_deref()))
                 })
                 .await?;
@@ -367,7 +367,7 @@ impl TasksServer {
                 let a: ClaimArgs = parse_args(args)?;
                 let agent = binding.agent_id.clone().unwrap_or(a.assignee_agent_id);
                 non_empty("assigneeAgentId", &agent)?;
-                let claimed = blocking(&self.store, move |s| {
+                let claimed = blocking_write(&self.store, move |s| {
                     s.claim_task_in(
                         &a.task_id,
                         &agent,
@@ -404,7 +404,7 @@ impl TasksServer {
                 };
                 let op = name.to_owned();
                 let actor = binding.agent_id.clone();
-                let moved = blocking(&self.store, move |s| {
+                let moved = blocking_write(&self.store, move |s| {
                     let scope = Scope::team(team.as_deref());
                     let actor = actor.as_deref();
                     match op.as_str() {
@@ -429,7 +429,7 @@ impl TasksServer {
                         .unwrap_or(AuthorType::Agent),
                     body: a.body,
                 };
-                let added = blocking(&self.store, move |s| {
+                let added = blocking_write(&self.store, move |s| {
                     s.add_comment(&a.task_id, new, Scope::team(team.as_deref()))
                 })
                 .await?;
@@ -439,7 +439,7 @@ impl TasksServer {
             }
             "link_task" => {
                 let a: LinkTaskArgs = parse_args(args)?;
-                let linked = blocking(&self.store, move |s| {
+                let linked = blocking_write(&self.store, move |s| {
                     s.link_task(
                         &a.task_id,
                         &a.depends_on_task_id,
@@ -469,7 +469,15 @@ impl TasksServer {
             return result;
         }
         let team = self.config.binding.team_id.clone();
-        match blocking(&self.store, move |s| {
+        let (agent_read, team_read) = (agent.clone(), team.clone());
+        let pending = blocking(&self.store, move |s| {
+            s.has_pending_inbox(&agent_read, team_read.as_deref())
+        })
+        .await;
+        if matches!(pending, Ok(Ok(false))) {
+            return result;
+        }
+        match blocking_write(&self.store, move |s| {
             s.take_inbox(&agent, team.as_deref(), INBOX_BATCH, "mcp")
         })
         .await

@@ -27,7 +27,7 @@ use serde_json::json;
 use crate::binding::Binding;
 use crate::envelope::{PeerPost, format_peer_post};
 use crate::protocol::{
-    blocking, blocking_wait, internal_error, invalid_args, json_result, parse_args, tool,
+    blocking_wait, blocking_write, internal_error, invalid_args, json_result, parse_args, tool,
     tool_error, unknown_tool,
 };
 use crate::server::ToolSet;
@@ -182,7 +182,7 @@ impl TeamChatServer {
         let (Some(author), Some(room)) = (author, self.room(a.room_id, a.team_id)) else {
             return Err(tool_error("invalid_args", NO_POST_IDENTITY));
         };
-        let posted = blocking(&self.store, move |s| {
+        let posted = blocking_write(&self.store, move |s| {
             s.post_chat(&room, &author, PostKind::Peer, &a.text)
         })
         .await?
@@ -276,7 +276,7 @@ impl TeamChatServer {
             return Err(tool_error("invalid_args", DELEGATE_NEEDS_BOTH));
         };
         let (team, caller) = (team.to_owned(), caller.to_owned());
-        let done = blocking(&self.store, move |s| {
+        let done = blocking_write(&self.store, move |s| {
             s.delegate(&Delegation {
                 team_id: &team,
                 caller_agent_id: &caller,

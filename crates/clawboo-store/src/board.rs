@@ -5,7 +5,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rusqlite::{OptionalExtension, Row, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
 
 use crate::error::{CapReason, Result, StoreError};
@@ -321,7 +321,7 @@ fn require_task(tx: &rusqlite::Connection, id: &str, scope: Scope<'_>) -> Result
 }
 
 /// Depth of `id` (a root is 0), walking parents.
-fn depth_of(tx: &Transaction<'_>, id: &str) -> Result<i64> {
+fn depth_of(tx: &Connection, id: &str) -> Result<i64> {
     Ok(tx
         .prepare_cached(
             "WITH RECURSIVE up(id, parent, depth) AS (
@@ -337,7 +337,7 @@ fn depth_of(tx: &Transaction<'_>, id: &str) -> Result<i64> {
 
 /// Queue an inbox note for the task's assignee when someone else acted on it.
 fn notify_assignee(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     now: i64,
     task: &Task,
     actor: Option<&str>,
@@ -366,7 +366,7 @@ fn summarize(body: &str) -> String {
 /// Validate `new`, check it against the caps (when `policy` is capped) and insert it,
 /// inside the caller's write transaction.
 pub(crate) fn insert_task(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     now: i64,
     new: NewTask,
     policy: CreatePolicy,

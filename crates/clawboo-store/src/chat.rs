@@ -12,7 +12,7 @@ use std::str::FromStr;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Row, Transaction, params};
+use rusqlite::{Connection, Row, params};
 use serde::Serialize;
 
 use crate::board::{self, CreatePolicy, NewTask, Scope, Task};
@@ -262,7 +262,7 @@ fn check_body(body: &str) -> Result<()> {
 
 /// Append a post inside the caller's write transaction, assigning the room's next seq.
 fn insert_post(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     now: i64,
     room_id: &str,
     author: &str,

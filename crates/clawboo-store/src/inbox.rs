@@ -1,10 +1,10 @@
 //! The agent inbox: short notes for an agent (a teammate moved or commented on its task, a
 //! delegation arrived) delivered once, piggybacked on the agent's next tool result.
 
-use rusqlite::{Transaction, params};
+use rusqlite::{Connection, params};
 use serde::Serialize;
 
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::{Store, new_id};
 
 /// One delivered inbox row.
@@ -21,7 +21,7 @@ pub struct InboxItem {
 
 /// Queue a row for `agent_id` inside the caller's write transaction.
 pub(crate) fn push(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     now: i64,
     agent_id: &str,
     team_id: Option<&str>,
@@ -47,9 +47,13 @@ impl Store {
         limit: usize,
         via: &str,
     ) -> Result<Vec<InboxItem>> {
+        // Most calls find nothing: answer those with a read, not a write transaction.
+        if !self.has_pending_inbox(agent_id, team_id)? {
+            return Ok(Vec::new());
+        }
         let now = self.now_ms();
         self.write(|tx| {
-            let mut stmt = tx.prepare(
+            let mut stmt = tx.prepare_cached(
                 "UPDATE agent_inbox SET delivered_at = ?1, delivered_via = ?2
                  WHERE id IN (
                      SELECT id FROM agent_inbox
@@ -73,6 +77,20 @@ impl Store {
             // RETURNING does not promise an order.
             items.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
             Ok(items)
+        })
+    }
+
+    /// Whether `agent_id` has undelivered inbox rows (of `team_id` or of no team): one read
+    /// of the pending rows' partial index.
+    pub fn has_pending_inbox(&self, agent_id: &str, team_id: Option<&str>) -> Result<bool> {
+        self.read(|c| {
+            c.prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM agent_inbox
+                 WHERE agent_id = ?1 AND delivered_at IS NULL
+                   AND (team_id IS NULL OR ?2 IS NULL OR team_id = ?2))",
+            )?
+            .query_row(params![agent_id, team_id], |r| r.get::<_, bool>(0))
+            .map_err(StoreError::from)
         })
     }
 

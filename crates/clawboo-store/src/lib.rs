@@ -28,7 +28,7 @@ pub mod scrub;
 pub mod settings;
 pub mod teams;
 
-pub use db::{Clock, Store, StoreConfig};
+pub use db::{Clock, QueuedWrite, SettleWrite, Store, StoreConfig};
 pub use error::{CapReason, StoreError};
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = migrations::LATEST;

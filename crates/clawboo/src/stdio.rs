@@ -7,7 +7,7 @@ use anyhow::bail;
 use clap::{Args, Parser};
 use clawboo_mcp::binding::Binding;
 use clawboo_mcp::memory::{MemoryConfig, MemoryServer};
-use clawboo_mcp::server::McpServer;
+use clawboo_mcp::server::{McpServer, ToolSet};
 use clawboo_mcp::stdio::serve_stdio;
 use clawboo_mcp::tasks::{TasksConfig, TasksServer};
 use clawboo_mcp::tools::{ToolsConfig, ToolsServer};
@@ -48,54 +48,79 @@ impl StdioArgs {
     }
 }
 
-/// Serve `server` over stdio until stdin closes.
+/// Serve `server` over stdio until stdin closes (`clawboo mcp <server>`).
 pub fn run(server: &str, args: StdioArgs) -> anyhow::Result<()> {
+    match server {
+        "tasks" => serve_tasks(args),
+        "memory" => serve_memory(args),
+        "teamchat" => serve_teamchat(args),
+        "tools" => serve_tools(args),
+        other => bail!("unknown server: {other} (expected one of: tasks, memory, tools, teamchat)"),
+    }
+}
+
+/// Refuse the flags that belong to another server.
+fn check_flags(server: &str, args: &StdioArgs) -> anyhow::Result<()> {
     if args.read_only && server != "tasks" {
         bail!("--read-only applies to the tasks server only");
     }
     if args.delegate && server != "teamchat" {
         bail!("--delegate applies to the teamchat server only");
     }
-    let store = crate::open_store(args.db.as_deref())?;
-    let binding = args.binding();
-    // Chosen before the async runtime starts: the HTTP embedders are blocking clients.
-    let memory = (server == "memory").then(|| crate::open_memory(store.clone()));
-    // One thread is plenty: store work runs on the blocking pool, and a single-threaded
-    // reactor keeps cold start and idle memory small.
+    Ok(())
+}
+
+/// Serve `server` on stdin/stdout on one thread: store work is quick and serialized on
+/// the connection anyway, and a single-threaded reactor keeps cold start and idle memory
+/// small.
+fn serve_on_this_thread<T: ToolSet>(server: McpServer<T>) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async move {
-        match server {
-            "tasks" => {
-                let config = TasksConfig {
-                    read_only: args.read_only,
-                    binding,
-                };
-                serve_stdio(McpServer::new(TasksServer::new(store, config))).await?
-            }
-            "memory" => {
-                let memory = memory.ok_or_else(|| anyhow::anyhow!("memory was not opened"))?;
-                let config = MemoryConfig { binding };
-                serve_stdio(McpServer::new(MemoryServer::new(memory, config))).await?
-            }
-            "teamchat" => {
-                let teamchat = clawboo_mcp::teamchat::TeamChatServer::new(store, binding);
-                serve_stdio(McpServer::new(teamchat)).await?
-            }
-            "tools" => {
-                let config = ToolsConfig {
-                    binding,
-                    broker: clawboo_store::broker::BrokerConfig::from_env(),
-                };
-                serve_stdio(McpServer::new(ToolsServer::new(store, config))).await?
-            }
-            other => {
-                bail!("unknown server: {other} (expected one of: tasks, memory, tools, teamchat)")
-            }
-        }
-        Ok(())
-    })
+    runtime.block_on(serve_stdio(server))?;
+    Ok(())
+}
+
+/// The Tasks server over stdio.
+pub fn serve_tasks(args: StdioArgs) -> anyhow::Result<()> {
+    check_flags("tasks", &args)?;
+    let store = crate::open_store(args.db.as_deref())?;
+    let config = TasksConfig {
+        read_only: args.read_only,
+        binding: args.binding(),
+    };
+    serve_on_this_thread(McpServer::new(TasksServer::new(store, config)))
+}
+
+/// The Memory server over stdio.
+pub fn serve_memory(args: StdioArgs) -> anyhow::Result<()> {
+    check_flags("memory", &args)?;
+    let store = crate::open_store(args.db.as_deref())?;
+    // Chosen before the async runtime starts: the HTTP embedders are blocking clients.
+    let memory = crate::open_memory(store);
+    let config = MemoryConfig {
+        binding: args.binding(),
+    };
+    serve_on_this_thread(McpServer::new(MemoryServer::new(memory, config)))
+}
+
+/// The TeamChat server over stdio.
+pub fn serve_teamchat(args: StdioArgs) -> anyhow::Result<()> {
+    check_flags("teamchat", &args)?;
+    let store = crate::open_store(args.db.as_deref())?;
+    let teamchat = clawboo_mcp::teamchat::TeamChatServer::new(store, args.binding());
+    serve_on_this_thread(McpServer::new(teamchat))
+}
+
+/// The Tools server (the tool broker) over stdio.
+pub fn serve_tools(args: StdioArgs) -> anyhow::Result<()> {
+    check_flags("tools", &args)?;
+    let store = crate::open_store(args.db.as_deref())?;
+    let config = ToolsConfig {
+        binding: args.binding(),
+        broker: clawboo_store::broker::BrokerConfig::from_env(),
+    };
+    serve_on_this_thread(McpServer::new(ToolsServer::new(store, config)))
 }
 
 #[derive(Parser)]
@@ -104,11 +129,13 @@ struct StdioCli {
     args: StdioArgs,
 }
 
-/// `main` of a `clawboo-mcp-<server>` binary.
-pub fn bin_main(server: &str) -> ExitCode {
+/// `main` of a `clawboo-mcp-<server>` binary. Each binary passes its own `serve_*`, so
+/// the linker keeps only that server's code: the Tasks binary carries no embedder, no
+/// HTTP server and no broker (smaller, faster to start, less resident code).
+pub fn bin_main(server: &str, serve: fn(StdioArgs) -> anyhow::Result<()>) -> ExitCode {
     crate::init_logging();
     let cli = StdioCli::parse();
-    match run(server, cli.args) {
+    match serve(cli.args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");

@@ -8,7 +8,7 @@ use std::str::FromStr;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use rusqlite::{OptionalExtension, Row, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
 use crate::{Store, StoreError};
@@ -200,7 +200,7 @@ pub(crate) struct NewApproval<'a> {
 }
 
 pub(crate) fn insert_pending(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     now: i64,
     new: &NewApproval<'_>,
 ) -> rusqlite::Result<()> {
@@ -225,11 +225,7 @@ pub(crate) fn insert_pending(
 }
 
 /// Whether `allow_always` was remembered for `tool` and `agent_id`.
-pub(crate) fn has_grant(
-    tx: &Transaction<'_>,
-    tool: &str,
-    agent_id: &str,
-) -> rusqlite::Result<bool> {
+pub(crate) fn has_grant(tx: &Connection, tool: &str, agent_id: &str) -> rusqlite::Result<bool> {
     tx.query_row(
         "SELECT 1 FROM tool_approval_grants WHERE tool_name = ?1 AND agent_id = ?2",
         params![tool, agent_id],

@@ -171,6 +171,53 @@ pub struct Memory {
     vectors: Mutex<search::VectorCache>,
 }
 
+/// A checked, scrubbed and embedded fact, ready to write ([`Memory::prepare_fact`]).
+#[derive(Debug)]
+pub struct PreparedFact {
+    fact: Fact,
+    tags_json: String,
+    vector: Option<Vec<f32>>,
+}
+
+impl PreparedFact {
+    /// Write the fact through `store` (its own transaction, or a savepoint of a group
+    /// commit) and return it as saved.
+    pub fn insert(self, store: &Store) -> Result<Fact> {
+        let PreparedFact {
+            mut fact,
+            tags_json,
+            vector,
+        } = self;
+        fact.created_at = store.now_ms();
+        let blob = vector.as_deref().map(vector_to_blob);
+        let dim = vector.as_ref().map(|v| v.len() as i64);
+        store.write(|tx| {
+            tx.prepare_cached(
+                "INSERT INTO memory_facts (id, title, content, tags, team_id, agent_id, tenant_id,
+                     created_at, embedding, embedding_model, embedding_dim, embed_seq)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
+                     CASE WHEN ?9 IS NULL THEN 0
+                          ELSE (SELECT coalesce(max(embed_seq), 0) + 1 FROM memory_facts) END)",
+            )?
+            .execute(params![
+                fact.id,
+                fact.title,
+                fact.content,
+                tags_json,
+                fact.team_id,
+                fact.agent_id,
+                fact.tenant_id,
+                fact.created_at,
+                blob,
+                fact.embedding_model,
+                dim
+            ])?;
+            Ok::<_, StoreError>(())
+        })?;
+        Ok(fact)
+    }
+}
+
 impl std::fmt::Debug for Memory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Memory")
@@ -319,6 +366,17 @@ impl Memory {
     /// Save a fact: scrubbed, full-text indexed, and embedded when an embedder is set (an
     /// embedding failure saves the fact without a vector; it is embedded later).
     pub fn save_fact(&self, fact: NewFact) -> Result<Fact> {
+        self.prepare_fact(fact)?.insert(&self.store)
+    }
+
+    /// Whether embedding here costs microseconds (the built-in embedder, or none).
+    pub fn embeds_cheaply(&self) -> bool {
+        self.embedder.as_ref().is_none_or(|e| e.is_cheap())
+    }
+
+    /// The slow half of [`Memory::save_fact`], which holds no lock: check, scrub and embed
+    /// a fact. [`PreparedFact::insert`] writes it (alone or in a group commit).
+    pub fn prepare_fact(&self, fact: NewFact) -> Result<PreparedFact> {
         if fact.title.trim().is_empty() {
             return Err(StoreError::Invalid(TITLE_REQUIRED.into()));
         }
@@ -329,49 +387,20 @@ impl Memory {
         let tags_json =
             serde_json::to_string(&tags).map_err(|e| StoreError::Invalid(format!("tags: {e}")))?;
         let embedded = self.embed_one(&embedding_text(&title, &content, &tags));
-        let id = new_id();
-        let now = self.store.now_ms();
-        self.store.write(|tx| {
-            let (blob, model, dim) = match &embedded {
-                Some((e, v)) => (
-                    Some(vector_to_blob(v)),
-                    Some(e.model_id().to_string()),
-                    Some(v.len() as i64),
-                ),
-                None => (None, None, None),
-            };
-            tx.execute(
-                "INSERT INTO memory_facts (id, title, content, tags, team_id, agent_id, tenant_id,
-                     created_at, embedding, embedding_model, embedding_dim, embed_seq)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
-                     CASE WHEN ?9 IS NULL THEN 0
-                          ELSE (SELECT coalesce(max(embed_seq), 0) + 1 FROM memory_facts) END)",
-                params![
-                    id,
-                    title,
-                    content,
-                    tags_json,
-                    fact.team_id,
-                    fact.agent_id,
-                    fact.tenant_id,
-                    now,
-                    blob,
-                    model,
-                    dim
-                ],
-            )?;
-            Ok::<_, StoreError>(())
-        })?;
-        Ok(Fact {
-            id,
-            title,
-            content,
-            tags,
-            team_id: fact.team_id,
-            agent_id: fact.agent_id,
-            tenant_id: fact.tenant_id,
-            created_at: now,
-            embedding_model: embedded.map(|(e, _)| e.model_id().to_string()),
+        Ok(PreparedFact {
+            fact: Fact {
+                id: new_id(),
+                title,
+                content,
+                tags,
+                team_id: fact.team_id,
+                agent_id: fact.agent_id,
+                tenant_id: fact.tenant_id,
+                created_at: 0,
+                embedding_model: embedded.as_ref().map(|(e, _)| e.model_id().to_string()),
+            },
+            tags_json,
+            vector: embedded.map(|(_, v)| v),
         })
     }
 
@@ -380,7 +409,7 @@ impl Memory {
         let (cond, args) = scope.sql("f");
         let sql = format!("SELECT {FACT_COLUMNS} FROM memory_facts f WHERE f.id = ? AND {cond}");
         self.store.read(|conn| {
-            let mut stmt = conn.prepare(&sql)?;
+            let mut stmt = conn.prepare_cached(&sql)?;
             let mut all: Vec<&dyn rusqlite::ToSql> = vec![&id];
             all.extend(args.iter().map(|a| a as &dyn rusqlite::ToSql));
             let mut rows = stmt.query_map(all.as_slice(), fact_from_row)?;
@@ -398,7 +427,7 @@ impl Memory {
              ORDER BY f.created_at DESC, f.seq DESC LIMIT CAST(? AS INTEGER)"
         );
         self.store.read(|conn| {
-            let mut stmt = conn.prepare(&sql)?;
+            let mut stmt = conn.prepare_cached(&sql)?;
             let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), fact_from_row)?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })

@@ -494,7 +494,7 @@ impl Memory {
             .chain(std::iter::once(k.to_string()))
             .collect();
         self.store.read(|conn| {
-            let mut stmt = conn.prepare(&sql)?;
+            let mut stmt = conn.prepare_cached(&sql)?;
             let rows = stmt.query_map(rusqlite::params_from_iter(all.iter()), |r| {
                 let fact = fact_from_row(r)?;
                 let rank: f64 = r.get(9)?;

@@ -1,4 +1,4 @@
 //! The Memory MCP server over stdio.
 fn main() -> std::process::ExitCode {
-    clawboo::stdio::bin_main("memory")
+    clawboo::stdio::bin_main("memory", clawboo::stdio::serve_memory)
 }

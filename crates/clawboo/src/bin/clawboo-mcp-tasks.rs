@@ -1,4 +1,4 @@
 //! The Tasks MCP server over stdio.
 fn main() -> std::process::ExitCode {
-    clawboo::stdio::bin_main("tasks")
+    clawboo::stdio::bin_main("tasks", clawboo::stdio::serve_tasks)
 }

@@ -1,4 +1,4 @@
 //! The Tools MCP server (the tool broker) over stdio.
 fn main() -> std::process::ExitCode {
-    clawboo::stdio::bin_main("tools")
+    clawboo::stdio::bin_main("tools", clawboo::stdio::serve_tools)
 }
