@@ -154,8 +154,19 @@ where
             .map_err(|_| internal_error("the store operation panicked"));
     }
     // Multi-threaded: a short read runs right here when the connection is free, else on
-    // the blocking pool (never waiting for the lock on an async thread).
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.run_if_idle(f))) {
+    // the blocking pool (never waiting for the lock on an async thread). Reads serialize on
+    // the connection anyway, so only a few wait there at once; more would only be more
+    // threads (each with its stack and malloc arena) queued on the same lock.
+    static READERS_OFF_THREAD: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+    let inline =
+        |f: F| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.run_if_idle(f)));
+    let f = match inline(f) {
+        Ok(Ok(value)) => return Ok(value),
+        Ok(Err(f)) => f,
+        Err(_) => return Err(internal_error("the store operation panicked")),
+    };
+    let _permit = READERS_OFF_THREAD.acquire().await.map_err(internal_error)?;
+    match inline(f) {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(f)) => blocking_wait(store, f).await,
         Err(_) => Err(internal_error("the store operation panicked")),
@@ -164,10 +175,12 @@ where
 
 /// Run a store write through the store's group commit: queued writes of every session of
 /// this process share one transaction (each in its own savepoint) and one commit, and each
-/// call is answered only after its group committed. On a single-threaded runtime the call
-/// first yields, so the other calls already read off the wire queue theirs and join the
-/// same group; on a multi-threaded one the group runs on the blocking pool, where writers
-/// that arrive while a group commits queue up for the next one.
+/// call is answered only after its group committed. One caller at a time drains the queue
+/// ([`Store::queue_write`] says who); the others only wait for their answer. On a
+/// single-threaded runtime the drainer first yields, so the calls already read off the wire
+/// queue theirs and join the same group; on a multi-threaded one it drains on the blocking
+/// pool, and writers arriving meanwhile join its next group (one thread hand-off per group,
+/// not per write).
 pub async fn blocking_write<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
 where
     T: Send + 'static,
@@ -175,20 +188,23 @@ where
 {
     use tokio::runtime::{Handle, RuntimeFlavor};
     let (answer, answered) = tokio::sync::oneshot::channel();
-    store.queue_write(Box::new(move |store: &Store| -> SettleWrite {
+    let must_drain = store.queue_write(Box::new(move |store: &Store| -> SettleWrite {
         let value = f(store);
         Box::new(move |group: Result<(), &StoreError>| {
             let _ = answer.send(group.map(|()| value).map_err(internal_error));
         })
     }));
-    if Handle::current().runtime_flavor() == RuntimeFlavor::CurrentThread {
-        tokio::task::yield_now().await;
-        store.run_queued_writes();
-    } else {
-        let store = Arc::clone(store);
-        tokio::task::spawn_blocking(move || store.run_queued_writes())
-            .await
-            .map_err(internal_error)?;
+    if must_drain {
+        if Handle::current().runtime_flavor() == RuntimeFlavor::CurrentThread {
+            tokio::task::yield_now().await;
+            store.run_queued_writes();
+        } else {
+            let store = Arc::clone(store);
+            // Not awaited: this call's answer comes through `answered` like everyone's.
+            drop(tokio::task::spawn_blocking(move || {
+                store.run_queued_writes()
+            }));
+        }
     }
     answered
         .await

@@ -83,6 +83,15 @@ pub type QueuedWrite = Box<dyn FnOnce(&Store) -> SettleWrite + Send>;
 /// committed, the error that rolled the whole group back otherwise.
 pub type SettleWrite = Box<dyn FnOnce(std::result::Result<(), &StoreError>) + Send>;
 
+/// Writes waiting for a group commit, and whether someone is draining them.
+#[derive(Default)]
+struct WriteQueue {
+    writes: Vec<QueuedWrite>,
+    /// Set by the `queue_write` that found nobody draining, cleared by the drain that found
+    /// the queue empty (both under the queue's lock, so no write is ever left behind).
+    draining: bool,
+}
+
 /// The most queued writes one group transaction takes.
 const MAX_GROUP: usize = 64;
 
@@ -93,7 +102,7 @@ pub struct Store {
     /// group, can run each queued operation's own `write` as a savepoint inside it.
     conn: ReentrantMutex<RefCell<Connection>>,
     /// Writes waiting for the next group commit.
-    queued: Mutex<Vec<QueuedWrite>>,
+    queued: Mutex<WriteQueue>,
     path: PathBuf,
     clock: Clock,
     /// Write transactions this store committed (its own commits do not move
@@ -220,7 +229,7 @@ impl Store {
         migrations::apply(&mut conn)?;
         Ok(Store {
             conn: ReentrantMutex::new(RefCell::new(conn)),
-            queued: Mutex::new(Vec::new()),
+            queued: Mutex::new(WriteQueue::default()),
             path: path.to_path_buf(),
             clock: config.clock,
             commits: Arc::new(AtomicU64::new(0)),
@@ -296,36 +305,52 @@ impl Store {
         }
     }
 
-    /// Queue a write for the next group commit. Whoever calls
-    /// [`Store::run_queued_writes`] next runs it (with every other queued write) and
-    /// settles it; a write is acknowledged only after its group committed.
-    pub fn queue_write(&self, write: QueuedWrite) {
-        self.queued
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push(write);
+    /// Queue a write for the next group commit; a write is acknowledged only after its
+    /// group committed. Returns `true` when nobody is draining the queue, so the caller must
+    /// call [`Store::run_queued_writes`] (now or soon); `false` when a drain in progress
+    /// will reach this write, so the caller only waits for it to be settled.
+    pub fn queue_write(&self, write: QueuedWrite) -> bool {
+        let mut queue = self.write_queue();
+        queue.writes.push(write);
+        !std::mem::replace(&mut queue.draining, true)
     }
 
     /// Run every queued write, up to [`MAX_GROUP`] per transaction: one `BEGIN IMMEDIATE`,
     /// each write in its own savepoint, one `COMMIT`, then each write settled. Writers that
     /// arrive while a group runs queue up behind it and share the next one, so N concurrent
-    /// writes cost about one commit instead of N. Returns once the queue was seen empty.
+    /// writes cost about one commit instead of N. Returns once the queue was seen empty
+    /// (every write queued before the call has then been settled).
     pub fn run_queued_writes(&self) {
+        /// Ends the drain if a group panics, so later writers start a new one.
+        struct EndOnPanic<'s>(&'s Store);
+        impl Drop for EndOnPanic<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.write_queue().draining = false;
+                }
+            }
+        }
         let guard = self.lock();
+        let _end_on_panic = EndOnPanic(self);
         loop {
             let group: Vec<QueuedWrite> = {
-                let mut queued = self
-                    .queued
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                let n = queued.len().min(MAX_GROUP);
-                queued.drain(..n).collect()
+                let mut queue = self.write_queue();
+                if queue.writes.is_empty() {
+                    // Under the queue's lock: a write queued after this starts a new drain.
+                    queue.draining = false;
+                    return;
+                }
+                let n = queue.writes.len().min(MAX_GROUP);
+                queue.writes.drain(..n).collect()
             };
-            if group.is_empty() {
-                return;
-            }
             self.run_group(&guard, group);
         }
+    }
+
+    fn write_queue(&self) -> std::sync::MutexGuard<'_, WriteQueue> {
+        self.queued
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn run_group(&self, guard: &RefCell<Connection>, group: Vec<QueuedWrite>) {

@@ -178,3 +178,20 @@ fn writers_on_many_threads_all_land_exactly_once() {
     let tasks = store.list_tasks(&TaskFilter::default()).unwrap();
     assert_eq!(tasks.len(), 400);
 }
+
+#[test]
+fn exactly_one_caller_is_told_to_drain_until_the_queue_is_empty() {
+    let (_dir, store) = open();
+    let noop = || -> QueuedWrite { Box::new(|_| Box::new(|_| ())) };
+    assert!(store.queue_write(noop()), "the first writer drains");
+    assert!(
+        !store.queue_write(noop()),
+        "the next one waits for that drain"
+    );
+    assert!(!store.queue_write(noop()));
+    store.run_queued_writes();
+    assert!(
+        store.queue_write(noop()),
+        "after a drain found the queue empty, the next writer drains again"
+    );
+}
