@@ -33,22 +33,37 @@ impl HashedEmbedder {
     fn embed_one(&self, text: &str) -> Vec<f32> {
         let mut v = vec![0.0f32; self.dim];
         let words: Vec<String> = words(text).map(stem).collect();
-        let mut add = |feature: &str, weight: f32| {
-            let h = fnv1a(feature.as_bytes());
+        let mut add = |feature: Fnv, weight: f32| {
+            let h = feature.0;
             let bucket = (h % self.dim as u64) as usize;
             let sign = if (h >> 63) & 1 == 1 { -1.0 } else { 1.0 };
             v[bucket] += sign * weight;
         };
+        // Features are hashed as they are streamed, never built as strings: the same
+        // hashes as `format!("c:{gram}")` and friends, without an allocation per feature.
+        let mut padded = String::new();
+        let mut bounds = Vec::new();
         for word in &words {
-            add(&format!("w:{word}"), 1.0);
-            let padded: Vec<char> = format!("<{word}>").chars().collect();
-            for gram in padded.windows(3) {
-                let gram: String = gram.iter().collect();
-                add(&format!("c:{gram}"), 0.3);
+            add(Fnv::default().write(b"w:").write(word.as_bytes()), 1.0);
+            padded.clear();
+            padded.push('<');
+            padded.push_str(word);
+            padded.push('>');
+            bounds.clear();
+            bounds.extend(padded.char_indices().map(|(i, _)| i));
+            bounds.push(padded.len());
+            for gram in bounds.windows(4) {
+                let gram = &padded.as_bytes()[gram[0]..gram[3]];
+                add(Fnv::default().write(b"c:").write(gram), 0.3);
             }
         }
         for pair in words.windows(2) {
-            add(&format!("b:{} {}", pair[0], pair[1]), 0.5);
+            let feature = Fnv::default()
+                .write(b"b:")
+                .write(pair[0].as_bytes())
+                .write(b" ")
+                .write(pair[1].as_bytes());
+            add(feature, 0.5);
         }
         l2_normalize(&mut v);
         v
@@ -94,14 +109,26 @@ fn stem(word: String) -> String {
     word
 }
 
-/// 64-bit FNV-1a: stable across processes, platforms and Rust versions.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+/// 64-bit FNV-1a, fed piece by piece: stable across processes, platforms and Rust
+/// versions. (Hand-written: a dozen lines, and the exact hash is part of the stored
+/// vectors' format, so it must never change with a dependency.)
+#[derive(Debug, Clone, Copy)]
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
     }
-    h
+}
+
+impl Fnv {
+    fn write(mut self, bytes: &[u8]) -> Fnv {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self
+    }
 }
 
 #[cfg(test)]
@@ -136,5 +163,54 @@ mod tests {
             ])
             .unwrap();
         assert!(dot(&v[0], &v[1]) > dot(&v[0], &v[2]) + 0.2);
+    }
+
+    /// The features as first written (a string per feature, hashed whole): stored vectors
+    /// were made this way, so the streamed hashing must give the very same vectors.
+    fn embed_by_strings(dim: usize, text: &str) -> Vec<f32> {
+        fn fnv1a(bytes: &[u8]) -> u64 {
+            Fnv::default().write(bytes).0
+        }
+        let mut v = vec![0.0f32; dim];
+        let words: Vec<String> = words(text).map(stem).collect();
+        let mut add = |feature: &str, weight: f32| {
+            let h = fnv1a(feature.as_bytes());
+            let bucket = (h % dim as u64) as usize;
+            let sign = if (h >> 63) & 1 == 1 { -1.0 } else { 1.0 };
+            v[bucket] += sign * weight;
+        };
+        for word in &words {
+            add(&format!("w:{word}"), 1.0);
+            let padded: Vec<char> = format!("<{word}>").chars().collect();
+            for gram in padded.windows(3) {
+                let gram: String = gram.iter().collect();
+                add(&format!("c:{gram}"), 0.3);
+            }
+        }
+        for pair in words.windows(2) {
+            add(&format!("b:{} {}", pair[0], pair[1]), 0.5);
+        }
+        l2_normalize(&mut v);
+        v
+    }
+
+    #[test]
+    fn streamed_features_give_the_stored_vectors() {
+        let e = HashedEmbedder::default();
+        for text in [
+            "the deploy runs on Fridays",
+            "Caching: cached caches, ÜBER-straße naïve café 日本語 x y",
+            "a",
+            "",
+            "  --  ",
+        ] {
+            assert_eq!(
+                e.embed_one(text),
+                embed_by_strings(HASHED_DIM, text),
+                "{text}"
+            );
+        }
+        // FNV-1a's published test vector: the hash itself is part of the stored format.
+        assert_eq!(Fnv::default().write(b"a").0, 0xaf63_dc4c_8601_ec8c);
     }
 }

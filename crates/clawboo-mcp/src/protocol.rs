@@ -173,14 +173,17 @@ where
     }
 }
 
+/// How many times a single-threaded drainer yields to gather more writes into its group.
+const MAX_GATHER_ROUNDS: usize = 8;
+
 /// Run a store write through the store's group commit: queued writes of every session of
 /// this process share one transaction (each in its own savepoint) and one commit, and each
 /// call is answered only after its group committed. One caller at a time drains the queue
 /// ([`Store::queue_write`] says who); the others only wait for their answer. On a
-/// single-threaded runtime the drainer first yields, so the calls already read off the wire
-/// queue theirs and join the same group; on a multi-threaded one it drains on the blocking
-/// pool, and writers arriving meanwhile join its next group (one thread hand-off per group,
-/// not per write).
+/// single-threaded runtime the drainer first yields until no more calls join, so the calls
+/// already read off the wire queue theirs and share its group; on a multi-threaded one it
+/// drains on the blocking pool, and writers arriving meanwhile join its next group (one
+/// thread hand-off per group, not per write).
 pub async fn blocking_write<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
 where
     T: Send + 'static,
@@ -196,7 +199,19 @@ where
     }));
     if must_drain {
         if Handle::current().runtime_flavor() == RuntimeFlavor::CurrentThread {
-            tokio::task::yield_now().await;
+            // Yield until a round adds no write: each round lets the session read the
+            // requests already on the wire and queue theirs, so a pipelining client's
+            // whole window shares one commit (about 3 writes a group with a single yield,
+            // nearly the full window this way).
+            let mut queued = store.queued_writes();
+            for _ in 0..MAX_GATHER_ROUNDS {
+                tokio::task::yield_now().await;
+                let now = store.queued_writes();
+                if now == queued {
+                    break;
+                }
+                queued = now;
+            }
             store.run_queued_writes();
         } else {
             let store = Arc::clone(store);

@@ -10,6 +10,7 @@ use rusqlite::Connection;
 use rusqlite::config::DbConfig;
 
 use crate::error::{Result, StoreError};
+use crate::memory::{has_pending_facts, index_pending_facts};
 use crate::migrations;
 
 /// A source of "now" in epoch milliseconds; injectable so time-window rules are testable.
@@ -228,6 +229,10 @@ impl Store {
         let _mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")?;
         migrations::apply(&mut conn)?;
+        // Facts written around the store (plain SQL) may still wait to be indexed.
+        if has_pending_facts(&conn)? {
+            in_transaction(&conn, Bracket::IMMEDIATE, index_pending_facts)?;
+        }
         Ok(Store {
             conn: ReentrantMutex::new(conn),
             queued: Mutex::new(WriteQueue::default()),
@@ -281,7 +286,8 @@ impl Store {
     /// Run `f` inside one `BEGIN IMMEDIATE` transaction: committed when `f` returns `Ok`,
     /// rolled back otherwise. Use for every read-modify-write. Inside a group commit
     /// ([`Store::run_queued_writes`]) the transaction is a savepoint of the group's, so a
-    /// failing operation still changes nothing.
+    /// failing operation still changes nothing. Facts the transaction wrote are full-text
+    /// indexed just before it commits (the group's, once for all its writes).
     pub fn write<T, E>(&self, f: impl FnOnce(&Connection) -> Result<T, E>) -> Result<T, E>
     where
         E: From<StoreError>,
@@ -290,7 +296,11 @@ impl Store {
         if !conn.is_autocommit() {
             return in_transaction(&conn, Bracket::SAVEPOINT, f);
         }
-        let value = in_transaction(&conn, Bracket::IMMEDIATE, f)?;
+        let value = in_transaction(&conn, Bracket::IMMEDIATE, |conn| -> Result<T, E> {
+            let value = f(conn)?;
+            index_pending_facts(conn)?;
+            Ok(value)
+        })?;
         self.committed(&conn);
         Ok(value)
     }
@@ -303,6 +313,11 @@ impl Store {
             Some(_held) => Ok(f(self)),
             None => Err(f),
         }
+    }
+
+    /// How many writes wait in the queue for the next group.
+    pub fn queued_writes(&self) -> usize {
+        self.write_queue().writes.len()
     }
 
     /// Queue a write for the next group commit; a write is acknowledged only after its
@@ -396,7 +411,7 @@ impl Store {
                 Some("SQLite rolled the shared write transaction back".into()),
             )))
         } else {
-            match run_cached(conn, "COMMIT") {
+            match index_pending_facts(conn).and_then(|()| run_cached(conn, "COMMIT")) {
                 Ok(()) => {
                     self.committed(conn);
                     Ok(())

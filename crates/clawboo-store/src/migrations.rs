@@ -14,6 +14,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../migrations/0003_teamchat.sql"),
     ),
     ("0004_tools", include_str!("../migrations/0004_tools.sql")),
+    (
+        "0005_fts_once_per_commit",
+        include_str!("../migrations/0005_fts_once_per_commit.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).

@@ -227,6 +227,33 @@ impl std::fmt::Debug for Memory {
     }
 }
 
+/// Index the facts this transaction wrote, in one statement. `memory_facts`' insert
+/// trigger only notes a new fact in `memory_facts_fts_pending` (migration 0005: FTS5 would
+/// otherwise write an index segment per fact, at each write's savepoint); every write
+/// transaction of the store runs this just before it commits, so the index never lags the
+/// committed facts.
+pub(crate) fn index_pending_facts(conn: &rusqlite::Connection) -> Result<()> {
+    if !has_pending_facts(conn)? {
+        return Ok(());
+    }
+    conn.prepare_cached(
+        "INSERT INTO memory_facts_fts(rowid, title, content, tags)
+         SELECT f.seq, f.title, f.content, f.tags
+         FROM memory_facts_fts_pending p JOIN memory_facts f ON f.seq = p.seq",
+    )?
+    .execute([])?;
+    conn.prepare_cached("DELETE FROM memory_facts_fts_pending")?
+        .execute([])?;
+    Ok(())
+}
+
+/// Whether facts wait for [`index_pending_facts`].
+pub(crate) fn has_pending_facts(conn: &rusqlite::Connection) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT EXISTS(SELECT 1 FROM memory_facts_fts_pending)")?
+        .query_row([], |r| r.get(0))?)
+}
+
 /// Columns of a fact row, in the order [`fact_from_row`] reads them.
 const FACT_COLUMNS: &str = "f.id, f.title, f.content, f.tags, f.team_id, f.agent_id, f.tenant_id, f.created_at, f.embedding_model";
 
