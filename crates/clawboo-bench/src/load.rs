@@ -30,6 +30,7 @@ fn total_usage(pids: &[u32]) -> anyhow::Result<ProcUsage> {
         let u = proc_usage(pid)?;
         total.cpu_seconds += u.cpu_seconds;
         total.rss_kib += u.rss_kib;
+        total.anon_rss_kib += u.anon_rss_kib;
         total.peak_rss_kib += u.peak_rss_kib;
     }
     Ok(total)
@@ -77,6 +78,7 @@ pub fn run_stdio(
     report.elapsed = elapsed;
     report.server_cpu_seconds = Some(after.cpu_seconds - before.cpu_seconds);
     report.server_rss_kib = Some(after.rss_kib);
+    report.server_anon_rss_kib = Some(after.anon_rss_kib);
     report.server_peak_rss_kib = Some(after.peak_rss_kib);
     Ok(report)
 }
@@ -300,6 +302,7 @@ impl HttpLoad {
             let after = total_usage(&pids)?;
             report.server_cpu_seconds = Some(after.cpu_seconds - before.cpu_seconds);
             report.server_rss_kib = Some(after.rss_kib);
+            report.server_anon_rss_kib = Some(after.anon_rss_kib);
             report.server_peak_rss_kib = Some(after.peak_rss_kib);
         }
         Ok(report)

@@ -38,6 +38,9 @@ pub struct ProcUsage {
     pub cpu_seconds: f64,
     /// Resident set now, KiB.
     pub rss_kib: u64,
+    /// Of which private memory (`RssAnon`: heap, stacks), KiB; the rest is file-backed
+    /// (code and mapped database pages, shared with the kernel's page cache).
+    pub anon_rss_kib: u64,
     /// Highest resident set so far (`VmHWM`), KiB.
     pub peak_rss_kib: u64,
 }
@@ -65,6 +68,7 @@ pub fn proc_usage(pid: u32) -> anyhow::Result<ProcUsage> {
     Ok(ProcUsage {
         cpu_seconds: ticks / clock_ticks_per_second(),
         rss_kib: kib("VmRSS:"),
+        anon_rss_kib: kib("RssAnon:"),
         peak_rss_kib: kib("VmHWM:"),
     })
 }

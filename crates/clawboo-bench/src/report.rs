@@ -31,6 +31,8 @@ pub struct LoadReport {
     pub server_cpu_seconds: Option<f64>,
     /// Server resident set at the end, KiB (summed over processes), when known.
     pub server_rss_kib: Option<u64>,
+    /// The private part of it (`RssAnon`), KiB, when known.
+    pub server_anon_rss_kib: Option<u64>,
     /// Highest server resident set seen (summed over processes), KiB, when known.
     pub server_peak_rss_kib: Option<u64>,
 }
@@ -80,6 +82,9 @@ impl LoadReport {
         }
         if let Some(peak) = self.server_peak_rss_kib {
             out += &format!(" (peak {})", crate::procs::mib(peak));
+        }
+        if let Some(anon) = self.server_anon_rss_kib {
+            out += &format!(", private {}", crate::procs::mib(anon));
         }
         out += &format!(", {} errors", self.errors);
         out

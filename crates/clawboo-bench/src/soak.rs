@@ -1,6 +1,7 @@
 //! Soak: a real `clawboo serve` on loopback under a steady rate of mixed calls for minutes,
-//! its RSS sampled every few seconds. Fails (non-zero exit) on any error, or when RSS after
-//! the warm-up grows more than the tolerance above the highest RSS seen during warm-up.
+//! its RSS sampled every few seconds. Fails (non-zero exit) on any error, or when private RSS
+//! (`RssAnon`; file-backed pages such as the mapped database grow with the file, not with a
+//! leak) after the warm-up grows more than the tolerance above the warm-up's highest.
 //!
 //! Each worker holds one session per MCP server (tasks, memory, teamchat) and cycles through
 //! create_subtask → get_task → claim_task → update_task_status(done) → list_tasks (in
@@ -45,7 +46,7 @@ pub struct SoakArgs {
     /// Warm-up seconds (default: a quarter of the run, at most 60).
     #[arg(long)]
     warmup_secs: Option<u64>,
-    /// Allowed RSS growth after warm-up over the warm-up's highest sample, MiB.
+    /// Allowed private RSS growth after warm-up over the warm-up's highest sample, MiB.
     #[arg(long, default_value_t = 8.0)]
     tolerance_mib: f64,
     /// Database file (default: a fresh temporary one).
@@ -298,12 +299,15 @@ pub fn run(env: &Env, args: &SoakArgs) -> anyhow::Result<()> {
         loop {
             tick.tick().await;
             let at = started.elapsed();
-            let rss = proc_usage(pid).context("clawboo serve is gone")?.rss_kib;
-            samples.push((at, rss));
+            let usage = proc_usage(pid).context("clawboo serve is gone")?;
+            // Judged on private memory: file-backed pages (code, the mapped database)
+            // grow with the file, not with a leak.
+            samples.push((at, usage.anon_rss_kib));
             println!(
-                "  t={:>5.0} s  RSS {:>9}  calls {:>8}  errors {}{}",
+                "  t={:>5.0} s  RSS {:>9}  private {:>9}  calls {:>8}  errors {}{}",
                 at.as_secs_f64(),
-                mib(rss),
+                mib(usage.rss_kib),
+                mib(usage.anon_rss_kib),
                 progress.calls.load(Ordering::SeqCst),
                 progress.errors.load(Ordering::SeqCst),
                 if at < warmup { "  (warm-up)" } else { "" }
@@ -377,7 +381,7 @@ fn judge(samples: &[(Duration, u64)], warmup: Duration, tolerance_mib: f64) -> V
     Verdict {
         flat: growth_mib <= tolerance_mib,
         summary: format!(
-            "RSS after warm-up: highest {} vs warm-up highest {} ({growth_mib:+.1} MiB, tolerance {tolerance_mib:.1} MiB), last {}",
+            "private RSS after warm-up: highest {} vs warm-up highest {} ({growth_mib:+.1} MiB, tolerance {tolerance_mib:.1} MiB), last {}",
             mib(highest),
             mib(baseline),
             mib(last)

@@ -13,6 +13,9 @@ use crate::error::{Result, StoreError};
 use crate::memory::{has_pending_facts, index_pending_facts};
 use crate::migrations;
 
+/// How much of the database file reads map into memory (`PRAGMA mmap_size`).
+const MMAP_BYTES: i64 = 256 << 20;
+
 /// A source of "now" in epoch milliseconds; injectable so time-window rules are testable.
 pub type Clock = fn() -> i64;
 
@@ -228,6 +231,11 @@ impl Store {
         // journal_mode returns a row, so it is read rather than executed.
         let _mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")?;
+        // Reads map the file instead of copying each page through a 2 MiB private cache:
+        // a full-text search that joins a few hundred fact rows spent half its time in
+        // `pread`, and a `get_task` on a 100k board a third. Mapped pages are the kernel's
+        // page cache, shared by every process on the file (they show as file-backed RSS).
+        conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
         migrations::apply(&mut conn)?;
         // Facts written around the store (plain SQL) may still wait to be indexed.
         if has_pending_facts(&conn)? {
@@ -553,6 +561,16 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use rusqlite::StatementStatus;
+
+    #[test]
+    fn reads_map_the_database_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("mmap.db")).unwrap();
+        let mapped: i64 = store
+            .read(|c| c.query_row("PRAGMA mmap_size", [], |r| r.get(0)))
+            .unwrap();
+        assert_eq!(mapped, MMAP_BYTES);
+    }
 
     /// Without the planner stability guarantee SQLite re-prepared this cached statement
     /// (the comments of `get_task`) on every new `task_id`.
