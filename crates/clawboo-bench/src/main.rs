@@ -282,6 +282,7 @@ fn cold_start(env: &Env, server: ColdServer, runs: usize) -> anyhow::Result<()> 
     };
     let mut times = Vec::with_capacity(runs);
     let mut rss = Vec::with_capacity(runs);
+    let mut private = Vec::with_capacity(runs);
     for _ in 0..runs {
         let start = Instant::now();
         let mut server = StdioServer::spawn(make()?)?;
@@ -296,17 +297,21 @@ fn cold_start(env: &Env, server: ColdServer, runs: usize) -> anyhow::Result<()> 
         {
             bail!("unexpected tools/list answer: {answer}");
         }
-        rss.push(server.usage()?.rss_kib);
+        let usage = server.usage()?;
+        rss.push(usage.rss_kib);
+        private.push(usage.anon_rss_kib);
         server.finish()?;
     }
     times.sort();
     rss.sort();
+    private.sort();
     println!(
-        "cold start of {name} to first tools/list ({runs} runs): min {:.2} ms, median {:.2} ms, p90 {:.2} ms; idle RSS median {}",
+        "cold start of {name} to first tools/list ({runs} runs): min {:.2} ms, median {:.2} ms, p90 {:.2} ms; idle RSS median {} (private {})",
         times[0].as_secs_f64() * 1e3,
         percentile(&times, 0.5).as_secs_f64() * 1e3,
         percentile(&times, 0.9).as_secs_f64() * 1e3,
         mib(rss[rss.len() / 2]),
+        mib(private[private.len() / 2]),
     );
     Ok(())
 }

@@ -262,7 +262,9 @@ fn tool_list(read_only: bool) -> Vec<Tool> {
 /// state-machine operations (`claim failed: conflict`, `block failed: illegal_transition`).
 fn store_error(e: StoreError, prefix: Option<&str>) -> CallToolResult {
     match (&e, prefix) {
-        (StoreError::Sqlite(_) | StoreError::Io(_), _) => internal_error(e),
+        (StoreError::Sqlite(_) | StoreError::Io(_) | StoreError::NewerSchema { .. }, _) => {
+            internal_error(e)
+        }
         (StoreError::Invalid(what), _) => invalid_args(what),
         (StoreError::Cap { reason, message }, _) => {
             denied(reason.code(), reason.code(), message.clone())

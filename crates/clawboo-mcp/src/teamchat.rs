@@ -157,7 +157,9 @@ fn tool_list(with_delegate: bool) -> Vec<Tool> {
 fn store_error(e: StoreError) -> CallToolResult {
     match e {
         StoreError::Invalid(what) => invalid_args(what),
-        StoreError::Sqlite(_) | StoreError::Io(_) => internal_error(e),
+        StoreError::Sqlite(_) | StoreError::Io(_) | StoreError::NewerSchema { .. } => {
+            internal_error(e)
+        }
         other => tool_error(other.code(), other.to_string()),
     }
 }

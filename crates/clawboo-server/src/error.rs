@@ -57,7 +57,9 @@ impl From<StoreError> for AppError {
             | StoreError::Cycle { .. }
             | StoreError::Cap { .. } => StatusCode::CONFLICT,
             StoreError::Invalid(_) => StatusCode::BAD_REQUEST,
-            StoreError::Sqlite(_) | StoreError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            StoreError::Sqlite(_) | StoreError::Io(_) | StoreError::NewerSchema { .. } => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         };
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!("store failure: {e}");

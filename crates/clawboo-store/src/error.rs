@@ -62,6 +62,12 @@ pub enum StoreError {
     /// The filesystem failed (creating the database folder).
     #[error("io error: {0}")]
     Io(#[from] std::io::Error),
+    /// The database file was migrated by a newer build than this one.
+    #[error(
+        "the database is at schema version {found}, newer than this build of clawboo knows \
+         ({known}); upgrade clawboo to open it"
+    )]
+    NewerSchema { found: i64, known: i64 },
 }
 
 impl StoreError {
@@ -75,7 +81,9 @@ impl StoreError {
             StoreError::Cycle { .. } => "cycle",
             StoreError::Cap { reason, .. } => reason.code(),
             StoreError::Invalid(_) => "invalid_args",
-            StoreError::Sqlite(_) | StoreError::Io(_) => "internal",
+            StoreError::Sqlite(_) | StoreError::Io(_) | StoreError::NewerSchema { .. } => {
+                "internal"
+            }
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use rusqlite::{Connection, TransactionBehavior};
 
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 
 /// Every migration, in order; its position + 1 is the `user_version` it leaves behind.
 const MIGRATIONS: &[(&str, &str)] = &[
@@ -25,8 +25,16 @@ pub(crate) const LATEST: i64 = MIGRATIONS.len() as i64;
 
 /// Apply every pending migration. Each runs in its own `BEGIN IMMEDIATE` transaction and
 /// re-reads the version inside it, so processes opening the same file at once never
-/// apply one twice.
+/// apply one twice. A file a newer build migrated is refused: this build does not know what
+/// its later migrations changed (which triggers to expect, say).
 pub(crate) fn apply(conn: &mut Connection) -> Result<()> {
+    let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if found > LATEST {
+        return Err(StoreError::NewerSchema {
+            found,
+            known: LATEST,
+        });
+    }
     for (index, (name, sql)) in MIGRATIONS.iter().enumerate() {
         let target = index as i64 + 1;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -58,5 +66,25 @@ mod tests {
                 .unwrap();
             assert_eq!(v, LATEST);
         }
+    }
+
+    #[test]
+    fn a_database_from_a_newer_build_is_refused_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("newer.db");
+        let mut conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", LATEST + 1)
+            .unwrap();
+        let err = apply(&mut conn).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains(&format!("schema version {}", LATEST + 1)),
+            "{err}"
+        );
+        assert!(err.to_string().contains("upgrade clawboo"), "{err}");
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(tables, 0, "nothing was created");
     }
 }
