@@ -3,8 +3,10 @@
 # peer (@modelcontextprotocol/server-everything, pinned in crates/clawboo-bench/peer), runs
 # each measure and writes everything to target/bench-results.txt as well as stdout.
 #
-#   scripts/bench.sh                 # the full set (~20 min on 2 cores; first run also
-#                                    # seeds 100k tasks and 100k facts, kept in target/bench-data)
+#   scripts/bench.sh                 # the full set (~10 min on 2 cores once built: the
+#                                    # release build is whole-program optimised, ~18 min fresh;
+#                                    # the first run also seeds 100k tasks and 100k facts, kept
+#                                    # in target/bench-data)
 #   QUICK=1 scripts/bench.sh         # a tenth of the calls: checks that everything runs
 #   SOAK_MINUTES=30 scripts/bench.sh # a longer soak at the end (default 2)
 #
