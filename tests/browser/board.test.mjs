@@ -296,6 +296,9 @@ test("memory: newest facts, search by mode, procedures with their versions", asy
   await page.getByRole("button", { name: "Search" }).click();
   await call(memory, "memory_save", { title: "On-call", content: "Alice is on call this week." });
   await page.locator(".item", { hasText: "On-call" }).waitFor();
+  // Those refreshes re-rendered the procedures; the one opened above is still open.
+  await release.locator(".version", { hasText: "version 1" }).waitFor();
+  assert.equal(await release.evaluate((details) => details.open), true);
 });
 
 test("readable on a narrow window: columns stack, nothing overflows sideways", async () => {

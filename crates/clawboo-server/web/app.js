@@ -324,8 +324,15 @@ async function loadProcedures() {
   const params = new URLSearchParams();
   if (state.team) params.set('teamId', state.team);
   const { procedures } = await api(`/api/memory/procedures?${params}`);
+  // A live refresh re-renders the list: procedures the operator had opened stay open (the
+  // `toggle` their `open` fires loads their versions again).
+  const opened = new Set([...$('procedures').querySelectorAll('details[open]')].map((d) => d.dataset.name));
   fill($('procedures'), ...procedures.map((p) => h('li', { class: 'item' },
-    h('details', { ontoggle: (e) => { if (e.target.open) showVersions(p.name, e.target); } },
+    h('details', {
+      dataset: { name: p.name },
+      ontoggle: (e) => { if (e.target.open) showVersions(p.name, e.target); },
+      open: opened.has(p.name),
+    },
       h('summary', {}, h('strong', {}, p.name), ` v${p.version}`, ' ', h('span', { class: 'muted' }, when(p.createdAt))),
       h('div', { class: 'versions' }, h('pre', {}, p.content))))));
   if (!procedures.length) $('procedures').append(h('li', { class: 'muted' }, 'No procedures saved yet.'));
