@@ -150,11 +150,12 @@ pub fn kept_db(
 }
 
 /// A database with `n` facts saved through `Memory::save_fact` with the embedder of
-/// `embeddings`, kept in `data_dir` (seeding 100k facts takes minutes; searches only read).
+/// `embeddings`, its full-text index then merged as an idle server merges it, kept in
+/// `data_dir` (seeding 100k facts takes minutes; searches only read).
 pub fn memory_db(data_dir: &Path, n: usize, embeddings: &str) -> anyhow::Result<PathBuf> {
     kept_db(data_dir, &format!("memory-{n}-{embeddings}.db"), |path| {
         let store = Arc::new(Store::open(path)?);
-        let memory = Memory::new(store, embedder(embeddings)?);
+        let memory = Memory::new(Arc::clone(&store), embedder(embeddings)?);
         let mut rng = Rng::new(42);
         for i in 0..n {
             let (title, content, tag, team) = fact(&mut rng, i);
@@ -166,6 +167,8 @@ pub fn memory_db(data_dir: &Path, n: usize, embeddings: &str) -> anyhow::Result<
                 ..NewFact::default()
             })?;
         }
+        // What a running server does once idle for a second after writing facts.
+        store.merge_search_index()?;
         Ok(())
     })
 }

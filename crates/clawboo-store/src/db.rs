@@ -10,7 +10,7 @@ use rusqlite::Connection;
 use rusqlite::config::DbConfig;
 
 use crate::error::{Result, StoreError};
-use crate::memory::{has_pending_facts, index_pending_facts};
+use crate::memory::{has_pending_facts, index_pending_facts, merge_fts_step};
 use crate::migrations;
 
 /// How much of the database file reads map into memory (`PRAGMA mmap_size`).
@@ -113,8 +113,116 @@ pub struct Store {
     /// Write transactions this store committed (its own commits do not move
     /// `PRAGMA data_version`, which counts other connections' commits).
     commits: Arc<AtomicU64>,
+    /// Commits that added facts to the full-text index (the [`Checkpointer`] merges the
+    /// index once the store is idle after them).
+    fts_commits: Arc<AtomicU64>,
     /// Started by the first commit; `None` inside until then.
     checkpointer: OnceLock<Option<Checkpointer>>,
+    /// Read-only connections for reads that find the writer's connection busy.
+    readers: Readers,
+}
+
+/// The most read-only connections a store opens beside the writer's: one per core (at
+/// most 8), since reads are CPU work on mapped pages and more connections than cores would
+/// only add memory (each maps the file anew). A read that finds all of them lent waits for
+/// the writer's connection, as every read did before readers existed.
+fn max_readers() -> u64 {
+    static MAX: OnceLock<u64> = OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 8) as u64)
+    })
+}
+
+/// Read-only connections to the store's file, opened on first need and kept for reuse.
+/// In WAL mode they read the last committed state while the writer's connection is in a
+/// transaction, so reads on other threads run beside a write group instead of queueing
+/// behind it, and two searches can use two cores.
+#[derive(Default)]
+struct Readers {
+    idle: Mutex<Vec<Connection>>,
+    /// Connections opened so far (idle or lent out).
+    opened: AtomicU64,
+}
+
+impl Readers {
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Connection>> {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a read now would find a reader (idle, or one more may be opened).
+    fn available(&self) -> bool {
+        !self.idle().is_empty() || self.opened.load(Ordering::Relaxed) < max_readers()
+    }
+
+    /// An idle reader, or a new one while fewer than [`max_readers`] exist; `None` when all
+    /// are lent out or opening one failed.
+    fn lend(&self, path: &Path) -> Option<Lent<'_>> {
+        if let Some(conn) = self.idle().pop() {
+            return Some(Lent {
+                readers: self,
+                conn: Some(conn),
+            });
+        }
+        let claimed = self
+            .opened
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < max_readers()).then_some(n + 1)
+            })
+            .is_ok();
+        if !claimed {
+            return None;
+        }
+        match open_reader(path) {
+            Ok(conn) => Some(Lent {
+                readers: self,
+                conn: Some(conn),
+            }),
+            Err(e) => {
+                self.opened.fetch_sub(1, Ordering::Relaxed);
+                tracing::debug!(error = %e, "no read-only connection; reading on the writer's");
+                None
+            }
+        }
+    }
+}
+
+/// A reader lent to one read; goes back to the idle list when dropped (after a panic too:
+/// dropping the read's statements left the connection with no transaction open).
+struct Lent<'r> {
+    readers: &'r Readers,
+    conn: Option<Connection>,
+}
+
+impl std::ops::Deref for Lent<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        // Taken only in `drop`.
+        self.conn
+            .as_ref()
+            .expect("a lent reader holds its connection until dropped")
+    }
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.readers.idle().push(conn);
+        }
+    }
+}
+
+/// A read-only connection configured like the writer's for reads.
+fn open_reader(path: &Path) -> Result<Connection> {
+    use rusqlite::OpenFlags;
+    let mut conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_handler(Some(retry_when_busy))?;
+    conn.set_prepared_statement_cache_capacity(128);
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
+    Ok(conn)
 }
 
 /// Commits between two wake-ups of the [`Checkpointer`] (SQLite's own auto-checkpoint
@@ -131,13 +239,22 @@ const INLINE_CHECKPOINT_PAGES: u32 = 4_000;
 /// threshold, copy and fsync included, which stalled every call queued behind it for
 /// milliseconds (claim p99 6.9 ms with it, 2.0 ms with this thread and the backstop). The
 /// checkpoint is PASSIVE: it never waits for, nor blocks, readers or writers of any process.
+///
+/// The same thread merges the full-text index into one segment once this store has
+/// committed nothing for a whole round ([`IDLE_ROUND`]) after writing facts, a bounded
+/// step at a time, stopping as soon as this store commits again: searches then read one
+/// segment per term instead of several, without a write ever waiting for a whole merge.
 struct Checkpointer {
     wake: mpsc::SyncSender<()>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Checkpointer {
-    fn start(path: &Path, commits: Arc<AtomicU64>) -> Option<Checkpointer> {
+    fn start(
+        path: &Path,
+        commits: Arc<AtomicU64>,
+        fts_commits: Arc<AtomicU64>,
+    ) -> Option<Checkpointer> {
         let conn = match Connection::open(path) {
             Ok(conn) => conn,
             Err(e) => {
@@ -149,18 +266,39 @@ impl Checkpointer {
         let thread = std::thread::Builder::new()
             .name("clawboo-checkpoint".into())
             .spawn(move || {
+                let checkpoint = || {
+                    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)") {
+                        tracing::debug!(error = %e, "WAL checkpoint failed; retrying later");
+                    }
+                };
                 let mut checkpointed = 0;
+                let mut merged = 0;
                 loop {
-                    let stopping = matches!(
-                        woken.recv_timeout(Duration::from_secs(1)),
-                        Err(mpsc::RecvTimeoutError::Disconnected)
-                    );
+                    let woke = woken.recv_timeout(IDLE_ROUND);
+                    let stopping = matches!(woke, Err(mpsc::RecvTimeoutError::Disconnected));
                     let now = commits.load(Ordering::Relaxed);
+                    let facts = fts_commits.load(Ordering::Relaxed);
+                    let idle = woke.is_err() && now == checkpointed;
+                    if idle && !stopping && facts != merged {
+                        // Writers are back, or the store is closing.
+                        let interrupted = || {
+                            commits.load(Ordering::Relaxed) != now
+                                || matches!(woken.try_recv(), Err(mpsc::TryRecvError::Disconnected))
+                        };
+                        match merge_search_index(&conn, interrupted) {
+                            Ok(true) => {
+                                merged = facts;
+                                checkpoint();
+                            }
+                            Ok(false) => {}
+                            Err(e) => {
+                                tracing::debug!(error = %e, "full-text merge failed; retrying when idle");
+                            }
+                        }
+                    }
                     if now != checkpointed {
                         checkpointed = now;
-                        if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)") {
-                            tracing::debug!(error = %e, "WAL checkpoint failed; retrying later");
-                        }
+                        checkpoint();
                     }
                     if stopping {
                         return;
@@ -178,6 +316,21 @@ impl Checkpointer {
             }
         }
     }
+}
+
+/// How long the [`Checkpointer`] sleeps between rounds when not woken; a round that saw no
+/// commit of this store counts as idle.
+const IDLE_ROUND: Duration = Duration::from_secs(1);
+
+/// Merge the full-text index step by step until one segment is left (`Ok(true)`) or
+/// `interrupted` says writers are back (`Ok(false)`).
+fn merge_search_index(conn: &Connection, interrupted: impl Fn() -> bool) -> Result<bool> {
+    while merge_fts_step(conn)? {
+        if interrupted() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 impl Drop for Checkpointer {
@@ -247,7 +400,9 @@ impl Store {
             path: path.to_path_buf(),
             clock: config.clock,
             commits: Arc::new(AtomicU64::new(0)),
+            fts_commits: Arc::new(AtomicU64::new(0)),
             checkpointer: OnceLock::new(),
+            readers: Readers::default(),
         })
     }
 
@@ -261,11 +416,19 @@ impl Store {
         (self.clock)()
     }
 
-    /// Count a commit; wake (or, at the first commit, start) the checkpointer.
-    fn committed(&self, conn: &Connection) {
+    /// Count a commit (and whether it indexed facts); wake (or, at the first commit,
+    /// start) the checkpointer.
+    fn committed(&self, conn: &Connection, indexed_facts: bool) {
+        if indexed_facts {
+            self.fts_commits.fetch_add(1, Ordering::Relaxed);
+        }
         let n = self.commits.fetch_add(1, Ordering::Relaxed) + 1;
         let checkpointer = self.checkpointer.get_or_init(|| {
-            let started = Checkpointer::start(&self.path, Arc::clone(&self.commits));
+            let started = Checkpointer::start(
+                &self.path,
+                Arc::clone(&self.commits),
+                Arc::clone(&self.fts_commits),
+            );
             // From here on that thread does the checkpoints' work; a commit checkpoints
             // only when the WAL outgrew [`INLINE_CHECKPOINT_PAGES`] (nearly all of it is
             // copied by then), which also lets SQLite start the WAL over. Without the
@@ -304,23 +467,33 @@ impl Store {
         if !conn.is_autocommit() {
             return in_transaction(&conn, Bracket::SAVEPOINT, f);
         }
-        let value = in_transaction(&conn, Bracket::IMMEDIATE, |conn| -> Result<T, E> {
-            let value = f(conn)?;
-            index_pending_facts(conn)?;
-            Ok(value)
-        })?;
-        self.committed(&conn);
+        let (value, indexed) =
+            in_transaction(&conn, Bracket::IMMEDIATE, |conn| -> Result<(T, bool), E> {
+                let value = f(conn)?;
+                Ok((value, index_pending_facts(conn)?))
+            })?;
+        self.committed(&conn, indexed);
         Ok(value)
     }
 
-    /// Run `f` at once when no other thread holds the connection, or hand it back. Lets an
-    /// async caller do a short read on its own thread instead of paying two thread
-    /// hand-offs, without ever waiting for the lock there.
+    /// Merge the full-text index into one segment now, a bounded step per transaction
+    /// (what the checkpoint thread does once the store is idle after writing facts).
+    pub fn merge_search_index(&self) -> Result<()> {
+        while self.write(merge_fts_step)? {}
+        Ok(())
+    }
+
+    /// Run read-only `f` at once when a connection is free for it (the writer's, or a
+    /// reader), or hand it back. Lets an async caller do a short read on its own thread
+    /// instead of paying two thread hand-offs, without waiting for a write group there.
     pub fn run_if_idle<T, F: FnOnce(&Store) -> T>(&self, f: F) -> std::result::Result<T, F> {
-        match self.conn.try_lock() {
-            Some(_held) => Ok(f(self)),
-            None => Err(f),
+        if let Some(_held) = self.conn.try_lock() {
+            return Ok(f(self));
         }
+        if self.readers.available() {
+            return Ok(f(self));
+        }
+        Err(f)
     }
 
     /// How many writes wait in the queue for the next group.
@@ -419,9 +592,11 @@ impl Store {
                 Some("SQLite rolled the shared write transaction back".into()),
             )))
         } else {
-            match index_pending_facts(conn).and_then(|()| run_cached(conn, "COMMIT")) {
-                Ok(()) => {
-                    self.committed(conn);
+            let committed = index_pending_facts(conn)
+                .and_then(|indexed| run_cached(conn, "COMMIT").map(|()| indexed));
+            match committed {
+                Ok(indexed) => {
+                    self.committed(conn, indexed);
                     Ok(())
                 }
                 Err(e) => {
@@ -451,9 +626,17 @@ impl Store {
         })
     }
 
-    /// Run `f` against the connection for reads (one consistent snapshot per statement;
-    /// wrap several statements in `write` or a deferred transaction when they must agree).
+    /// Run `f` against a connection for reads (one consistent snapshot per statement;
+    /// use [`Store::snapshot`] when several statements must agree). Inside a write on this
+    /// thread that is the writer's connection (so `f` sees the write's own changes); when
+    /// another thread holds that one, a read-only connection, which sees the last commit.
     pub fn read<T, E>(&self, f: impl FnOnce(&Connection) -> Result<T, E>) -> Result<T, E> {
+        if let Some(conn) = self.conn.try_lock() {
+            return f(&conn);
+        }
+        if let Some(reader) = self.readers.lend(&self.path) {
+            return f(&reader);
+        }
         let conn = self.lock();
         f(&conn)
     }
@@ -464,6 +647,15 @@ impl Store {
     where
         E: From<StoreError>,
     {
+        if let Some(conn) = self.conn.try_lock() {
+            if !conn.is_autocommit() {
+                return f(&conn);
+            }
+            return in_transaction(&conn, Bracket::DEFERRED, f);
+        }
+        if let Some(reader) = self.readers.lend(&self.path) {
+            return in_transaction(&reader, Bracket::DEFERRED, f);
+        }
         let conn = self.lock();
         if !conn.is_autocommit() {
             return f(&conn);
