@@ -137,8 +137,10 @@ fn max_readers() -> u64 {
 /// In WAL mode they read the last committed state while the writer's connection is in a
 /// transaction, so reads on other threads run beside a write group instead of queueing
 /// behind it, and two searches can use two cores.
-#[derive(Default)]
 struct Readers {
+    /// Only a database in WAL mode lets readers run beside the writer (and only a file
+    /// can be opened twice: `:memory:` would open another, empty, database).
+    enabled: bool,
     idle: Mutex<Vec<Connection>>,
     /// Connections opened so far (idle or lent out).
     opened: AtomicU64,
@@ -151,12 +153,16 @@ impl Readers {
 
     /// Whether a read now would find a reader (idle, or one more may be opened).
     fn available(&self) -> bool {
-        !self.idle().is_empty() || self.opened.load(Ordering::Relaxed) < max_readers()
+        self.enabled
+            && (!self.idle().is_empty() || self.opened.load(Ordering::Relaxed) < max_readers())
     }
 
     /// An idle reader, or a new one while fewer than [`max_readers`] exist; `None` when all
     /// are lent out or opening one failed.
     fn lend(&self, path: &Path) -> Option<Lent<'_>> {
+        if !self.enabled {
+            return None;
+        }
         if let Some(conn) = self.idle().pop() {
             return Some(Lent {
                 readers: self,
@@ -382,7 +388,7 @@ impl Store {
         // for the comments' `WHERE task_id = ?1 ORDER BY …`: a fifth of the call's CPU).
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
         // journal_mode returns a row, so it is read rather than executed.
-        let _mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")?;
         // Reads map the file instead of copying each page through a 2 MiB private cache:
         // a full-text search that joins a few hundred fact rows spent half its time in
@@ -402,7 +408,11 @@ impl Store {
             commits: Arc::new(AtomicU64::new(0)),
             fts_commits: Arc::new(AtomicU64::new(0)),
             checkpointer: OnceLock::new(),
-            readers: Readers::default(),
+            readers: Readers {
+                enabled: mode.eq_ignore_ascii_case("wal"),
+                idle: Mutex::new(Vec::new()),
+                opened: AtomicU64::new(0),
+            },
         })
     }
 
@@ -762,6 +772,38 @@ mod tests {
             .read(|c| c.query_row("PRAGMA mmap_size", [], |r| r.get(0)))
             .unwrap();
         assert_eq!(mapped, MMAP_BYTES);
+    }
+
+    /// An in-memory database cannot be opened twice: reads wait for the writer's
+    /// connection instead of borrowing a reader that would see another, empty, database.
+    #[test]
+    fn an_in_memory_store_reads_through_its_one_connection() {
+        let store = Arc::new(Store::open(Path::new(":memory:")).unwrap());
+        store
+            .write(|c| {
+                c.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
+                    .map_err(StoreError::from)
+            })
+            .unwrap();
+        let (held, holding) = mpsc::channel();
+        let writer = {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || {
+                store
+                    .write(|_| {
+                        held.send(()).unwrap();
+                        std::thread::sleep(Duration::from_millis(50));
+                        Ok::<_, StoreError>(())
+                    })
+                    .unwrap();
+            })
+        };
+        holding.recv().unwrap();
+        let x: i64 = store
+            .read(|c| c.query_row("SELECT x FROM t", [], |r| r.get(0)))
+            .unwrap();
+        assert_eq!(x, 1);
+        writer.join().unwrap();
     }
 
     /// Without the planner stability guarantee SQLite re-prepared this cached statement

@@ -18,6 +18,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0005_fts_once_per_commit",
         include_str!("../migrations/0005_fts_once_per_commit.sql"),
     ),
+    (
+        "0006_fact_scope_index",
+        include_str!("../migrations/0006_fact_scope_index.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).

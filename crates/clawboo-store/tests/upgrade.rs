@@ -12,7 +12,7 @@ use clawboo_embed::HashedEmbedder;
 use clawboo_store::board::{CreatePolicy, NewTask, Scope, Status, TaskFilter};
 use clawboo_store::broker::{Broker, BrokerConfig, Subject};
 use clawboo_store::chat::{ChatQuery, PostKind};
-use clawboo_store::memory::{Memory, NewFact, NewProcedure, ScopeFilter, SearchMode};
+use clawboo_store::memory::{Memory, NewFact, NewProcedure, ScopeFilter, SearchMode, TeamFilter};
 use clawboo_store::{SCHEMA_VERSION, Store, StoreError};
 use rusqlite::Connection;
 use upgrade_data::*;
@@ -92,7 +92,7 @@ fn every_fixture_migrates_with_its_data_intact_and_the_current_code_works_on_it(
 
         board_is_intact(&store);
         if version >= 2 {
-            memory_is_intact(&store);
+            memory_is_intact(&store, version);
         }
         if version >= 3 {
             chat_is_intact(&store);
@@ -256,10 +256,27 @@ fn board_works(store: &Store) {
     ));
 }
 
-fn memory_is_intact(store: &Arc<Store>) {
+fn memory_is_intact(store: &Arc<Store>, version: i64) {
     let memory = Memory::new(store.clone(), Some(Arc::new(HashedEmbedder::default())));
     let everything = ScopeFilter::default();
-    assert_eq!(memory.browse(&everything, 50).unwrap().len(), 3);
+    let facts = if version >= 5 { 4 } else { 3 };
+    assert_eq!(memory.browse(&everything, 50).unwrap().len(), facts);
+    if version >= 5 {
+        // Left unindexed by plain SQL under schema 5; opening the store indexed it, and a
+        // search in its team's scope finds it (the scope test reads migration 6's index).
+        let found_in = |team: &str| -> Vec<String> {
+            let scope = ScopeFilter {
+                team: TeamFilter::TeamOrGlobal(team.into()),
+                ..ScopeFilter::default()
+            };
+            let outcome = memory
+                .search("zanzibar train", Some(SearchMode::Fts), &scope, 10)
+                .unwrap();
+            outcome.hits.into_iter().map(|h| h.fact.id).collect()
+        };
+        assert_eq!(found_in(TEAM_BETA), [FACT_PENDING]);
+        assert!(found_in(TEAM_ALPHA).is_empty());
+    }
     let team_fact = memory.get_fact(FACT_TEAM, &everything).unwrap().unwrap();
     assert_eq!(team_fact.content, FACT_TEAM_CONTENT);
     assert_eq!(team_fact.tags, ["infra"]);

@@ -483,11 +483,16 @@ impl Memory {
             return Ok(Vec::new());
         }
         let (cond, args) = scope.sql("f");
+        // Rank every match in scope with the scope read from the covering index
+        // `memory_facts_scope` (migration 0006), then read only the best `k` rows whole.
         let sql = format!(
-            "SELECT {FACT_COLUMNS}, bm25(memory_facts_fts, 2.0, 1.0, 1.0) AS rank
-             FROM memory_facts_fts JOIN memory_facts f ON f.seq = memory_facts_fts.rowid
-             WHERE memory_facts_fts MATCH ? AND {cond}
-             ORDER BY rank LIMIT CAST(? AS INTEGER)"
+            "SELECT {FACT_COLUMNS}, best.rank FROM (
+                SELECT f.seq AS seq, bm25(memory_facts_fts, 2.0, 1.0, 1.0) AS rank
+                FROM memory_facts_fts JOIN memory_facts f INDEXED BY memory_facts_scope
+                  ON f.seq = memory_facts_fts.rowid
+                WHERE memory_facts_fts MATCH ? AND {cond}
+                ORDER BY rank LIMIT CAST(? AS INTEGER)
+             ) best JOIN memory_facts f ON f.seq = best.seq ORDER BY best.rank"
         );
         let all: Vec<String> = std::iter::once(fts_query(&fts_words(words)))
             .chain(args)

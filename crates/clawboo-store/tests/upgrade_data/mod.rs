@@ -82,6 +82,10 @@ pub const CUSTOM_ROOM: &str = "war-room";
 
 pub const APPROVAL_ALLOWED: &str = "01903a5c-0000-7000-8000-0000000000a1";
 pub const APPROVAL_PENDING: &str = "01903a5c-0000-7000-8000-0000000000a2";
+/// A fact written by plain SQL under schema 5: its insert trigger only noted it in
+/// `memory_facts_fts_pending`, so it waits there to be indexed.
+pub const FACT_PENDING: &str = "01903a5c-0000-7000-8000-0000000000f4";
+
 pub const NOTE_ID: &str = "01903a5c-0000-7000-8000-0000000000b1";
 pub const NOTE_TEXT: &str = "remember to rotate the staging key";
 
@@ -92,6 +96,7 @@ pub fn insert(conn: &Connection, version: i64) {
         2 => memory(conn),
         3 => teamchat(conn),
         4 => tools(conn),
+        5 => pending_fact(conn),
         other => panic!("no fixture data for schema version {other}: add it here"),
     }
 }
@@ -382,6 +387,16 @@ fn teamchat(conn: &Connection) {
         "INSERT INTO team_chat(id, room_id, seq, author, body, kind, created_at)
          VALUES ('01903a5c-0000-7000-8000-000000000200', ?1, 1, ?2, 'line one\nline two', 'peer', ?3)",
         params![CUSTOM_ROOM, AGENT_CARA, T0 + 210],
+    )
+    .unwrap();
+}
+
+fn pending_fact(conn: &Connection) {
+    conn.execute(
+        "INSERT INTO memory_facts(id, title, content, tags, team_id, created_at)
+         VALUES (?1, 'Release train', 'the zanzibar release train leaves on thursdays', '[]',
+             ?2, ?3)",
+        params![FACT_PENDING, TEAM_BETA, T0 + 500],
     )
     .unwrap();
 }
