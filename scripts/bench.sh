@@ -3,7 +3,7 @@
 # peer (@modelcontextprotocol/server-everything, pinned in crates/clawboo-bench/peer), runs
 # each measure and writes everything to target/bench-results.txt as well as stdout.
 #
-#   scripts/bench.sh                 # the full set (~10 min on 2 cores once built: the
+#   scripts/bench.sh                 # the full set (about 5 min on 2 cores once built: the
 #                                    # release build is whole-program optimised, ~18 min fresh;
 #                                    # the first run also seeds 100k tasks and 100k facts, kept
 #                                    # in target/bench-data)
