@@ -641,14 +641,22 @@ impl Store {
     /// thread that is the writer's connection (so `f` sees the write's own changes); when
     /// another thread holds that one, a read-only connection, which sees the last commit.
     pub fn read<T, E>(&self, f: impl FnOnce(&Connection) -> Result<T, E>) -> Result<T, E> {
+        match self.connection_for_read() {
+            ReadConnection::Writer(conn) => f(&conn),
+            ReadConnection::Reader(reader) => f(&reader),
+        }
+    }
+
+    /// The writer's connection when free or held by this thread, else a reader, else
+    /// (all lent) the writer's once free.
+    fn connection_for_read(&self) -> ReadConnection<'_> {
         if let Some(conn) = self.conn.try_lock() {
-            return f(&conn);
+            return ReadConnection::Writer(conn);
         }
-        if let Some(reader) = self.readers.lend(&self.path) {
-            return f(&reader);
+        match self.readers.lend(&self.path) {
+            Some(reader) => ReadConnection::Reader(reader),
+            None => ReadConnection::Writer(self.lock()),
         }
-        let conn = self.lock();
-        f(&conn)
     }
 
     /// Run `f` inside one deferred (read) transaction, so several statements see one
@@ -657,21 +665,18 @@ impl Store {
     where
         E: From<StoreError>,
     {
-        if let Some(conn) = self.conn.try_lock() {
-            if !conn.is_autocommit() {
-                return f(&conn);
-            }
-            return in_transaction(&conn, Bracket::DEFERRED, f);
+        match self.connection_for_read() {
+            ReadConnection::Writer(conn) if !conn.is_autocommit() => f(&conn),
+            ReadConnection::Writer(conn) => in_transaction(&conn, Bracket::DEFERRED, f),
+            ReadConnection::Reader(reader) => in_transaction(&reader, Bracket::DEFERRED, f),
         }
-        if let Some(reader) = self.readers.lend(&self.path) {
-            return in_transaction(&reader, Bracket::DEFERRED, f);
-        }
-        let conn = self.lock();
-        if !conn.is_autocommit() {
-            return f(&conn);
-        }
-        in_transaction(&conn, Bracket::DEFERRED, f)
     }
+}
+
+/// The connection a read runs on ([`Store::connection_for_read`]).
+enum ReadConnection<'s> {
+    Writer(ReentrantMutexGuard<'s, Connection>),
+    Reader(Lent<'s>),
 }
 
 /// How [`in_transaction`] opens and closes its bracket.
