@@ -291,7 +291,7 @@ impl Checkpointer {
                             commits.load(Ordering::Relaxed) != now
                                 || matches!(woken.try_recv(), Err(mpsc::TryRecvError::Disconnected))
                         };
-                        match merge_search_index(&conn, interrupted) {
+                        match merge_until_interrupted(&conn, interrupted) {
                             Ok(true) => {
                                 merged = facts;
                                 checkpoint();
@@ -330,7 +330,7 @@ const IDLE_ROUND: Duration = Duration::from_secs(1);
 
 /// Merge the full-text index step by step until one segment is left (`Ok(true)`) or
 /// `interrupted` says writers are back (`Ok(false)`).
-fn merge_search_index(conn: &Connection, interrupted: impl Fn() -> bool) -> Result<bool> {
+fn merge_until_interrupted(conn: &Connection, interrupted: impl Fn() -> bool) -> Result<bool> {
     while merge_fts_step(conn)? {
         if interrupted() {
             return Ok(false);

@@ -249,7 +249,7 @@ pub(crate) fn index_pending_facts(conn: &rusqlite::Connection) -> Result<bool> {
 
 /// Pages of the full-text index one [`merge_fts_step`] writes at most (about 0.5 MiB, a
 /// few milliseconds of holding the write lock).
-pub(crate) const FTS_MERGE_STEP_PAGES: i64 = 128;
+const FTS_MERGE_STEP_PAGES: i64 = 128;
 
 /// One bounded step of merging the full-text index into a single segment, in its own
 /// transaction; `Ok(false)` once there is nothing left to merge. FTS5 writes a segment per
