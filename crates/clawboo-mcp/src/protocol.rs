@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use clawboo_store::{SettleWrite, Store, StoreError};
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject, MetaObject, Tool};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, MetaObject, RequestId, Tool};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -78,6 +78,28 @@ fn simplify(value: &mut Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(simplify),
         _ => {}
+    }
+}
+
+/// The id of a `tools/call` of the plain shape (`jsonrpc`, an integer or string `id`,
+/// `method`, and `params` holding `name` and an optional `arguments` object, nothing else),
+/// else `None`. Such a message is always a valid request that rmcp decodes the same way,
+/// so the transports build or pass it without serde's slow path through rmcp's flattened,
+/// untagged message enums (which buffers the whole message twice over).
+pub fn plain_tools_call_id(object: &JsonObject) -> Option<RequestId> {
+    let Some(Value::Object(params)) = object.get("params") else {
+        return None;
+    };
+    let plain = object.len() == 4
+        && object.get("jsonrpc").and_then(Value::as_str) == Some("2.0")
+        && object.get("method").and_then(Value::as_str) == Some("tools/call")
+        && params.get("name").is_some_and(Value::is_string)
+        && params.get("arguments").is_none_or(Value::is_object)
+        && params.len() == 1 + usize::from(params.contains_key("arguments"));
+    match object.get("id") {
+        Some(Value::Number(n)) if plain => n.as_i64().map(RequestId::Number),
+        Some(Value::String(s)) if plain => Some(RequestId::String(s.as_str().into())),
+        _ => None,
     }
 }
 

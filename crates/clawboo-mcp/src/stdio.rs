@@ -25,6 +25,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::protocol::plain_tools_call_id;
+
 /// The longest accepted JSON-RPC line (bytes); a longer one is answered with a parse error.
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
@@ -385,7 +387,7 @@ fn plain_tools_call(message: Value) -> Result<ClientJsonRpcMessage, Value> {
     let Value::Object(mut object) = message else {
         return Err(message);
     };
-    let Some(id) = plain_call_id(&object) else {
+    let Some(id) = plain_tools_call_id(&object) else {
         return Err(Value::Object(object));
     };
     // The shape was checked: these matches always take their first arm.
@@ -406,24 +408,6 @@ fn plain_tools_call(message: Value) -> Result<ClientJsonRpcMessage, Value> {
         id,
         ClientRequest::CallToolRequest(CallToolRequest::new(call)),
     )))
-}
-
-/// The id of a `tools/call` of the plain shape [`plain_tools_call`] builds, else `None`.
-fn plain_call_id(object: &JsonObject) -> Option<RequestId> {
-    let Some(Value::Object(params)) = object.get("params") else {
-        return None;
-    };
-    let plain = object.len() == 4
-        && object.get("jsonrpc").and_then(Value::as_str) == Some("2.0")
-        && object.get("method").and_then(Value::as_str) == Some("tools/call")
-        && params.get("name").is_some_and(Value::is_string)
-        && params.get("arguments").is_none_or(Value::is_object)
-        && params.len() == 1 + usize::from(params.contains_key("arguments"));
-    match object.get("id") {
-        Some(Value::Number(n)) if plain => n.as_i64().map(RequestId::Number),
-        Some(Value::String(s)) if plain => Some(RequestId::String(s.as_str().into())),
-        _ => None,
-    }
 }
 
 /// The message's id when it is one a response may carry (a string or a number), else null.

@@ -22,6 +22,7 @@ use axum::body::Body;
 use axum::http::{HeaderValue, Method, Request, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use clawboo_mcp::protocol::plain_tools_call_id;
 use http_body_util::BodyExt;
 use rmcp::ServerHandler;
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
@@ -229,20 +230,28 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
                 "Invalid Request: JSON-RPC batches are not supported; send one message per POST.",
             );
         }
-        let message: ClientJsonRpcMessage = match serde_json::from_value(value) {
-            Ok(m) => m,
-            Err(e) => {
-                return jsonrpc_error(
-                    StatusCode::BAD_REQUEST,
-                    INVALID_REQUEST,
-                    &format!("Invalid Request: not a JSON-RPC 2.0 message ({e})"),
-                );
+        // A plain `tools/call` (nearly every POST of a busy session) is a valid message
+        // and no `initialize`; anything else is checked against rmcp's message type here,
+        // so a bad one gets our JSON-RPC error rather than rmcp's plain-text answer.
+        let is_plain_call =
+            matches!(&value, serde_json::Value::Object(o) if plain_tools_call_id(o).is_some());
+        let is_initialize = if is_plain_call {
+            false
+        } else {
+            match serde_json::from_value::<ClientJsonRpcMessage>(value) {
+                Ok(message) => matches!(
+                    &message,
+                    ClientJsonRpcMessage::Request(r) if matches!(r.request, ClientRequest::InitializeRequest(_))
+                ),
+                Err(e) => {
+                    return jsonrpc_error(
+                        StatusCode::BAD_REQUEST,
+                        INVALID_REQUEST,
+                        &format!("Invalid Request: not a JSON-RPC 2.0 message ({e})"),
+                    );
+                }
             }
         };
-        let is_initialize = matches!(
-            &message,
-            ClientJsonRpcMessage::Request(r) if matches!(r.request, ClientRequest::InitializeRequest(_))
-        );
         // rmcp insists on an Accept header naming both JSON and SSE; a client that sent
         // none (or */*) accepts both, so say so on its behalf.
         let accept_any = parts

@@ -108,6 +108,15 @@ async fn session_errors_have_the_contract_texts() {
     let (status, body) = error_of(post(&http, &url, Some("not-a-session"), &list).await).await;
     assert_eq!(status, 404);
     assert_session_error(&body, -32000, NO_SESSION);
+    // A plain tools/call (which skips the full message check) gets the same answers.
+    let call = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                      "params": {"name": "list_tasks", "arguments": {}}});
+    let (status, body) = error_of(post(&http, &url, None, &call).await).await;
+    assert_eq!(status, 400);
+    assert_session_error(&body, -32000, NO_SESSION);
+    let (status, body) = error_of(post(&http, &url, Some("not-a-session"), &call).await).await;
+    assert_eq!(status, 404);
+    assert_session_error(&body, -32000, NO_SESSION);
 
     let get = http
         .get(&url)
