@@ -10,7 +10,9 @@
 //! - malformed JSON → 400 with -32700; a body that is JSON but not JSON-RPC → 400 -32600;
 //! - a transport failure → 500 `{"error": …}`;
 //! - `MCP-Protocol-Version` must be one of the versions this server speaks (the
-//!   initialize-less 2026 protocol is not offered).
+//!   initialize-less 2026 protocol is not offered);
+//! - a request answered at once is answered with one JSON body, not rmcp's SSE stream
+//!   (within 250 ms, and only when the answer is the first message).
 //!
 //! Host/Origin checks are done once for all of `/api/*` by the guard, so rmcp's own are off.
 
@@ -355,6 +357,11 @@ fn resume_sse(parts: http::response::Parts, head: Bytes, rest: Body) -> Response
         Body::from_stream(head.chain(rest.into_data_stream())),
     )
 }
+
+// The events are read here rather than with an SSE decoder crate because the bytes read
+// must be replayed untouched when the stream is kept, and only rmcp's own framing needs
+// reading (`data:` lines, `\n` line ends, an event ended by a blank line); anything else
+// is never taken for an answer, so such a stream simply stays SSE.
 
 /// Length of the first whole SSE event in `bytes` (through its blank line), if any.
 fn find_event_end(bytes: &[u8]) -> Option<usize> {
