@@ -14,8 +14,7 @@
 use std::io;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest,
-    InitializeRequestParams, JsonObject, JsonRpcMessage, JsonRpcRequest, RequestId,
+    ClientJsonRpcMessage, ClientRequest, InitializeRequestParams, JsonRpcMessage, RequestId,
     ServerJsonRpcMessage,
 };
 use rmcp::transport::Transport;
@@ -25,7 +24,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::protocol::plain_tools_call_id;
+use crate::protocol::plain_tools_call;
 
 /// The longest accepted JSON-RPC line (bytes); a longer one is answered with a parse error.
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
@@ -378,38 +377,6 @@ impl<R> Drop for LineTransport<R> {
     }
 }
 
-/// A `tools/call` of the plain shape (`id` an integer or string; `params` holding `name`
-/// and an optional `arguments` object, nothing else) built as rmcp's type directly; any
-/// other message comes back untouched for rmcp's decoder. Nearly every message of a busy
-/// session is such a call, and serde's path through rmcp's flattened, untagged message
-/// enums buffers the whole message twice over: a tenth of a `claim_task`'s CPU.
-fn plain_tools_call(message: Value) -> Result<ClientJsonRpcMessage, Value> {
-    let Value::Object(mut object) = message else {
-        return Err(message);
-    };
-    let Some(id) = plain_tools_call_id(&object) else {
-        return Err(Value::Object(object));
-    };
-    // The shape was checked: these matches always take their first arm.
-    let mut params = match object.remove("params") {
-        Some(Value::Object(params)) => params,
-        _ => JsonObject::new(),
-    };
-    let name = match params.remove("name") {
-        Some(Value::String(name)) => name,
-        _ => String::new(),
-    };
-    let mut call = CallToolRequestParams::new(name);
-    call.arguments = match params.remove("arguments") {
-        Some(Value::Object(arguments)) => Some(arguments),
-        _ => None,
-    };
-    Ok(JsonRpcMessage::Request(JsonRpcRequest::new(
-        id,
-        ClientRequest::CallToolRequest(CallToolRequest::new(call)),
-    )))
-}
-
 /// The message's id when it is one a response may carry (a string or a number), else null.
 fn scalar_id(message: &Value) -> Value {
     match message.get("id") {
@@ -517,41 +484,6 @@ mod tests {
         );
         assert_eq!(scalar_id(&json!({"id":[1]})), Value::Null);
         assert_eq!(scalar_id(&json!({"id":"a"})), json!("a"));
-    }
-
-    #[test]
-    fn plain_tools_calls_decode_as_rmcp_decodes_them() {
-        let calls = [
-            json!({"jsonrpc":"2.0","id":7,"method":"tools/call",
-                   "params":{"name":"claim_task","arguments":{"taskId":"t","n":[1,{"a":null}]}}}),
-            json!({"params":{"name":"list_tasks"},"id":"req-1","method":"tools/call","jsonrpc":"2.0"}),
-            json!({"jsonrpc":"2.0","id":-3,"method":"tools/call","params":{"name":"x","arguments":{}}}),
-        ];
-        for call in calls {
-            let fast = plain_tools_call(call.clone()).expect("a plain tools/call");
-            let decoded: ClientJsonRpcMessage = serde_json::from_value(call.clone()).unwrap();
-            assert_eq!(
-                serde_json::to_value(&fast).unwrap(),
-                serde_json::to_value(&decoded).unwrap()
-            );
-            assert_eq!(serde_json::to_value(&fast).unwrap(), call);
-        }
-        // Everything else goes to rmcp's decoder unchanged.
-        let others = [
-            json!({"jsonrpc":"2.0","id":1,"method":"tools/call",
-                   "params":{"name":"x","_meta":{"progressToken":1}}}),
-            json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":null}}),
-            json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5}}),
-            json!({"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"x"}}),
-            json!({"jsonrpc":"2.0","id":u64::MAX,"method":"tools/call","params":{"name":"x"}}),
-            json!({"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}),
-            json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"name":"x"}}),
-            json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"},"extra":1}),
-            json!([1]),
-        ];
-        for other in others {
-            assert_eq!(plain_tools_call(other.clone()).err(), Some(other));
-        }
     }
 
     /// Lines read through [`Inbound`] from `input`, with everything it answered.

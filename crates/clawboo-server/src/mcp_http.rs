@@ -21,17 +21,26 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{HeaderValue, Method, Request, StatusCode, Uri, header};
+use std::pin::Pin;
+
+use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use clawboo_mcp::protocol::plain_tools_call_id;
+use clawboo_mcp::protocol::plain_tools_call;
+use futures::{Stream, StreamExt};
 use http_body_util::BodyExt;
 use rmcp::ServerHandler;
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientRequest, GetExtensions, GetMeta, JsonRpcMessage, JsonRpcRequest,
+    ServerJsonRpcMessage,
+};
+use rmcp::transport::common::server_side_http::ServerSseMessage;
+use rmcp::transport::streamable_http_server::SessionId;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
+use sse_stream::{KeepAlive, Sse, SseBody};
 
 /// The protocol versions served (all negotiate through `initialize`).
 pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] =
@@ -232,19 +241,13 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
                 "Invalid Request: JSON-RPC batches are not supported; send one message per POST.",
             );
         }
-        // A plain `tools/call` (nearly every POST of a busy session) is a valid message
-        // and no `initialize`; anything else is checked against rmcp's message type here,
-        // so a bad one gets our JSON-RPC error rather than rmcp's plain-text answer.
-        let is_plain_call =
-            matches!(&value, serde_json::Value::Object(o) if plain_tools_call_id(o).is_some());
-        let is_initialize = if is_plain_call {
-            false
-        } else {
-            match serde_json::from_value::<ClientJsonRpcMessage>(value) {
-                Ok(message) => matches!(
-                    &message,
-                    ClientJsonRpcMessage::Request(r) if matches!(r.request, ClientRequest::InitializeRequest(_))
-                ),
+        // A plain `tools/call` (nearly every POST of a busy session) is built as rmcp's
+        // message directly; anything else is checked against rmcp's message type here, so a
+        // bad one gets our JSON-RPC error rather than rmcp's plain-text answer.
+        let message = match plain_tools_call(value) {
+            Ok(call) => call,
+            Err(value) => match serde_json::from_value::<ClientJsonRpcMessage>(value) {
+                Ok(message) => message,
                 Err(e) => {
                     return jsonrpc_error(
                         StatusCode::BAD_REQUEST,
@@ -252,8 +255,12 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
                         &format!("Invalid Request: not a JSON-RPC 2.0 message ({e})"),
                     );
                 }
-            }
+            },
         };
+        let is_initialize = matches!(
+            &message,
+            ClientJsonRpcMessage::Request(r) if matches!(r.request, ClientRequest::InitializeRequest(_))
+        );
         // rmcp insists on an Accept header naming both JSON and SSE; a client that sent
         // none (or */*) accepts both, so say so on its behalf.
         let accept_any = parts
@@ -284,121 +291,193 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
                 if !self.has_session(&id).await {
                     return jsonrpc_error(StatusCode::NOT_FOUND, SERVER_ERROR, NO_SESSION);
                 }
-                json_when_quick(finish(self.shared.handle(req).await).await).await
+                match direct_request(message, req.headers()) {
+                    Some(request) => self.answer_in_session(id.into(), request, req).await,
+                    None => finish(self.shared.handle(req).await).await,
+                }
             }
         }
     }
+
+    /// Hand a request straight to its session and answer from the session's stream of
+    /// messages for it: one JSON body when the answer comes first and within
+    /// [`JSON_ANSWER_WITHIN`], else the stream as SSE (the same events rmcp would send).
+    async fn answer_in_session(
+        &self,
+        session: SessionId,
+        mut request: JsonRpcRequest<ClientRequest>,
+        req: Request<Body>,
+    ) -> Response {
+        // As rmcp does: the handler may read the HTTP request's head from the extensions.
+        let (parts, _) = req.into_parts();
+        request.request.extensions_mut().insert(parts);
+        let message = ClientJsonRpcMessage::Request(request);
+        match self.manager.create_stream(&session, message).await {
+            Ok(stream) => answer_from_stream(stream, self.rmcp_config.sse_keep_alive).await,
+            Err(e) => {
+                tracing::error!(error = %e, "MCP session could not take a request");
+                crate::error::json_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!(
+                        "the MCP session could not take the request ({e}); retry it, or start a new session with initialize"
+                    ),
+                )
+            }
+        }
+    }
+}
+
+/// The request, when rmcp's own checks of a session POST would pass it unchanged and it can
+/// go straight to the session: a request other than `initialize`, without a protocol
+/// version of its own in `_meta`, from a client that accepts JSON and SSE and sent JSON
+/// (the protocol-version header was checked in [`McpHttpService::handle`]). `None` for
+/// anything else, which rmcp's service answers from the body as before (notifications,
+/// refusals).
+fn direct_request(
+    message: ClientJsonRpcMessage,
+    headers: &HeaderMap,
+) -> Option<JsonRpcRequest<ClientRequest>> {
+    let ClientJsonRpcMessage::Request(request) = message else {
+        return None;
+    };
+    let direct = !matches!(request.request, ClientRequest::InitializeRequest(_))
+        && request.request.get_meta().protocol_version().is_none()
+        && names_media_types(headers, header::ACCEPT, &[JSON_MIME, SSE_MIME])
+        && names_media_types(headers, header::CONTENT_TYPE, &[JSON_MIME]);
+    direct.then_some(request)
+}
+
+const JSON_MIME: &str = "application/json";
+const SSE_MIME: &str = "text/event-stream";
+
+/// Whether the `name` header lists every one of `wanted` (media types, parameters ignored).
+fn names_media_types(headers: &HeaderMap, name: header::HeaderName, wanted: &[&str]) -> bool {
+    let listed: Vec<&str> = headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|item| item.split(';').next().unwrap_or_default().trim())
+        .collect();
+    wanted
+        .iter()
+        .all(|w| listed.iter().any(|l| l.eq_ignore_ascii_case(w)))
 }
 
 /// How long a request's answer may take and still be sent as one JSON body.
 const JSON_ANSWER_WITHIN: Duration = Duration::from_millis(250);
 
-/// rmcp answers every request POST of a session with an SSE stream: a priming event, the
-/// answer, the end. When the answer is the stream's first message and comes within
-/// [`JSON_ANSWER_WITHIN`], send it instead as one `application/json` body, which the MCP
-/// specification allows for any request: one write instead of two and no SSE framing for
-/// the client to parse (about a tenth of a quick call's cost on both sides). A call that
-/// sends anything first (progress, a log message, a request to the client) or takes
-/// longer keeps its SSE stream, with every event seen so far at its head.
-async fn json_when_quick(response: Response) -> Response {
-    let is_sse = response.status() == StatusCode::OK
-        && response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-    if !is_sse {
-        return response;
-    }
-    let (parts, mut body) = response.into_parts();
-    let mut seen = bytes::BytesMut::new();
-    let mut scanned = 0;
+/// Answer a request from its session's stream: when the answer is the stream's first
+/// message (after rmcp's priming event) and comes within [`JSON_ANSWER_WITHIN`], as one
+/// `application/json` body, which the MCP specification allows for any request: one write
+/// instead of two and no SSE framing for the client to parse. A call that sends anything
+/// first (progress, a log message, a request to the client) or takes longer is answered
+/// with the stream as SSE, every event seen so far at its head.
+async fn answer_from_stream(
+    stream: impl Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+    keep_alive: Option<Duration>,
+) -> Response {
+    let mut stream = Box::pin(stream);
+    let mut head = Vec::new();
     let deadline = tokio::time::sleep(JSON_ANSWER_WITHIN);
     tokio::pin!(deadline);
     loop {
-        let frame = tokio::select! {
-            frame = body.frame() => frame,
+        let item = tokio::select! {
+            item = stream.next() => item,
             () = &mut deadline => break,
         };
-        match frame {
-            Some(Ok(frame)) => match frame.into_data() {
-                Ok(data) => seen.extend_from_slice(&data),
-                Err(_) => continue,
-            },
-            Some(Err(_)) | None => break,
-        }
-        // Look at each whole event (they end with a blank line) not yet looked at.
-        while let Some(end) = find_event_end(&seen[scanned..]) {
-            let event = &seen[scanned..scanned + end];
-            scanned += end;
-            match sse_data(event) {
-                None => continue,
-                Some(data) if is_response(&data) => {
-                    let mut answer = Response::new(Body::from(data));
-                    answer.headers_mut().insert(
-                        header::CONTENT_TYPE,
-                        HeaderValue::from_static("application/json"),
-                    );
-                    return answer;
-                }
-                Some(_) => return resume_sse(parts, seen.freeze(), body),
+        let Some(item) = item else { break };
+        match item.message.as_deref() {
+            // rmcp's priming event (an id to resume from): only an SSE answer needs it.
+            None => head.push(item),
+            Some(JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_)) => {
+                return json_answer(item.message.as_deref());
+            }
+            Some(_) => {
+                head.push(item);
+                break;
             }
         }
     }
-    resume_sse(parts, seen.freeze(), body)
+    sse_answer(futures::stream::iter(head).chain(stream), keep_alive)
 }
 
-/// The SSE response again: the bytes already read, then the rest of the stream.
-fn resume_sse(parts: http::response::Parts, head: Bytes, rest: Body) -> Response {
-    use futures::StreamExt;
-    let head = futures::stream::once(async move { Ok::<_, axum::Error>(head) });
-    Response::from_parts(
-        parts,
-        Body::from_stream(head.chain(rest.into_data_stream())),
+/// One JSON-RPC response as an `application/json` body.
+fn json_answer(message: Option<&ServerJsonRpcMessage>) -> Response {
+    match serde_json::to_vec(&message) {
+        Ok(body) => (
+            [(header::CONTENT_TYPE, HeaderValue::from_static(JSON_MIME))],
+            body,
+        )
+            .into_response(),
+        Err(e) => crate::error::json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the answer could not be encoded ({e}); retry the request"),
+        ),
+    }
+}
+
+/// A session's messages as an SSE response, framed as rmcp frames them (with the
+/// `sse-stream` crate rmcp uses, so events, ids, retry hints and keep-alives are the same
+/// bytes).
+fn sse_answer(
+    stream: impl Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+    keep_alive: Option<Duration>,
+) -> Response {
+    let events = stream.map(|message| {
+        let data = match message.message.as_deref().map(serde_json::to_string) {
+            Some(Ok(data)) => data,
+            Some(Err(e)) => {
+                tracing::error!(error = %e, "an MCP message could not be encoded; sending it empty");
+                String::new()
+            }
+            // A priming event: empty data (SEP-1699).
+            None => String::new(),
+        };
+        Ok::<_, Infallible>(Sse {
+            event: None,
+            data: Some(data),
+            id: message.event_id,
+            retry: message.retry.map(|r| u64::try_from(r.as_millis()).unwrap_or(u64::MAX)),
+        })
+    });
+    let body = match keep_alive {
+        Some(interval) => Body::new(
+            SseBody::new(events)
+                .with_keep_alive::<KeepAliveTimer>(KeepAlive::new().interval(interval)),
+        ),
+        None => Body::new(SseBody::new(events)),
+    };
+    (
+        [
+            (header::CONTENT_TYPE, SSE_MIME),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        body,
     )
+        .into_response()
 }
 
-// The events are read here rather than with an SSE decoder crate because the bytes read
-// must be replayed untouched when the stream is kept, and only rmcp's own framing needs
-// reading (`data:` lines, `\n` line ends, an event ended by a blank line); anything else
-// is never taken for an answer, so such a stream simply stays SSE.
+/// Tokio's sleep as the keep-alive clock of an [`SseBody`].
+struct KeepAliveTimer(Pin<Box<tokio::time::Sleep>>);
 
-/// Length of the first whole SSE event in `bytes` (through its blank line), if any.
-fn find_event_end(bytes: &[u8]) -> Option<usize> {
-    bytes.windows(2).position(|w| w == b"\n\n").map(|i| i + 2)
-}
+impl Future for KeepAliveTimer {
+    type Output = ();
 
-/// An SSE event's data (its `data:` lines joined by newlines), or `None` for an event
-/// without data: a comment (keep-alive) or rmcp's priming event (`data:` with nothing).
-fn sse_data(event: &[u8]) -> Option<String> {
-    let text = std::str::from_utf8(event).ok()?;
-    let mut data: Option<String> = None;
-    for line in text.lines() {
-        if let Some(value) = line.strip_prefix("data:") {
-            let value = value.strip_prefix(' ').unwrap_or(value);
-            match data.as_mut() {
-                Some(d) => {
-                    d.push('\n');
-                    d.push_str(value);
-                }
-                None => data = Some(value.to_owned()),
-            }
-        }
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        self.0.as_mut().poll(cx)
     }
-    data.filter(|d| !d.is_empty())
 }
 
-/// Whether a JSON-RPC message is a response (a result or an error), not a request or a
-/// notification the server sends first.
-fn is_response(message: &str) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Shape {
-        method: Option<serde::de::IgnoredAny>,
-        result: Option<serde::de::IgnoredAny>,
-        error: Option<serde::de::IgnoredAny>,
+impl sse_stream::Timer for KeepAliveTimer {
+    fn from_duration(duration: Duration) -> Self {
+        KeepAliveTimer(Box::pin(tokio::time::sleep(duration)))
     }
-    serde_json::from_str::<Shape>(message)
-        .is_ok_and(|m| m.method.is_none() && (m.result.is_some() || m.error.is_some()))
+
+    fn reset(mut self: Pin<&mut Self>, when: std::time::Instant) {
+        self.0.as_mut().reset(tokio::time::Instant::from_std(when));
+    }
 }
 
 /// Turn rmcp's plain-text error answers into JSON: 5xx → `{"error": …}`, 4xx → a JSON-RPC

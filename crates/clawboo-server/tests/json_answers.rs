@@ -136,6 +136,11 @@ async fn quick_answers_are_json_and_streaming_or_slow_ones_stay_sse() {
         content_type.starts_with("text/event-stream"),
         "{content_type}"
     );
+    // Framed as rmcp frames it: the priming event (an id to resume from, a retry hint), then
+    // each message with its own id.
+    assert!(text.starts_with("data: \nid: "), "{text}");
+    assert!(text.contains("retry: 3000\n"), "{text}");
+    assert_eq!(text.matches("\nid: ").count(), 3, "{text}");
     let messages = sse_messages(&text);
     assert_eq!(messages.len(), 2, "{text}");
     assert_eq!(messages[0]["method"], "notifications/progress");
