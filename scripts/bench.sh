@@ -45,6 +45,7 @@ OUT=target/bench-results.txt
   run stdio --tool get-task --tasks 1000 --calls "$(scale 20000)"
   run stdio --tool get-task --tasks 100000 --calls "$(scale 20000)"
   run stdio --tool claim-task --calls "$(scale 20000)"
+  run stdio --tool claim-task --calls "$(scale 20000)" --claim-order created
   run stdio --tool create-subtask --calls "$(scale 20000)"
   run stdio --tool list-tasks --tasks 1000 --calls "$(scale 300)" --warmup 10
   run stdio --tool list-tasks --tasks 100000 --calls "$(scale 20)" --warmup 1

@@ -27,7 +27,7 @@ use serde_json::json;
 use crate::load::{HttpLoad, MakeCall, no_errors, round_robin, run_stdio};
 use crate::procs::{ServeProcess, StdioServer, clawboo_command, mib};
 use crate::report::percentile;
-use crate::workload::{BenchTool, Mode, Workload, WorkloadSpec};
+use crate::workload::{BenchTool, ClaimOrder, Mode, Workload, WorkloadSpec};
 
 #[derive(Parser)]
 #[command(about = "Benchmarks for clawboo's MCP servers (stdio and HTTP), its store, and a peer")]
@@ -140,6 +140,9 @@ struct LoadArgs {
     /// Unmeasured calls first (fills caches, e.g. the vector cache).
     #[arg(long, default_value_t = 200)]
     warmup: usize,
+    /// The order claim-task takes its tasks in.
+    #[arg(long, value_enum, default_value = "board")]
+    claim_order: ClaimOrder,
 }
 
 /// Where the peer is.
@@ -323,6 +326,7 @@ fn workload(env: &Env, load: &LoadArgs) -> anyhow::Result<Arc<Workload>> {
         facts: load.facts,
         mode: load.mode,
         total_calls: load.warmup + load.calls,
+        claim_order: load.claim_order,
         embeddings: env.embeddings.clone(),
         data_dir: env.data_dir.clone(),
     })?))

@@ -63,6 +63,17 @@ impl Mode {
     }
 }
 
+/// The order `claim_task` takes the seeded todo tasks in (they have priorities 0-4 in turn).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ClaimOrder {
+    /// The board's order, as an agent takes the next ready task: highest priority first,
+    /// then oldest (`list_tasks` with `ready`).
+    Board,
+    /// Creation order, priorities interleaved: each claim moves index entries far from
+    /// the previous one's (the order of the figures before 2026-12-01 08:30 UTC).
+    Created,
+}
+
 /// Sizes and options of a workload.
 #[derive(Debug, Clone)]
 pub struct WorkloadSpec {
@@ -76,6 +87,8 @@ pub struct WorkloadSpec {
     pub mode: Mode,
     /// Calls that will be made (warm-up included), for workloads that use up data.
     pub total_calls: usize,
+    /// The order of `claim_task`'s tasks.
+    pub claim_order: ClaimOrder,
     /// `CLAWBOO_EMBEDDINGS` of the servers.
     pub embeddings: String,
     /// Where slow-to-seed databases are kept between runs.
@@ -111,6 +124,17 @@ impl Workload {
             }
             BenchTool::ClaimTask => {
                 ids = seed::board(&fresh, spec.total_calls)?;
+                if spec.claim_order == ClaimOrder::Board {
+                    let ready = TaskFilter {
+                        ready: true,
+                        ..TaskFilter::default()
+                    };
+                    ids = Store::open(&fresh)?
+                        .list_tasks(&ready)?
+                        .into_iter()
+                        .map(|t| t.id)
+                        .collect();
+                }
                 fresh
             }
             BenchTool::CreateSubtask => {
