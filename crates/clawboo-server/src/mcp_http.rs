@@ -11,8 +11,9 @@
 //! - a transport failure → 500 `{"error": …}`;
 //! - `MCP-Protocol-Version` must be one of the versions this server speaks (the
 //!   initialize-less 2026 protocol is not offered);
-//! - a request answered at once is answered with one JSON body, not rmcp's SSE stream
-//!   (within 250 ms, and only when the answer is the first message).
+//! - a request of a session goes straight to rmcp's session manager (rmcp's own POST
+//!   checks are known to pass it) and is answered with one JSON body when its answer is
+//!   the first message and comes within 250 ms, else with the stream as SSE.
 //!
 //! Host/Origin checks are done once for all of `/api/*` by the guard, so rmcp's own are off.
 
@@ -352,16 +353,17 @@ const SSE_MIME: &str = "text/event-stream";
 
 /// Whether the `name` header lists every one of `wanted` (media types, parameters ignored).
 fn names_media_types(headers: &HeaderMap, name: header::HeaderName, wanted: &[&str]) -> bool {
-    let listed: Vec<&str> = headers
-        .get_all(name)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|item| item.split(';').next().unwrap_or_default().trim())
-        .collect();
-    wanted
-        .iter()
-        .all(|w| listed.iter().any(|l| l.eq_ignore_ascii_case(w)))
+    wanted.iter().all(|w| {
+        headers
+            .get_all(&name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|item| {
+                let media_type = item.split(';').next().unwrap_or_default();
+                media_type.trim().eq_ignore_ascii_case(w)
+            })
+    })
 }
 
 /// How long a request's answer may take and still be sent as one JSON body.
@@ -390,8 +392,8 @@ async fn answer_from_stream(
         match item.message.as_deref() {
             // rmcp's priming event (an id to resume from): only an SSE answer needs it.
             None => head.push(item),
-            Some(JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_)) => {
-                return json_answer(item.message.as_deref());
+            Some(answer @ (JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_))) => {
+                return json_answer(answer);
             }
             Some(_) => {
                 head.push(item);
@@ -403,7 +405,7 @@ async fn answer_from_stream(
 }
 
 /// One JSON-RPC response as an `application/json` body.
-fn json_answer(message: Option<&ServerJsonRpcMessage>) -> Response {
+fn json_answer(message: &ServerJsonRpcMessage) -> Response {
     match serde_json::to_vec(&message) {
         Ok(body) => (
             [(header::CONTENT_TYPE, HeaderValue::from_static(JSON_MIME))],
