@@ -74,12 +74,40 @@ fn check_flags(server: &str, args: &StdioArgs) -> anyhow::Result<()> {
 /// the connection anyway, and a single-threaded reactor keeps cold start and idle memory
 /// small.
 fn serve_on_this_thread<T: ToolSet>(server: McpServer<T>) -> anyhow::Result<()> {
+    keep_freed_heap_top();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(serve_stdio(server))?;
     Ok(())
 }
+
+/// How much freed memory may sit at the top of the heap before glibc gives it back.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const HEAP_TRIM_THRESHOLD: libc::c_int = 1 << 20;
+
+/// Let up to [`HEAP_TRIM_THRESHOLD`] of freed memory stay at the top of the heap. A stdio
+/// server's one thread allocates from glibc's main heap, and each write of a group commit
+/// makes SQLite allocate its savepoint journal (one 64 KiB buffer) and free it on release.
+/// With glibc's default (128 KiB, moved by its own heuristics) that buffer can land on a
+/// top that the free shrinks and the next write grows again: perf stat counted 12-24k
+/// `brk` calls a second (one or two a claim) and as many page faults, in about half the
+/// runs of the claim bench; with this setting none (docs/BENCHMARKS.md). Not for `serve`:
+/// its worker threads allocate from arenas of their own, where the same setting measured
+/// no gain and 0.5-1 MiB more RSS.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+fn keep_freed_heap_top() {
+    // SAFETY: `mallopt` only changes a parameter of glibc's allocator, under the
+    // allocator's own lock; it has no precondition and may be called at any time.
+    if unsafe { libc::mallopt(libc::M_TRIM_THRESHOLD, HEAP_TRIM_THRESHOLD) } == 0 {
+        tracing::debug!("glibc refused M_TRIM_THRESHOLD; the heap trims at its default");
+    }
+}
+
+/// Other C libraries keep no such threshold to tune.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn keep_freed_heap_top() {}
 
 /// The Tasks server over stdio.
 pub fn serve_tasks(args: StdioArgs) -> anyhow::Result<()> {
