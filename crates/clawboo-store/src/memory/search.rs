@@ -5,6 +5,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::MutexGuard;
 
 use serde::Serialize;
 
@@ -352,7 +353,10 @@ type ChangedRow = (
 impl Memory {
     /// Search facts in `scope`. `mode` `None` uses [`Memory::default_mode`]; vector and
     /// hybrid fall back to full text when there is no embedder or embedding the query
-    /// fails (the outcome's `mode` says which ran). `limit` must be 1..=100.
+    /// fails (the outcome's `mode` says which ran). `limit` must be 1..=100. Not for use
+    /// inside a [`crate::Store::write`]: a hybrid search reads on a second thread, which
+    /// cannot share that write's connection (on an in-memory store it would wait for it
+    /// forever).
     pub fn search(
         &self,
         query: &str,
@@ -411,9 +415,26 @@ impl Memory {
             }
             SearchMode::Fts | SearchMode::Hybrid => {
                 let candidates = limit.max(FUSION_CANDIDATES);
-                let fts = self.fts_ranked(&words, scope, candidates)?;
-                let vector = self.vector_ranked(&qv, &model, scope, candidates)?;
-                let hits = self.fuse(fts, vector, limit)?;
+                // The cache is brought up to date first: that reads the writer's connection,
+                // which the full-text ranking may take for itself.
+                let vectors = self.fresh_vectors(&model, qv.len())?;
+                // Both rankings at once: SQLite ranks the full-text matches on a thread of
+                // its own while this one scans the vectors; on 100k facts each takes
+                // milliseconds, so a search waits for the longer instead of the sum.
+                let (fts, vector) = std::thread::scope(|threads| {
+                    let fts = threads.spawn(|| self.fts_ranked(&words, scope, candidates));
+                    // Moved in, so the cache unlocks when the scan ends (other searches
+                    // wait on it), not when the full-text ranking does.
+                    let vector = {
+                        let vectors = vectors;
+                        vectors.top_k(&qv, scope, candidates)
+                    };
+                    let fts = fts
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                    (fts, vector)
+                });
+                let hits = self.fuse(fts?, vector, limit)?;
                 Ok(SearchOutcome {
                     hits,
                     mode: SearchMode::Hybrid,
@@ -511,8 +532,7 @@ impl Memory {
     }
 
     /// The best `k` facts in scope by cosine similarity to `query` (positive only), among
-    /// facts embedded by `model` at the query's dimension. Facts lacking such a vector are
-    /// embedded first (up to [`LAZY_EMBED_PER_SEARCH`] per search).
+    /// facts embedded by `model` at the query's dimension.
     fn vector_ranked(
         &self,
         query: &[f32],
@@ -520,12 +540,20 @@ impl Memory {
         scope: &ScopeFilter,
         k: usize,
     ) -> Result<Vec<(i64, f32)>> {
+        Ok(self
+            .fresh_vectors(model, query.len())?
+            .top_k(query, scope, k))
+    }
+
+    /// The vector cache for `model` at `dim`, brought in step with the database first.
+    /// Facts lacking such a vector are embedded (up to [`LAZY_EMBED_PER_SEARCH`] per call).
+    fn fresh_vectors(&self, model: &str, dim: usize) -> Result<MutexGuard<'_, VectorCache>> {
         let mut cache = self
             .vectors
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if cache.model != model || cache.dim != query.len() {
-            cache.reset(model, query.len());
+        if cache.model != model || cache.dim != dim {
+            cache.reset(model, dim);
         }
         // Read before looking, so a change committed meanwhile shows in the next token.
         let token = self.store.change_token()?;
@@ -546,7 +574,7 @@ impl Memory {
                 cache.complete_at = Some(self.store.change_token()?);
             }
         }
-        Ok(cache.top_k(query, scope, k))
+        Ok(cache)
     }
 
     /// How many facts the database holds.
