@@ -353,7 +353,7 @@ fn arguments(shape: &'static Shape, ids: Vec<String>) -> BoxedStrategy<Map<Strin
         .boxed()
 }
 
-/// Row counts of every table, by name.
+/// Row counts of every table but the full-text index's segment tables, by name.
 fn row_counts(store: &Store) -> BTreeMap<String, i64> {
     store
         .read(|c| {
@@ -363,6 +363,11 @@ fn row_counts(store: &Store) -> BTreeMap<String, i64> {
                 .collect::<Result<Vec<_>, _>>()?;
             names
                 .into_iter()
+                // The full-text index's segment tables: the store's checkpoint thread merges
+                // segments once the store has been idle for a second, which rewrites these
+                // rows (not what is indexed) while a case runs. A by-hand run of 20,000
+                // memory cases caught one.
+                .filter(|name| !name.ends_with("_fts_data") && !name.ends_with("_fts_idx"))
                 .map(|name| {
                     let n = c.query_row(&format!("SELECT count(*) FROM \"{name}\""), [], |r| {
                         r.get::<_, i64>(0)

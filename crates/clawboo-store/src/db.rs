@@ -521,7 +521,7 @@ impl Store {
         !std::mem::replace(&mut queue.draining, true)
     }
 
-    /// Run every queued write, up to [`MAX_GROUP`] per transaction: one `BEGIN IMMEDIATE`,
+    /// Run every queued write, up to `MAX_GROUP` per transaction: one `BEGIN IMMEDIATE`,
     /// each write in its own savepoint, one `COMMIT`, then each write settled. Writers that
     /// arrive while a group runs queue up behind it and share the next one, so N concurrent
     /// writes cost about one commit instead of N. Returns once the queue was seen empty
