@@ -90,9 +90,9 @@ const HEAP_TRIM_THRESHOLD: libc::c_int = 1 << 20;
 /// server's one thread allocates from glibc's main heap, and each write of a group commit
 /// makes SQLite allocate its savepoint journal (one 64 KiB buffer) and free it on release.
 /// With glibc's default (128 KiB, moved by its own heuristics) that buffer can land on a
-/// top that the free shrinks and the next write grows again: perf stat counted 12-24k
-/// `brk` calls a second (one or two a claim) and as many page faults, in about half the
-/// runs of the claim bench; with this setting none (docs/BENCHMARKS.md). Not for `serve`:
+/// top that the free shrinks and the next write grows again: perf stat counted up to 30k
+/// `brk` calls a second (about two a claim) and half as many page faults, in 4 of 7 runs
+/// of the claim bench; with this setting none (docs/BENCHMARKS.md). Not for `serve`:
 /// its worker threads allocate from arenas of their own, where the same setting measured
 /// no gain and 0.5-1 MiB more RSS.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
