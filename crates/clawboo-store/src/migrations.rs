@@ -22,6 +22,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0006_fact_scope_index",
         include_str!("../migrations/0006_fact_scope_index.sql"),
     ),
+    (
+        "0007_fact_recency_index",
+        include_str!("../migrations/0007_fact_recency_index.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).

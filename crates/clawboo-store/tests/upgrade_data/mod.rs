@@ -97,6 +97,8 @@ pub fn insert(conn: &Connection, version: i64) {
         3 => teamchat(conn),
         4 => tools(conn),
         5 => pending_fact(conn),
+        // Migration 6 added an index and no table: the rows of 1..=5 stand for it.
+        6 => {}
         other => panic!("no fixture data for schema version {other}: add it here"),
     }
 }
