@@ -26,6 +26,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0007_fact_recency_index",
         include_str!("../migrations/0007_fact_recency_index.sql"),
     ),
+    (
+        "0008_drop_unused_task_team_index",
+        include_str!("../migrations/0008_drop_unused_task_team_index.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).
