@@ -5,8 +5,9 @@
 -- chose `tasks_by_status` for the ORDER BY. No other statement filters tasks by team. Yet
 -- a claim moves the task's entry from (team, todo) to (team, in_progress): in a group
 -- commit of eight claims on the 100k-task bench board this index was 3.6 of the 8.6 WAL
--- pages written. With it gone, the CPU a claim costs the stdio server fell 15-27 % and a
--- subtask's 6-10 % (three rounds each, 8,000 calls eight at a time).
+-- pages written. With it gone, the CPU a claim costs the stdio server fell 12-34 % in four
+-- interleaved rounds of the bench (claims quicker in all four); subtasks were quicker in
+-- two rounds and within 4 % in the other two.
 --
 -- A team-filtered list that needs an index should get one shaped for its ORDER BY, with
 -- the query written so that SQLite can use it.
