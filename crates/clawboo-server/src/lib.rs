@@ -26,6 +26,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 pub mod error;
 pub mod guard;
 pub mod mcp_http;
+pub mod mcp_sessions;
 pub mod mounts;
 pub mod rate_limit;
 pub mod routes;

@@ -11,8 +11,9 @@
 //! - a transport failure → 500 `{"error": …}`;
 //! - `MCP-Protocol-Version` must be one of the versions this server speaks (the
 //!   initialize-less 2026 protocol is not offered);
-//! - a request of a session goes straight to rmcp's session manager (rmcp's own POST
-//!   checks are known to pass it) and is answered with one JSON body when its answer is
+//! - a request of a session goes straight to its session (`mcp_sessions`: our own
+//!   `SessionManager`, which rmcp's service uses too) once rmcp's own POST checks are
+//!   known to pass it, and is answered with one JSON body when its answer is
 //!   the first message and comes within 250 ms, else with the stream as SSE.
 //!
 //! Host/Origin checks are done once for all of `/api/*` by the guard, so rmcp's own are off.
@@ -38,10 +39,11 @@ use rmcp::model::{
 use rmcp::transport::common::server_side_http::ServerSseMessage;
 use rmcp::transport::streamable_http_server::SessionId;
 use rmcp::transport::streamable_http_server::session::SessionManager;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use sse_stream::{KeepAlive, Sse, SseBody};
+
+use crate::mcp_sessions::Sessions;
 
 /// The protocol versions served (all negotiate through `initialize`).
 pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] =
@@ -76,16 +78,19 @@ impl Default for McpHttpConfig {
     }
 }
 
+/// How long a client whose SSE stream dropped waits before it resumes (rmcp's default).
+const SSE_RETRY: Duration = Duration::from_secs(3);
+
 /// Builds a server for a new session from the `initialize` request's URI.
 type Factory<S> = Arc<dyn Fn(&Uri) -> S + Send + Sync>;
 
 /// One MCP server's Streamable HTTP endpoint with our session rules.
 pub struct McpHttpService<S> {
-    manager: Arc<LocalSessionManager>,
+    manager: Arc<Sessions>,
     rmcp_config: StreamableHttpServerConfig,
     factory: Factory<S>,
     /// Serves requests of existing sessions (its own factory is never used for a session).
-    shared: StreamableHttpService<S, LocalSessionManager>,
+    shared: StreamableHttpService<S, Sessions>,
     max_body_bytes: usize,
 }
 
@@ -122,14 +127,13 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
         factory: impl Fn(&Uri) -> S + Send + Sync + 'static,
         config: McpHttpConfig,
     ) -> McpHttpService<S> {
-        let mut manager = LocalSessionManager::default();
-        manager.session_config.keep_alive = Some(config.session_idle);
-        let manager = Arc::new(manager);
         let rmcp_config = StreamableHttpServerConfig::default()
             .disable_allowed_hosts()
             .disable_allowed_origins()
             .with_sse_keep_alive(Some(config.sse_keep_alive))
+            .with_sse_retry(Some(SSE_RETRY))
             .with_max_request_body_bytes(config.max_body_bytes);
+        let manager = Arc::new(Sessions::new(config.session_idle, SSE_RETRY));
         let factory: Factory<S> = Arc::new(factory);
         let unbound = factory.clone();
         let shared = StreamableHttpService::new(
@@ -148,7 +152,7 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
 
     /// How many sessions are open.
     pub async fn session_count(&self) -> usize {
-        self.manager.sessions.read().await.len()
+        self.manager.len()
     }
 
     async fn has_session(&self, id: &str) -> bool {
