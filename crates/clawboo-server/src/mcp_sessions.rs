@@ -256,13 +256,15 @@ impl SessionManager for Sessions {
         let session = self.get(id)?;
         session.touch();
         // Our ids are `<stream>/<index>`; rmcp's own priming event of a GET stream or of an
-        // `initialize` answer is a bare "0", which resumes the standalone stream.
+        // `initialize` answer is a bare "0", sent before any of ours: it resumes the
+        // standalone stream from the start.
         let (stream, after) = match last_event_id.split_once('/') {
-            Some((stream, index)) => (stream.parse().ok(), index.parse().ok()),
-            None => (Some(STANDALONE), last_event_id.parse().ok()),
-        };
-        let (Some(stream), Some(after)) = (stream, after) else {
-            return Err(SessionError::NoSuchStream(last_event_id));
+            Some((stream, index)) => match (stream.parse(), index.parse()) {
+                (Ok(stream), Ok(index)) => (stream, Some(index)),
+                _ => return Err(SessionError::NoSuchStream(last_event_id)),
+            },
+            None if last_event_id == "0" => (STANDALONE, None),
+            None => return Err(SessionError::NoSuchStream(last_event_id)),
         };
         let mut routes = session.routes.lock();
         let outbox = if stream == STANDALONE {
@@ -279,7 +281,8 @@ impl SessionManager for Sessions {
         };
         let (tx, rx) = mpsc::channel(STREAM_DEPTH);
         outbox.tx = tx;
-        for event in outbox.recent.iter().filter(|e| e.index > after) {
+        let missed = outbox.recent.iter();
+        for event in missed.filter(|e| after.is_none_or(|after| e.index > after)) {
             if outbox.tx.try_send(event.message.clone()).is_err() {
                 break;
             }

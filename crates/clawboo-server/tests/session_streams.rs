@@ -1,7 +1,8 @@
-//! A request's SSE stream under the session manager of `mcp_sessions`: a client that lost
-//! the stream mid-call resumes it with `Last-Event-ID` and still gets the answer; a
-//! cancelled request's stream ends; a call longer than the idle limit keeps its session
-//! (on Tokio's paused clock: no real waiting and no timing assumptions).
+//! SSE streams under the session manager of `mcp_sessions`: a client that lost a request's
+//! stream mid-call resumes it with `Last-Event-ID` and still gets the answer; a cancelled
+//! request's stream ends; messages about no request go to the GET stream, which resumes
+//! too; a call longer than the idle limit keeps its session (on Tokio's paused clock: no
+//! real waiting and no timing assumptions).
 
 #![allow(clippy::unwrap_used)]
 
@@ -28,7 +29,7 @@ impl ToolSet for Tools {
     }
 
     fn tools(&self) -> Vec<Tool> {
-        ["progress_then_wait", "longer_than_idle"]
+        ["progress_then_wait", "announce", "longer_than_idle"]
             .into_iter()
             .map(|name| Tool::new(name, "test tool", std::sync::Arc::new(JsonObject::new())))
             .collect()
@@ -47,6 +48,7 @@ impl ToolSet for Tools {
                 ctx.peer.notify_progress(progress).await.unwrap();
                 tokio::time::sleep(Duration::from_secs(5)).await;
             }
+            "announce" => ctx.peer.notify_tool_list_changed().await.unwrap(),
             _ => tokio::time::sleep(IDLE * 3 / 2).await,
         }
         CallToolResult::success(vec![ContentBlock::text(format!("{name} done"))])
@@ -107,11 +109,12 @@ struct Event {
     message: Option<Value>,
 }
 
-/// Read SSE events from `body` until `stop` accepts one (returned last) or the body ends.
+/// Read SSE events from `body` until `stop` accepts one (returned last), the body ends or
+/// nothing comes for ten minutes (of the paused clock: a missing event fails, never hangs).
 async fn read_events(body: &mut Body, stop: impl Fn(&Event) -> bool) -> Vec<Event> {
     let mut text = String::new();
     let mut events = Vec::new();
-    while let Some(frame) = body.frame().await {
+    while let Ok(Some(frame)) = tokio::time::timeout(Duration::from_secs(600), body.frame()).await {
         let frame = frame.unwrap();
         let Some(data) = frame.data_ref() else {
             continue;
@@ -145,14 +148,15 @@ async fn read_events(body: &mut Body, stop: impl Fn(&Event) -> bool) -> Vec<Even
     events
 }
 
-/// GET the session's stream again from `last_event_id`: the body of a 200 answer.
-async fn resume(svc: &Service, session: &str, last_event_id: &str) -> Body {
-    let req = Request::get("/api/mcp/x")
+/// GET the session's stream, or resume one from `last_event_id`: the body of a 200 answer.
+async fn get_stream(svc: &Service, session: &str, last_event_id: Option<&str>) -> Body {
+    let mut req = Request::get("/api/mcp/x")
         .header("accept", "text/event-stream")
-        .header("mcp-session-id", session)
-        .header("last-event-id", last_event_id)
-        .body(Body::empty())
-        .unwrap();
+        .header("mcp-session-id", session);
+    if let Some(id) = last_event_id {
+        req = req.header("last-event-id", id);
+    }
+    let req = req.body(Body::empty()).unwrap();
     let resp = svc.handle(req).await;
     assert_eq!(resp.status(), StatusCode::OK);
     resp.into_body()
@@ -183,7 +187,7 @@ async fn a_stream_lost_mid_call_resumes_from_its_last_event() {
     let last_seen = seen[1].id.clone().unwrap();
     drop(body);
 
-    let mut body = resume(&svc, &session, &last_seen).await;
+    let mut body = get_stream(&svc, &session, Some(&last_seen)).await;
     let rest = read_events(&mut body, |e| is_answer(e, 7)).await;
     // Only what came after the last event seen: the answer, not the progress again.
     assert_eq!(rest.len(), 1, "{rest:?}");
@@ -195,8 +199,44 @@ async fn a_stream_lost_mid_call_resumes_from_its_last_event() {
     assert_ne!(rest[0].id, Some(last_seen));
 
     // Once answered, the stream is gone: resuming it again gets an empty stream.
-    let mut body = resume(&svc, &session, rest[0].id.as_deref().unwrap()).await;
+    let mut body = get_stream(&svc, &session, rest[0].id.as_deref()).await;
     assert!(read_events(&mut body, |_| true).await.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_get_stream_carries_what_no_request_owns_and_resumes() {
+    let svc = service();
+    let session = open(&svc).await;
+    let mut body = get_stream(&svc, &session, None).await;
+    // rmcp's priming event of a GET stream.
+    let priming = read_events(&mut body, |_| true).await;
+    assert_eq!(priming[0].id.as_deref(), Some("0"), "{priming:?}");
+
+    // A notification about no request: the call is answered as JSON, the notification
+    // comes on the GET stream.
+    let resp = send(&svc, Some(&session), call(10, "announce")).await;
+    assert_eq!(resp.headers()["content-type"], "application/json");
+    let seen = read_events(&mut body, |e| e.message.is_some()).await;
+    let notification = seen.last().unwrap();
+    let method = &notification.message.as_ref().unwrap()["method"];
+    assert_eq!(method, "notifications/tools/list_changed");
+    let first_id = notification.id.clone().unwrap();
+    drop(body);
+
+    // Sent while no client reads the stream: kept, and replayed from the last event seen.
+    send(&svc, Some(&session), call(11, "announce")).await;
+    let mut body = get_stream(&svc, &session, Some(&first_id)).await;
+    let missed = read_events(&mut body, |e| e.message.is_some()).await;
+    assert_eq!(missed.len(), 1, "{missed:?}");
+    assert_ne!(missed[0].id.as_deref(), Some(first_id.as_str()));
+    drop(body);
+
+    // From rmcp's priming event: both.
+    let mut body = get_stream(&svc, &session, Some("0")).await;
+    let mut events = read_events(&mut body, |e| e.message.is_some()).await;
+    events.extend(read_events(&mut body, |e| e.message.is_some()).await);
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0].id.as_deref(), Some(first_id.as_str()));
 }
 
 #[tokio::test(start_paused = true)]
