@@ -119,16 +119,16 @@ impl Sessions {
             if let Some(retry) = priming {
                 outbox.post(ServerSseMessage::priming(outbox.event_id(0), retry));
             }
-            if let Some(token) = &progress_token {
-                routes.progress.insert(token.clone(), request_id.clone());
-            }
             let stream = RequestStream {
                 outbox,
-                progress_token,
+                progress_token: progress_token.clone(),
             };
             if let Some(old) = routes.requests.insert(request_id.clone(), stream) {
                 // A client reusing an id in flight: the older stream ends unanswered.
                 routes.forget_progress(old.progress_token.as_ref());
+            }
+            if let Some(token) = progress_token {
+                routes.progress.insert(token, request_id.clone());
             }
         }
         if let Err(e) = session.push(message).await {

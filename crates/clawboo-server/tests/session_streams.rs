@@ -260,6 +260,31 @@ async fn a_cancelled_request_ends_its_stream() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_request_id_reused_in_flight_moves_to_the_newer_stream() {
+    let svc = service();
+    let session = open(&svc).await;
+    let older = send(&svc, Some(&session), call(12, "progress_then_wait")).await;
+    let mut older = older.into_body();
+    assert_eq!(
+        read_events(&mut older, |e| e.message.is_some()).await.len(),
+        2
+    );
+
+    // The same id and progress token again, before the first is answered.
+    let newer = send(&svc, Some(&session), call(12, "progress_then_wait")).await;
+    let rest = read_events(&mut older, |_| false).await;
+    assert!(rest.iter().all(|e| !is_answer(e, 12)), "{rest:?}");
+    let events = read_events(&mut newer.into_body(), |e| is_answer(e, 12)).await;
+    let is_progress = |e: &Event| {
+        e.message
+            .as_ref()
+            .is_some_and(|m| m["method"] == "notifications/progress")
+    };
+    assert!(events.iter().any(is_progress), "{events:?}");
+    assert!(is_answer(events.last().unwrap(), 12), "{events:?}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_call_longer_than_the_idle_limit_keeps_its_session() {
     let svc = service();
     let session = open(&svc).await;
