@@ -4,8 +4,10 @@
 //! [`Memory`] wraps the [`Store`] with the embedder chosen for this process (if any) and an
 //! in-process cache of fact vectors, so a vector search scans memory rather than the
 //! database. The cache reloads only rows whose embedding changed since it last looked
-//! (`embed_seq`), which keeps it right when other processes write the same file.
+//! (`embed_seq`), which keeps it right when other processes write the same file. Full-text
+//! search ranks in a second cache, of the terms of every fact (`fulltext`).
 
+mod fulltext;
 mod procedures;
 mod search;
 
@@ -169,6 +171,9 @@ pub struct Memory {
     store: Arc<Store>,
     embedder: Option<Arc<dyn Embedder>>,
     vectors: Mutex<search::VectorCache>,
+    text: Arc<parking_lot::RwLock<fulltext::TextIndex>>,
+    /// Whether a thread is bringing `text` up to every fact.
+    text_builder: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A checked, scrubbed and embedded fact, ready to write ([`Memory::prepare_fact`]).
@@ -370,6 +375,8 @@ impl Memory {
             store,
             embedder,
             vectors: Mutex::new(search::VectorCache::default()),
+            text: Arc::default(),
+            text_builder: Arc::default(),
         }
     }
 

@@ -159,10 +159,10 @@ fn fts_query(words: &[String]) -> String {
 
 /// Who may see a block of facts: their team, agent and tenant.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct ScopeKey {
-    team_id: Option<String>,
-    agent_id: Option<String>,
-    tenant_id: Option<String>,
+pub(super) struct ScopeKey {
+    pub(super) team_id: Option<String>,
+    pub(super) agent_id: Option<String>,
+    pub(super) tenant_id: Option<String>,
 }
 
 /// The vectors of every fact of one [`ScopeKey`], as one row-major matrix, so a search
@@ -493,7 +493,8 @@ impl Memory {
     }
 
     /// The best `k` full-text matches in scope with a 0..1 score (from bm25, where a
-    /// title match weighs double).
+    /// title match weighs double): ranked in memory when the text index can answer,
+    /// else by SQLite.
     fn fts_ranked(
         &self,
         words: &[String],
@@ -503,19 +504,44 @@ impl Memory {
         if words.is_empty() {
             return Ok(Vec::new());
         }
+        let words = fts_words(words);
+        let ranked = match self.text_ranked(&words, scope, k) {
+            Ok(Some(ranked)) => ranked,
+            Ok(None) => return self.fts_ranked_in_sqlite(&words, scope, k),
+            Err(e) => {
+                tracing::warn!(error = %e, "the in-memory text index failed; ranking in SQLite");
+                return self.fts_ranked_in_sqlite(&words, scope, k);
+            }
+        };
+        let mut facts = self.facts_by_seq(ranked.iter().map(|(s, _)| *s))?;
+        // A fact deleted behind the store's back is skipped (facts are append-only).
+        Ok(ranked
+            .into_iter()
+            .filter_map(|(seq, score)| facts.remove(&seq).map(|f| (f, score / (1.0 + score))))
+            .collect())
+    }
+
+    /// [`Memory::fts_ranked`] by FTS5's own bm25, in SQLite; `words` as the query ORs them.
+    pub(super) fn fts_ranked_in_sqlite(
+        &self,
+        words: &[String],
+        scope: &ScopeFilter,
+        k: usize,
+    ) -> Result<Vec<(Fact, f64)>> {
         let (cond, args) = scope.sql("f");
+        let [title, content, tags] = super::fulltext::COLUMN_WEIGHTS;
         // Rank every match in scope with the scope read from the covering index
         // `memory_facts_scope` (migration 0006), then read only the best `k` rows whole.
         let sql = format!(
             "SELECT {FACT_COLUMNS}, best.rank FROM (
-                SELECT f.seq AS seq, bm25(memory_facts_fts, 2.0, 1.0, 1.0) AS rank
+                SELECT f.seq AS seq, bm25(memory_facts_fts, {title}, {content}, {tags}) AS rank
                 FROM memory_facts_fts JOIN memory_facts f INDEXED BY memory_facts_scope
                   ON f.seq = memory_facts_fts.rowid
                 WHERE memory_facts_fts MATCH ? AND {cond}
                 ORDER BY rank LIMIT CAST(? AS INTEGER)
              ) best JOIN memory_facts f ON f.seq = best.seq ORDER BY best.rank"
         );
-        let all: Vec<String> = std::iter::once(fts_query(&fts_words(words)))
+        let all: Vec<String> = std::iter::once(fts_query(words))
             .chain(args)
             .chain(std::iter::once(k.to_string()))
             .collect();
@@ -626,19 +652,24 @@ impl Memory {
     }
 
     /// Facts by internal row number.
-    fn facts_by_seq(&self, seqs: impl Iterator<Item = i64>) -> Result<HashMap<i64, Fact>> {
+    pub(super) fn facts_by_seq(
+        &self,
+        seqs: impl Iterator<Item = i64>,
+    ) -> Result<HashMap<i64, Fact>> {
         let seqs: Vec<i64> = seqs.collect();
         if seqs.is_empty() {
             return Ok(HashMap::new());
         }
-        let marks = vec!["?"; seqs.len()].join(",");
-        let sql =
-            format!("SELECT {FACT_COLUMNS}, f.seq FROM memory_facts f WHERE f.seq IN ({marks})");
+        // One cached statement for any number of rows (a list of `?` would be a new
+        // statement, compiled anew, for each count).
+        let list = serde_json::to_string(&seqs).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let sql = format!(
+            "SELECT {FACT_COLUMNS}, f.seq FROM memory_facts f
+             WHERE f.seq IN (SELECT value FROM json_each(?))"
+        );
         self.store.read(|conn| {
-            let mut stmt = conn.prepare(&sql)?;
-            let rows = stmt.query_map(rusqlite::params_from_iter(seqs.iter()), |r| {
-                Ok((r.get::<_, i64>(9)?, fact_from_row(r)?))
-            })?;
+            let mut stmt = conn.prepare_cached(&sql)?;
+            let rows = stmt.query_map([list], |r| Ok((r.get::<_, i64>(9)?, fact_from_row(r)?)))?;
             Ok(rows.collect::<rusqlite::Result<HashMap<_, _>>>()?)
         })
     }

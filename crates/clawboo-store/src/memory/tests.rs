@@ -444,3 +444,193 @@ fn concurrent_procedure_saves_from_many_connections_get_distinct_versions() {
     versions.sort();
     assert_eq!(versions, (1..=40).collect::<Vec<_>>());
 }
+
+/// A small deterministic generator for the ranking corpus.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+}
+
+/// Words that stem together, fold diacritics, repeat and differ in rarity.
+const RANKING_VOCABULARY: &[&str] = &[
+    "deploy",
+    "deploys",
+    "deploying",
+    "runbook",
+    "database",
+    "migration",
+    "café",
+    "naïve",
+    "straße",
+    "rollback",
+    "kubernetes",
+    "k8s",
+    "v2",
+    "canary",
+    "release",
+    "token",
+    "rotate",
+    "rotation",
+    "alert",
+    "pager",
+    "the",
+    "of",
+    "caresses",
+    "ponies",
+    "ÉCOLE",
+    "école",
+];
+
+/// One to `most` words of [`RANKING_VOCABULARY`], the first words likelier.
+fn words(rng: &mut Lcg, most: usize) -> String {
+    let n = 1 + rng.below(most);
+    (0..n)
+        .map(|_| {
+            RANKING_VOCABULARY[rng
+                .below(RANKING_VOCABULARY.len())
+                .min(rng.below(RANKING_VOCABULARY.len()))]
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `text_ranked` once the text index answers (its thread may still be catching up).
+fn settled(m: &Memory, words: &[String], scope: &ScopeFilter, k: usize) -> Vec<(i64, f64)> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Some(ranked) = m.text_ranked(words, scope, k).unwrap() {
+            return ranked;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the text index never caught up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn in_memory_ranking_equals_fts5_bm25() {
+    let (_dir, m) = memory(None);
+    let mut rng = Lcg(7);
+    for i in 0..400 {
+        if i == 300 {
+            // The first 300 are indexed whole from FTS5's index; the rest one by one, as a
+            // search finds them, through the twin tokenizer.
+            settled(&m, &["deploy".into()], &ScopeFilter::default(), 1);
+        }
+        let teams = [None, Some("alpha"), Some("beta")];
+        m.save_fact(NewFact {
+            title: words(&mut rng, 4),
+            content: words(&mut rng, 40),
+            tags: (0..rng.below(3)).map(|_| words(&mut rng, 1)).collect(),
+            team_id: teams[i % 3].map(Into::into),
+            agent_id: (i % 4 == 0).then(|| "a1".into()),
+            tenant_id: (i % 5 == 0).then(|| "t1".into()),
+        })
+        .unwrap();
+    }
+    let scopes = [
+        ScopeFilter::default(),
+        team("alpha"),
+        ScopeFilter {
+            team: TeamFilter::GlobalOnly,
+            ..ScopeFilter::default()
+        },
+        ScopeFilter {
+            agent_id: Some("a1".into()),
+            tenant_id: Some("t1".into()),
+            ..team("beta")
+        },
+    ];
+    let mut compared = 0;
+    for _ in 0..60 {
+        let query = format!("{} unheard", words(&mut rng, 4));
+        let words = search::fts_words(&search::query_words(&query));
+        for scope in &scopes {
+            let every = m.fts_ranked_in_sqlite(&words, scope, 100_000).unwrap();
+            for k in [1, 5, 50] {
+                let ranked = settled(&m, &words, scope, k);
+                assert_eq!(ranked.len(), every.len().min(k), "{query:?} k={k}");
+                let facts = m.facts_by_seq(ranked.iter().map(|(s, _)| *s)).unwrap();
+                for (i, (seq, score)) in ranked.iter().enumerate() {
+                    // The same fact at the same place (ties included), with the same score.
+                    assert_eq!(facts[seq].id, every[i].0.id, "{query:?} place {i}");
+                    assert_eq!(score / (1.0 + score), every[i].1, "{query:?} place {i}");
+                }
+                compared += ranked.len();
+            }
+        }
+    }
+    assert!(
+        compared > 1_000,
+        "the queries matched too little: {compared}"
+    );
+}
+
+#[test]
+fn the_text_index_follows_other_processes_and_defers_what_it_cannot_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let open = || Memory::new(Arc::new(Store::open(&path).unwrap()), None);
+    let (reader, writer) = (open(), open());
+    let words = |q: &str| search::fts_words(&search::query_words(q));
+    // More facts than a search indexes itself: until a thread of its own has indexed them,
+    // searches rank in SQLite.
+    writer
+        .store()
+        .write(|_| {
+            for i in 0..2_500 {
+                writer
+                    .prepare_fact(fact(&format!("note {i}"), "filler text", None, None))?
+                    .insert(writer.store())?;
+            }
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    let all = ScopeFilter::default();
+    assert_eq!(reader.text_ranked(&words("filler"), &all, 3).unwrap(), None);
+    assert_eq!(settled(&reader, &words("filler"), &all, 3).len(), 3);
+    writer
+        .save_fact(fact("pager rotation", "who holds the pager", None, None))
+        .unwrap();
+    let hits = reader
+        .search("pagers", Some(SearchMode::Fts), &all, 5)
+        .unwrap()
+        .hits;
+    assert_eq!(titles(&hits), ["pager rotation"]);
+    assert!(
+        reader
+            .text_ranked(&words("pagers"), &all, 5)
+            .unwrap()
+            .is_some_and(|r| r.len() == 1),
+        "a search indexes another process's new fact itself"
+    );
+    // A word FTS5 splits in two (a Devanagari sign between letters) is a phrase there,
+    // which the index does not rank: SQLite does, and finds it.
+    writer
+        .save_fact(fact("pager a b", "a b", None, None))
+        .unwrap();
+    assert!(
+        reader
+            .text_ranked(&words("pager"), &all, 5)
+            .unwrap()
+            .is_some_and(|r| r.len() == 2)
+    );
+    assert_eq!(
+        reader.text_ranked(&words("a\u{902}b"), &all, 5).unwrap(),
+        None
+    );
+    let hits = reader
+        .search("a\u{902}b", Some(SearchMode::Fts), &all, 5)
+        .unwrap()
+        .hits;
+    assert_eq!(titles(&hits), ["pager a b"]);
+}
