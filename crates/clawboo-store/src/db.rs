@@ -671,6 +671,22 @@ impl Store {
             ReadConnection::Reader(reader) => in_transaction(&reader, Bracket::DEFERRED, f),
         }
     }
+
+    /// [`Store::snapshot`] for a read that takes long (a second or more): on a read-only
+    /// connection when one is free, so the writer's connection stays free meanwhile for
+    /// writes, quick reads and [`Store::change_token`].
+    pub(crate) fn long_snapshot<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        match self.readers.lend(&self.path) {
+            Some(reader) => in_transaction(&reader, Bracket::DEFERRED, f),
+            None => self.snapshot(f),
+        }
+    }
 }
 
 /// The connection a read runs on ([`Store::connection_for_read`]).

@@ -325,7 +325,7 @@ fn collect_instances(
 /// twin table), and the change token read before it.
 fn index_everything(store: &Store) -> Result<(TextIndex, ChangeToken)> {
     let token = store.change_token()?;
-    let index = store.snapshot(|conn| {
+    let index = store.long_snapshot(|conn| {
         conn.execute_batch(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_facts_fts_instances
                  USING fts5vocab(main, memory_facts_fts, instance)",
