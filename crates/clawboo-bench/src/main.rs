@@ -140,6 +140,11 @@ struct LoadArgs {
     /// Unmeasured calls first (fills caches, e.g. the vector cache).
     #[arg(long, default_value_t = 200)]
     warmup: usize,
+    /// Seconds of quiet after the warm-up, before measuring, for background work the
+    /// warm-up started to end (the memory server fills its text index on a thread of its
+    /// own after the first search: 0.3 s for 10k facts, 2–4 s for 100k).
+    #[arg(long, default_value_t = 0.0)]
+    settle: f64,
     /// The order claim-task takes its tasks in.
     #[arg(long, value_enum, default_value = "board")]
     claim_order: ClaimOrder,
@@ -332,6 +337,13 @@ fn workload(env: &Env, load: &LoadArgs) -> anyhow::Result<Arc<Workload>> {
     })?))
 }
 
+/// Wait `--settle` seconds (see [`LoadArgs::settle`]).
+fn settle(load: &LoadArgs) {
+    if load.settle > 0.0 {
+        std::thread::sleep(std::time::Duration::from_secs_f64(load.settle));
+    }
+}
+
 fn make_call(workload: &Arc<Workload>) -> Arc<MakeCall> {
     let workload = workload.clone();
     Arc::new(move |n| workload.request(n))
@@ -348,6 +360,7 @@ fn stdio(env: &Env, load: &LoadArgs, window: usize, clients: usize) -> anyhow::R
     }
     let warm = round_robin(0, load.warmup, servers.len());
     run_stdio(&mut servers, &warm, window, &*make, &no_errors)?.ensure_ok("warm-up")?;
+    settle(load);
     let plan = round_robin(load.warmup, load.calls, servers.len());
     let report = run_stdio(&mut servers, &plan, window, &*make, &no_errors)?;
     for server in servers {
@@ -380,6 +393,7 @@ fn http(env: &Env, load: &LoadArgs, sessions: usize) -> anyhow::Result<()> {
     clients
         .run(&warm, make.clone(), check.clone(), None)?
         .ensure_ok("warm-up")?;
+    settle(load);
     let plan = round_robin(load.warmup, load.calls, clients.sessions());
     let report = clients.run(&plan, make, check, Some(pid))?;
     clients.close();
