@@ -47,11 +47,16 @@ OUT=target/bench-results.txt
   run stdio --tool claim-task --calls "$(scale 20000)"
   run stdio --tool claim-task --calls "$(scale 20000)" --claim-order created
   run stdio --tool create-subtask --calls "$(scale 20000)"
+  # Window 8 leaves the one-threaded server waiting on the client between group commits;
+  # window 32 saturates it: the writes' throughput (docs/BENCHMARKS.md, the window sweep).
+  run stdio --tool claim-task --calls "$(scale 20000)" --window 32
+  run stdio --tool create-subtask --calls "$(scale 20000)" --window 32
   run stdio --tool list-tasks --tasks 1000 --calls "$(scale 300)" --warmup 10
   run stdio --tool list-tasks --tasks 100000 --calls "$(scale 20)" --warmup 1
 
   echo "## memory over stdio"
   run stdio --tool memory-save --calls "$(scale 5000)"
+  run stdio --tool memory-save --calls "$(scale 5000)" --window 32
   # --settle: the text index fills on a thread of its own after the first search; the
   # first 100k line measures searches while it fills (they rank in SQLite meanwhile).
   for m in fts vector hybrid; do
