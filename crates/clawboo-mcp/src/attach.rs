@@ -155,20 +155,34 @@ impl Binding {
     }
 }
 
-/// A scope with this install's signature over it.
+/// A scope with this install's signature over it and the server it is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignedScope {
+    pub server: McpServerName,
     pub scope: Binding,
     pub sig: String,
 }
 
 impl SignedScope {
-    /// Sign `scope` with `signer`.
-    pub fn new(scope: Binding, signer: &ScopeSigner) -> SignedScope {
-        let sig = signer.sign(&scope);
-        SignedScope { scope, sig }
+    /// Sign `scope` (empty for an unbound URL) on `server` with `signer`.
+    pub fn new(server: McpServerName, scope: Binding, signer: &ScopeSigner) -> SignedScope {
+        let sig = signer.sign(server, &scope);
+        SignedScope { server, scope, sig }
     }
 }
+
+/// Why an attach URL was refused. What the agent sees is one fixed text (it says what to
+/// do); the reason is logged for the operator, never shown, so a prober learns nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{INVALID_SCOPE_SIGNATURE}")]
+pub struct ScopeRefused {
+    /// What was wrong with the URL (for the log).
+    pub reason: &'static str,
+}
+
+/// The message of a refused attach URL (HTTP 403, JSON-RPC -32001).
+pub const INVALID_SCOPE_SIGNATURE: &str =
+    "invalid scope signature: mint a new URL with clawboo attach";
 
 /// URL parameter holding the signature.
 const SIG_PARAM: &str = "scopeSig";
@@ -177,7 +191,7 @@ const DELEGATE_PARAM: &str = "delegate";
 
 /// The query parameter names a server's URL uses for team, agent and tenant. `delegate`
 /// is read on every server (and is inside the signature), so appending it to any signed
-/// URL unbinds the session rather than being ignored.
+/// URL refuses the session rather than being ignored.
 struct ParamNames {
     team: &'static str,
     agent: &'static str,
@@ -204,13 +218,12 @@ fn param_names(server: McpServerName) -> ParamNames {
     }
 }
 
-/// The HTTP attach URL of `server` under `base` (e.g. `http://127.0.0.1:18790`), carrying
-/// the signed binding when one is given.
-pub fn mcp_http_url(base: &str, server: McpServerName, signed: Option<&SignedScope>) -> String {
+/// The HTTP attach URL under `base` (e.g. `http://127.0.0.1:18790`) of the server
+/// `signed` is for, carrying its binding and signature (always: an unbound URL is signed
+/// over the empty binding, which is what opens the endpoint behind the access gate).
+pub fn mcp_http_url(base: &str, signed: &SignedScope) -> String {
+    let server = signed.server;
     let mut url = format!("{}/api/mcp/{}", base.trim_end_matches('/'), server.as_str());
-    let Some(signed) = signed.filter(|s| claims_anything(&s.scope)) else {
-        return url;
-    };
     let names = param_names(server);
     let mut query = form_urlencoded::Serializer::new(String::new());
     let scope = &signed.scope;
@@ -232,25 +245,24 @@ pub fn mcp_http_url(base: &str, server: McpServerName, signed: Option<&SignedSco
     url
 }
 
-/// Why a URL's scope parameters were not honoured (logged, never shown to the model).
-fn unbound(server: McpServerName, why: &str) -> Binding {
-    tracing::warn!(
-        server = server.as_str(),
-        "attach URL scope ignored, serving the session unbound: {why}"
-    );
-    Binding::default()
+/// Refuse a URL, logging why.
+fn refuse(server: McpServerName, reason: &'static str) -> ScopeRefused {
+    tracing::warn!(server = server.as_str(), "attach URL refused: {reason}");
+    ScopeRefused { reason }
 }
 
-/// The binding an HTTP session of `server` gets from its `initialize` request's query
-/// string. Without scope parameters the session is unbound. Scope parameters bind only
-/// when `scopeSig` is this install's signature over exactly those values; missing,
-/// malformed or wrong signatures, repeated parameters, a `delegate` appended to a signed
-/// URL, or (teamchat) only one of room and author: all served unbound with a warning.
-pub fn binding_from_query(
+/// The scope an HTTP request to `server` carries in its query string: `Ok(None)` when it
+/// has no scope parameters and no `scopeSig` (a plain unbound URL), `Ok(Some(binding))`
+/// when `scopeSig` is this install's signature over exactly `server` and those values
+/// (the binding is empty for a signed unbound URL). Anything else is refused, never
+/// served unbound (unbound is more powerful than bound): missing, malformed or wrong
+/// signatures, repeated parameters, a `delegate` appended to a signed URL, or (teamchat)
+/// only one of room and author.
+pub fn verified_scope(
     server: McpServerName,
     query: Option<&str>,
     signer: &ScopeSigner,
-) -> Binding {
+) -> Result<Option<Binding>, ScopeRefused> {
     let names = param_names(server);
     let mut team = None;
     let mut agent = None;
@@ -272,14 +284,14 @@ pub fn binding_from_query(
             continue;
         };
         if slot.is_some() {
-            return unbound(server, &format!("parameter {key} appears more than once"));
+            return Err(refuse(server, "a scope parameter appears more than once"));
         }
         *slot = Some(value.into_owned());
     }
     let delegate = match delegate.as_deref() {
         None => false,
         Some("1" | "true") => true,
-        Some(_) => return unbound(server, "delegate must be 1"),
+        Some(_) => return Err(refuse(server, "delegate must be 1")),
     };
     let scope = Binding {
         team_id: team,
@@ -287,31 +299,39 @@ pub fn binding_from_query(
         tenant_id: tenant,
         delegate,
     };
-    if !claims_anything(&scope) {
-        if sig.is_some() {
-            tracing::warn!(
-                server = server.as_str(),
-                "attach URL carries scopeSig but no scope; serving unbound"
-            );
+    let Some(sig) = sig else {
+        if claims_anything(&scope) {
+            return Err(refuse(server, "scope parameters without scopeSig"));
         }
-        return scope;
-    }
-    if server == McpServerName::Teamchat && (scope.team_id.is_none() || scope.agent_id.is_none()) {
-        return unbound(
+        return Ok(None);
+    };
+    if server == McpServerName::Teamchat
+        && claims_anything(&scope)
+        && (scope.team_id.is_none() || scope.agent_id.is_none())
+    {
+        return Err(refuse(
             server,
             "teamchat needs both roomTeamId and postAuthorAgentId",
-        );
+        ));
     }
-    let Some(sig) = sig else {
-        return unbound(server, "scope parameters without scopeSig");
-    };
-    if !signer.verify(&scope, &sig) {
-        return unbound(
+    if !signer.verify(server, &scope, &sig) {
+        return Err(refuse(
             server,
-            "scopeSig does not match the scope parameters (tampered, or minted by another install)",
-        );
+            "scopeSig does not match the server and scope parameters (tampered, minted for another server, or by another install)",
+        ));
     }
-    scope
+    Ok(Some(scope))
+}
+
+/// The binding an HTTP session of `server` gets from its `initialize` request's query
+/// string (see [`verified_scope`]): unbound for a plain or signed unbound URL, bound for
+/// a signed scope, refused otherwise.
+pub fn binding_from_query(
+    server: McpServerName,
+    query: Option<&str>,
+    signer: &ScopeSigner,
+) -> Result<Binding, ScopeRefused> {
+    verified_scope(server, query, signer).map(Option::unwrap_or_default)
 }
 
 /// How a stdio snippet launches a server.
@@ -565,12 +585,40 @@ mod tests {
         assert_eq!(McpServerName::Teamchat.attach_id(), "clawboo-teamchat");
     }
 
+    fn signed(server: McpServerName, scope: Binding) -> SignedScope {
+        SignedScope::new(server, scope, &signer())
+    }
+
+    fn refused(server: McpServerName, query: &str) -> bool {
+        let result = binding_from_query(server, Some(query), &signer());
+        if let Err(e) = &result {
+            assert_eq!(e.to_string(), INVALID_SCOPE_SIGNATURE);
+        }
+        result.is_err()
+    }
+
     #[test]
-    fn unscoped_url_is_bare() {
-        assert_eq!(
-            mcp_http_url("http://127.0.0.1:18790/", McpServerName::Tasks, None),
-            "http://127.0.0.1:18790/api/mcp/tasks"
+    fn unbound_url_is_signed_and_a_plain_one_stays_unbound() {
+        let url = mcp_http_url(
+            "http://127.0.0.1:18790/",
+            &signed(McpServerName::Tasks, Binding::default()),
         );
+        let (path, q) = url.split_once('?').unwrap();
+        assert_eq!(path, "http://127.0.0.1:18790/api/mcp/tasks");
+        assert!(q.starts_with("scopeSig=") && !q.contains('&'), "{url}");
+        let s = signer();
+        assert_eq!(
+            verified_scope(McpServerName::Tasks, Some(q), &s),
+            Ok(Some(Binding::default()))
+        );
+        assert_eq!(verified_scope(McpServerName::Tasks, None, &s), Ok(None));
+        assert_eq!(
+            verified_scope(McpServerName::Tasks, Some("foo=1"), &s),
+            Ok(None)
+        );
+        // The unbound signature of one server opens no other.
+        assert!(refused(McpServerName::Memory, q));
+        assert!(refused(McpServerName::Tasks, "scopeSig=00"));
     }
 
     #[test]
@@ -585,22 +633,29 @@ mod tests {
                 scope.delegate = true;
             }
             scope.check_for(server).unwrap();
-            let url = mcp_http_url(
-                "http://h:1",
-                server,
-                Some(&SignedScope::new(scope.clone(), &s)),
+            let url = mcp_http_url("http://h:1", &signed(server, scope.clone()));
+            assert_eq!(
+                binding_from_query(server, query(&url), &s),
+                Ok(scope),
+                "{url}"
             );
-            assert_eq!(binding_from_query(server, query(&url), &s), scope, "{url}");
         }
     }
 
     #[test]
+    fn a_url_signed_for_one_server_opens_no_other() {
+        // Tasks and memory read the same parameter names: the server is in the signature.
+        let q = signed_query(McpServerName::Tasks, team_agent("t", "a"));
+        assert!(!refused(McpServerName::Tasks, &q));
+        assert!(refused(McpServerName::Memory, &q));
+        assert!(refused(McpServerName::Tools, &q));
+    }
+
+    #[test]
     fn teamchat_url_uses_room_and_author_params() {
-        let s = signer();
         let url = mcp_http_url(
             "http://h:1",
-            McpServerName::Teamchat,
-            Some(&SignedScope::new(team_agent("t", "a"), &s)),
+            &signed(McpServerName::Teamchat, team_agent("t", "a")),
         );
         assert!(
             url.contains("roomTeamId=t&postAuthorAgentId=a&scopeSig="),
@@ -611,104 +666,95 @@ mod tests {
 
     #[test]
     fn signing_is_deterministic_so_config_files_do_not_churn() {
-        let s = signer();
         let a = mcp_http_url(
             "http://h:1",
-            McpServerName::Memory,
-            Some(&SignedScope::new(team_agent("t", "a"), &s)),
+            &signed(McpServerName::Memory, team_agent("t", "a")),
         );
         let b = mcp_http_url(
             "http://h:1",
-            McpServerName::Memory,
-            Some(&SignedScope::new(team_agent("t", "a"), &s)),
+            &signed(McpServerName::Memory, team_agent("t", "a")),
         );
         assert_eq!(a, b);
     }
 
     fn signed_query(server: McpServerName, scope: Binding) -> String {
-        let url = mcp_http_url(
-            "http://h:1",
-            server,
-            Some(&SignedScope::new(scope, &signer())),
-        );
+        let url = mcp_http_url("http://h:1", &signed(server, scope));
         query(&url).unwrap().to_owned()
     }
 
     #[test]
-    fn unsigned_scope_is_unbound() {
-        let b = binding_from_query(
+    fn unsigned_scope_is_refused() {
+        assert!(refused(
             McpServerName::Tasks,
-            Some("scopeTeamId=t&scopeAgentId=a"),
-            &signer(),
-        );
-        assert_eq!(b, Binding::default());
+            "scopeTeamId=t&scopeAgentId=a"
+        ));
+        assert!(refused(McpServerName::Teamchat, "delegate=1"));
     }
 
     #[test]
-    fn tampered_team_is_unbound() {
+    fn tampered_team_is_refused() {
         let q = signed_query(McpServerName::Tasks, team_agent("t1", "a"));
         let tampered = q.replace("scopeTeamId=t1", "scopeTeamId=t2");
         assert_ne!(q, tampered);
-        assert!(!binding_from_query(McpServerName::Tasks, Some(&tampered), &signer()).is_bound());
+        assert!(refused(McpServerName::Tasks, &tampered));
     }
 
     #[test]
-    fn swapped_agent_is_unbound() {
+    fn swapped_agent_is_refused() {
         let q = signed_query(McpServerName::Memory, team_agent("t", "alice"));
         let swapped = q.replace("scopeAgentId=alice", "scopeAgentId=mallory");
-        assert!(!binding_from_query(McpServerName::Memory, Some(&swapped), &signer()).is_bound());
+        assert!(refused(McpServerName::Memory, &swapped));
     }
 
     #[test]
     fn appended_delegate_breaks_the_signature() {
         let q = signed_query(McpServerName::Teamchat, team_agent("t", "a"));
-        assert!(binding_from_query(McpServerName::Teamchat, Some(&q), &signer()).is_bound());
-        let appended = format!("{q}&delegate=1");
-        assert!(
-            !binding_from_query(McpServerName::Teamchat, Some(&appended), &signer()).is_bound()
-        );
+        assert!(!refused(McpServerName::Teamchat, &q));
+        assert!(refused(McpServerName::Teamchat, &format!("{q}&delegate=1")));
     }
 
     #[test]
-    fn repeated_parameter_is_unbound() {
+    fn repeated_parameter_is_refused() {
         let q = signed_query(McpServerName::Tasks, team_agent("t", "a"));
-        let doubled = format!("{q}&scopeTeamId=other");
-        assert!(!binding_from_query(McpServerName::Tasks, Some(&doubled), &signer()).is_bound());
+        assert!(refused(
+            McpServerName::Tasks,
+            &format!("{q}&scopeTeamId=other")
+        ));
+        assert!(refused(McpServerName::Tasks, &format!("{q}&{q}")));
     }
 
     #[test]
     fn added_tenant_breaks_a_memory_signature() {
         let q = signed_query(McpServerName::Memory, team_agent("t", "a"));
-        let widened = format!("{q}&scopeTenantId=x");
-        assert!(!binding_from_query(McpServerName::Memory, Some(&widened), &signer()).is_bound());
+        assert!(refused(
+            McpServerName::Memory,
+            &format!("{q}&scopeTenantId=x")
+        ));
     }
 
     #[test]
-    fn signature_from_another_install_is_unbound() {
+    fn signature_from_another_install_is_refused() {
         let other = ScopeSigner::from_secret_hex(&"77".repeat(32)).unwrap();
         let url = mcp_http_url(
             "http://h:1",
-            McpServerName::Tasks,
-            Some(&SignedScope::new(team_agent("t", "a"), &other)),
+            &SignedScope::new(McpServerName::Tasks, team_agent("t", "a"), &other),
         );
-        assert!(!binding_from_query(McpServerName::Tasks, query(&url), &signer()).is_bound());
+        assert!(refused(McpServerName::Tasks, query(&url).unwrap()));
     }
 
     #[test]
-    fn teamchat_with_one_param_is_unbound() {
+    fn teamchat_with_one_param_is_refused() {
         let q = signed_query(McpServerName::Teamchat, team_agent("t", "a"));
         let only_room: String = q
             .split('&')
             .filter(|p| !p.starts_with("postAuthorAgentId="))
             .collect::<Vec<_>>()
             .join("&");
-        assert!(
-            !binding_from_query(McpServerName::Teamchat, Some(&only_room), &signer()).is_bound()
-        );
+        assert!(refused(McpServerName::Teamchat, &only_room));
     }
 
     #[test]
-    fn delegate_appended_to_any_signed_url_unbinds_it() {
+    fn delegate_appended_to_any_signed_url_is_refused() {
         for server in [
             McpServerName::Tasks,
             McpServerName::Memory,
@@ -717,23 +763,24 @@ mod tests {
             let q = signed_query(server, team_agent("t", "a"));
             assert_eq!(
                 binding_from_query(server, Some(&q), &signer()),
-                team_agent("t", "a")
+                Ok(team_agent("t", "a"))
             );
-            let appended = format!("{q}&delegate=1");
-            assert_eq!(
-                binding_from_query(server, Some(&appended), &signer()),
-                Binding::default()
-            );
+            assert!(refused(server, &format!("{q}&delegate=1")));
         }
-        assert!(!binding_from_query(McpServerName::Tasks, None, &signer()).is_bound());
+        assert_eq!(
+            binding_from_query(McpServerName::Tasks, None, &signer()),
+            Ok(Binding::default())
+        );
     }
 
     #[test]
     fn foreign_params_are_ignored() {
         let q = signed_query(McpServerName::Tasks, team_agent("t", "a"));
         let extra = format!("{q}&roomTeamId=x&foo=1");
-        let b = binding_from_query(McpServerName::Tasks, Some(&extra), &signer());
-        assert_eq!(b, team_agent("t", "a"));
+        assert_eq!(
+            binding_from_query(McpServerName::Tasks, Some(&extra), &signer()),
+            Ok(team_agent("t", "a"))
+        );
     }
 
     #[test]

@@ -1,23 +1,27 @@
 //! Signed attach scope: the per-install secret and the HMAC that proves Clawboo minted a
 //! binding.
 //!
-//! A scoped attach URL carries its binding (team, agent, tenant, delegate) in query
-//! parameters plus `scopeSig`, a hex HMAC-SHA256 over a versioned canonical string of
-//! every binding field. The key is a random per-install secret kept in the store's
-//! `settings` table (created once, atomically), so a URL edited by hand, or signed by
-//! another install, does not verify and the session is served unbound.
+//! An attach URL carries its binding (team, agent, tenant, delegate) in query parameters
+//! plus `scopeSig`, a hex HMAC-SHA256 over a versioned canonical string of the server's
+//! name and every binding field, so a URL signed for one server opens no other. An unbound
+//! URL is signed too (over the name and an empty binding): with the access gate on, that
+//! signature is what opens the endpoint. The key is a random per-install secret kept in
+//! the store's `settings` table (created once, atomically), so a URL edited by hand, or
+//! signed by another install, does not verify and is refused.
 
 use clawboo_store::{Store, StoreError};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
+use crate::attach::McpServerName;
 use crate::binding::Binding;
 
 /// The `settings` key holding the hex signing secret.
 pub const SIGNING_SECRET_KEY: &str = "attach_signing_secret";
 
-/// Version tag of the canonical string; bump it to invalidate every earlier signature.
-const CANONICAL_VERSION: &str = "clawboo-scope-v1";
+/// Version tag of the canonical string; bump it to invalidate every earlier signature
+/// (v1 did not cover the server's name, so its URLs are refused).
+const CANONICAL_VERSION: &str = "clawboo-scope-v2";
 
 /// Why a signer could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -70,9 +74,11 @@ fn push_field(out: &mut String, name: &str, value: Option<&str>) {
     }
 }
 
-/// The versioned canonical string a signature covers.
-fn canonical(scope: &Binding) -> String {
+/// The versioned canonical string a signature covers: the server, then every binding
+/// field.
+fn canonical(server: McpServerName, scope: &Binding) -> String {
     let mut out = String::from(CANONICAL_VERSION);
+    push_field(&mut out, "server", Some(server.as_str()));
     push_field(&mut out, "team", scope.team_id.as_deref());
     push_field(&mut out, "agent", scope.agent_id.as_deref());
     push_field(&mut out, "tenant", scope.tenant_id.as_deref());
@@ -109,20 +115,22 @@ impl ScopeSigner {
             .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"))
     }
 
-    /// The hex signature of `scope` (deterministic: the same scope gives the same value).
-    pub fn sign(&self, scope: &Binding) -> String {
+    /// The hex signature of `scope` on `server` (deterministic: the same server and scope
+    /// give the same value, so a config file written with it does not churn).
+    pub fn sign(&self, server: McpServerName, scope: &Binding) -> String {
         let mut mac = self.mac();
-        mac.update(canonical(scope).as_bytes());
+        mac.update(canonical(server, scope).as_bytes());
         hex::encode(mac.finalize().into_bytes())
     }
 
-    /// Whether `sig_hex` is this install's signature of `scope`, compared in constant time.
-    pub fn verify(&self, scope: &Binding, sig_hex: &str) -> bool {
+    /// Whether `sig_hex` is this install's signature of `scope` on `server`, compared in
+    /// constant time.
+    pub fn verify(&self, server: McpServerName, scope: &Binding, sig_hex: &str) -> bool {
         let Ok(sig) = hex::decode(sig_hex) else {
             return false;
         };
         let mut mac = self.mac();
-        mac.update(canonical(scope).as_bytes());
+        mac.update(canonical(server, scope).as_bytes());
         mac.verify_slice(&sig).is_ok()
     }
 }
@@ -131,6 +139,8 @@ impl ScopeSigner {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    const T: McpServerName = McpServerName::Tasks;
 
     fn signer() -> ScopeSigner {
         ScopeSigner::from_secret_hex(&"ab".repeat(32)).unwrap()
@@ -147,25 +157,25 @@ mod tests {
     #[test]
     fn signature_is_deterministic_and_verifies() {
         let s = signer();
-        let a = s.sign(&scope("t1", "a1"));
-        assert_eq!(a, s.sign(&scope("t1", "a1")));
+        let a = s.sign(T, &scope("t1", "a1"));
+        assert_eq!(a, s.sign(T, &scope("t1", "a1")));
         assert_eq!(a.len(), 64);
-        assert!(s.verify(&scope("t1", "a1"), &a));
+        assert!(s.verify(T, &scope("t1", "a1"), &a));
     }
 
     #[test]
     fn any_changed_field_breaks_the_signature() {
         let s = signer();
         let base = scope("t1", "a1");
-        let sig = s.sign(&base);
-        assert!(!s.verify(&scope("t2", "a1"), &sig));
-        assert!(!s.verify(&scope("t1", "a2"), &sig));
+        let sig = s.sign(T, &base);
+        assert!(!s.verify(T, &scope("t2", "a1"), &sig));
+        assert!(!s.verify(T, &scope("t1", "a2"), &sig));
         let mut delegate = base.clone();
         delegate.delegate = true;
-        assert!(!s.verify(&delegate, &sig));
+        assert!(!s.verify(T, &delegate, &sig));
         let mut tenant = base.clone();
         tenant.tenant_id = Some("x".into());
-        assert!(!s.verify(&tenant, &sig));
+        assert!(!s.verify(T, &tenant, &sig));
     }
 
     #[test]
@@ -182,33 +192,49 @@ mod tests {
             agent_id: Some("a".into()),
             ..Binding::default()
         };
-        assert_ne!(canonical(&a), canonical(&b));
-        assert!(!s.verify(&b, &s.sign(&a)));
+        assert_ne!(canonical(T, &a), canonical(T, &b));
+        assert!(!s.verify(T, &b, &s.sign(T, &a)));
         // Absent and empty are different too.
         let empty = Binding {
             team_id: Some(String::new()),
             ..Binding::default()
         };
-        assert_ne!(canonical(&empty), canonical(&Binding::default()));
+        assert_ne!(canonical(T, &empty), canonical(T, &Binding::default()));
+    }
+
+    #[test]
+    fn a_signature_opens_only_the_server_it_was_made_for() {
+        let s = signer();
+        for binding in [scope("t1", "a1"), Binding::default()] {
+            let sig = s.sign(T, &binding);
+            for other in McpServerName::ALL.into_iter().filter(|n| *n != T) {
+                assert!(!s.verify(other, &binding, &sig), "{other}");
+                assert_ne!(canonical(T, &binding), canonical(other, &binding));
+            }
+            assert!(s.verify(T, &binding, &sig));
+        }
+        // The empty binding is signed too, and differs from every bound one.
+        let empty = s.sign(T, &Binding::default());
+        assert!(!s.verify(T, &scope("t1", "a1"), &empty));
     }
 
     #[test]
     fn another_install_secret_does_not_verify() {
         let other = ScopeSigner::from_secret_hex(&"cd".repeat(32)).unwrap();
-        let sig = other.sign(&scope("t1", "a1"));
-        assert!(!signer().verify(&scope("t1", "a1"), &sig));
+        let sig = other.sign(T, &scope("t1", "a1"));
+        assert!(!signer().verify(T, &scope("t1", "a1"), &sig));
     }
 
     #[test]
     fn malformed_signatures_are_refused() {
         let s = signer();
         let sc = scope("t1", "a1");
-        let sig = s.sign(&sc);
-        assert!(!s.verify(&sc, ""));
-        assert!(!s.verify(&sc, "zz"));
-        assert!(!s.verify(&sc, &sig[..62]));
-        assert!(!s.verify(&sc, &format!("{sig}00")));
-        assert!(s.verify(&sc, &sig.to_uppercase()));
+        let sig = s.sign(T, &sc);
+        assert!(!s.verify(T, &sc, ""));
+        assert!(!s.verify(T, &sc, "zz"));
+        assert!(!s.verify(T, &sc, &sig[..62]));
+        assert!(!s.verify(T, &sc, &format!("{sig}00")));
+        assert!(s.verify(T, &sc, &sig.to_uppercase()));
     }
 
     #[test]
@@ -217,13 +243,13 @@ mod tests {
         let store = Store::open(&dir.path().join("c.db")).unwrap();
         let a = ScopeSigner::from_store(&store).unwrap();
         let b = ScopeSigner::from_store(&store).unwrap();
-        assert_eq!(a.sign(&scope("t", "a")), b.sign(&scope("t", "a")));
+        assert_eq!(a.sign(T, &scope("t", "a")), b.sign(T, &scope("t", "a")));
         let secret = store.setting(SIGNING_SECRET_KEY).unwrap().unwrap();
         assert_eq!(secret.len(), 64);
         let other_dir = tempfile::tempdir().unwrap();
         let other = Store::open(&other_dir.path().join("c.db")).unwrap();
         let c = ScopeSigner::from_store(&other).unwrap();
-        assert_ne!(a.sign(&scope("t", "a")), c.sign(&scope("t", "a")));
+        assert_ne!(a.sign(T, &scope("t", "a")), c.sign(T, &scope("t", "a")));
     }
 
     #[test]

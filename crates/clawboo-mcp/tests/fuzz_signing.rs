@@ -4,9 +4,9 @@
 //! - an arbitrary query string (real parameter names, random values and signatures,
 //!   repeated or foreign parameters, raw bytes) never binds a session;
 //! - a URL the signer minted reads back exactly the scope it was minted for, whatever
-//!   characters the ids hold;
+//!   characters the ids hold, and is refused by every other server;
 //! - flipping any bit of a valid signature, or changing, adding or dropping any bound
-//!   field under it, unbinds the session;
+//!   field under it, refuses the URL (never serves it unbound);
 //! - `verify` accepts exactly the signer's own signature (hex, in either case).
 //!
 //! `PROPTEST_CASES=20000 cargo test -p clawboo-mcp --test fuzz_signing` for a long run.
@@ -71,7 +71,8 @@ fn server_and_scope() -> impl Strategy<Value = (McpServerName, Binding)> {
 
 /// The query string of `server`'s attach URL for `signed`.
 fn query_of(server: McpServerName, signed: &SignedScope) -> String {
-    let url = mcp_http_url("http://127.0.0.1:1", server, Some(signed));
+    assert_eq!(server, signed.server);
+    let url = mcp_http_url("http://127.0.0.1:1", signed);
     url.split_once('?')
         .map(|(_, q)| q.to_owned())
         .expect("a scoped URL has a query")
@@ -153,55 +154,61 @@ proptest! {
     #[test]
     fn hand_made_queries_never_bind(server in server(), query in hand_made_query()) {
         let binding = binding_from_query(server, Some(&query), &signer());
-        prop_assert_eq!(binding, Binding::default(), "query {:?} bound a session", query);
+        prop_assert!(
+            !matches!(&binding, Ok(b) if *b != Binding::default()),
+            "query {:?} bound a session: {:?}", query, binding
+        );
     }
 
     #[test]
     fn minted_urls_read_back_their_scope((server, scope) in server_and_scope()) {
         prop_assert!(scope.check_for(server).is_ok());
-        let signed = SignedScope::new(scope.clone(), &signer());
+        let signed = SignedScope::new(server, scope.clone(), &signer());
         let query = query_of(server, &signed);
-        prop_assert_eq!(binding_from_query(server, Some(&query), &signer()), scope);
+        prop_assert_eq!(binding_from_query(server, Some(&query), &signer()), Ok(scope));
+        for other in McpServerName::ALL.into_iter().filter(|o| *o != server) {
+            prop_assert!(binding_from_query(other, Some(&query), &signer()).is_err(), "{}", other);
+        }
     }
 
     #[test]
-    fn any_flipped_signature_bit_unbinds(
+    fn any_flipped_signature_bit_refuses(
         (server, scope) in server_and_scope(),
         bit in 0usize..256,
     ) {
-        let signed = SignedScope::new(scope.clone(), &signer());
-        let forged = SignedScope { scope, sig: flip_bit(&signed.sig, bit) };
+        let signed = SignedScope::new(server, scope.clone(), &signer());
+        let forged = SignedScope { server, scope, sig: flip_bit(&signed.sig, bit) };
         let query = query_of(server, &forged);
-        prop_assert_eq!(binding_from_query(server, Some(&query), &signer()), Binding::default());
+        prop_assert!(binding_from_query(server, Some(&query), &signer()).is_err());
     }
 
     #[test]
-    fn any_changed_field_under_a_valid_signature_unbinds(
+    fn any_changed_field_under_a_valid_signature_refuses(
         (server, scope) in server_and_scope(),
         which in any::<u8>(),
         other in id(),
     ) {
-        let signed = SignedScope::new(scope.clone(), &signer());
+        let signed = SignedScope::new(server, scope.clone(), &signer());
         // A tenant is not part of a non-memory URL, so changing it changes nothing there.
         prop_assume!(which % 4 != 2 || server == McpServerName::Memory);
         let changed = mutate(&scope, which, other);
         prop_assume!(changed != scope && (changed.is_bound() || changed.delegate));
-        let forged = SignedScope { scope: changed.clone(), sig: signed.sig };
+        let forged = SignedScope { server, scope: changed.clone(), sig: signed.sig };
         let query = query_of(server, &forged);
-        prop_assert_eq!(binding_from_query(server, Some(&query), &signer()), Binding::default());
-        prop_assert!(!signer().verify(&changed, &forged.sig));
+        prop_assert!(binding_from_query(server, Some(&query), &signer()).is_err());
+        prop_assert!(!signer().verify(server, &changed, &forged.sig));
     }
 
     #[test]
     fn verify_accepts_only_the_signers_own_signature(
-        (_, scope) in server_and_scope(),
+        (server, scope) in server_and_scope(),
         candidate in prop_oneof!["[0-9a-f]{64}", "[0-9a-fA-F]{0,130}", any::<String>()],
     ) {
-        let real = signer().sign(&scope);
-        let verified = signer().verify(&scope, &candidate);
+        let real = signer().sign(server, &scope);
+        let verified = signer().verify(server, &scope, &candidate);
         prop_assert_eq!(verified, candidate.eq_ignore_ascii_case(&real));
-        prop_assert!(signer().verify(&scope, &real.to_uppercase()));
+        prop_assert!(signer().verify(server, &scope, &real.to_uppercase()));
         let other_install = ScopeSigner::from_secret_hex(&"c3".repeat(32)).expect("a valid secret");
-        prop_assert!(!other_install.verify(&scope, &real));
+        prop_assert!(!other_install.verify(server, &scope, &real));
     }
 }

@@ -147,7 +147,7 @@ async fn main() -> std::io::Result<()> {
         |_uri| McpServer::new(FixtureTools),
         McpHttpConfig::default(),
     );
-    let policy = HostPolicy::new(local, &[]);
+    let policy = HostPolicy::new(local, &[], false);
     let app = Router::new()
         .route(
             "/mcp",

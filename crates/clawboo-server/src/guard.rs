@@ -1,21 +1,25 @@
-//! The access gate (`STUDIO_ACCESS_TOKEN`), the loopback exemption for MCP endpoints, and
-//! the Host/Origin/Sec-Fetch-Site guard against DNS rebinding and cross-site requests.
+//! The access gate (`STUDIO_ACCESS_TOKEN`), signed attach URLs as the MCP endpoints' other
+//! key, and the Host/Origin/Sec-Fetch-Site guard against DNS rebinding and cross-site
+//! requests.
 //!
-//! The peer address comes from the socket (`ConnectInfo`), never from a header, and every
-//! path is compared after percent-decoding and case-folding, so `/API/…` or `/api/%6Dcp/…`
+//! With the gate on, `/api/mcp/<server>` opens with the token or with a URL whose
+//! `scopeSig` verifies for that server (bound or unbound); being a loopback peer is not
+//! enough, since any local process could otherwise reach every team unbound. Every path
+//! is compared after percent-decoding and case-folding, so `/API/…` or `/api/%6Dcp/…`
 //! cannot dodge the gate.
 
 use std::net::{IpAddr, SocketAddr};
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use clawboo_mcp::MCP_SERVER_NAMES;
+use clawboo_mcp::attach::{McpServerName, verified_scope};
 use subtle::ConstantTimeEq;
 
 use crate::AppState;
 use crate::error::json_error;
+use crate::mcp_http::{INVALID_SCOPE, jsonrpc_error};
 
 /// The cookie the gate sets and reads.
 pub const ACCESS_COOKIE: &str = "clawboo_access";
@@ -31,7 +35,12 @@ pub const TOKEN_REQUIRED: &str = "Clawboo access token required: open the board 
 #[derive(Debug, Clone, Copy)]
 pub struct Operator;
 
-/// Whether `token` is acceptable as `STUDIO_ACCESS_TOKEN`: non-empty, `[A-Za-z0-9._~-]` only.
+/// The shortest `STUDIO_ACCESS_TOKEN` accepted: a shorter one is guessed too easily.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// Whether `token` is written as `STUDIO_ACCESS_TOKEN` must be: non-empty,
+/// `[A-Za-z0-9._~-]` only (it travels in a cookie and a query string unescaped). Its
+/// length is checked separately ([`MIN_TOKEN_LEN`]).
 pub fn valid_access_token(token: &str) -> bool {
     !token.is_empty()
         && token
@@ -78,12 +87,10 @@ fn is_api_path(folded: &str) -> bool {
     folded == "/api" || folded.starts_with("/api/")
 }
 
-/// Whether the raw path is exactly one MCP endpoint (`/api/mcp/<server>`), byte for byte:
-/// only those are exempt for loopback peers.
-fn is_mcp_endpoint(raw_path: &str) -> bool {
-    raw_path
-        .strip_prefix("/api/mcp/")
-        .is_some_and(|server| MCP_SERVER_NAMES.contains(&server))
+/// The server whose MCP endpoint (`/api/mcp/<server>`) the raw path is, byte for byte:
+/// only those open with a signed URL instead of the token.
+fn mcp_endpoint(raw_path: &str) -> Option<McpServerName> {
+    raw_path.strip_prefix("/api/mcp/")?.parse().ok()
 }
 
 /// The host part of a `Host` header or an origin's authority (no port, no brackets,
@@ -109,15 +116,52 @@ fn host_of_authority(authority: &str) -> Option<String> {
     Some(host.to_ascii_lowercase())
 }
 
-/// Which `Host` names the API answers to.
+/// The port a URL of `scheme` means when it names none.
+fn default_port(scheme: &str) -> u16 {
+    if scheme == "https" { 443 } else { 80 }
+}
+
+/// The port an authority (`host[:port]`, `[v6][:port]`) names: `Some(None)` for none,
+/// `None` when malformed.
+fn authority_port(authority: &str) -> Option<Option<u16>> {
+    let a = authority.trim();
+    let port = match a.strip_prefix('[') {
+        Some(rest) => rest.split_once(']')?.1.strip_prefix(':'),
+        None => a.rsplit_once(':').map(|(_, p)| p),
+    };
+    match port {
+        None => Some(None),
+        Some(p) => p.parse().ok().map(Some),
+    }
+}
+
+/// An origin's scheme, host (as [`host_of_authority`] writes it) and port (the scheme's
+/// default when absent).
+fn parse_origin(origin: &str) -> Option<(String, String, u16)> {
+    let (scheme, authority) = origin.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    if !matches!(scheme.as_str(), "http" | "https") {
+        return None;
+    }
+    let host = host_of_authority(authority)?;
+    let port = authority_port(authority)?.unwrap_or(default_port(&scheme));
+    Some((scheme, host, port))
+}
+
+/// Which `Host` names and which `Origin`s the API answers to.
 #[derive(Debug, Clone)]
 pub struct HostPolicy {
     allowed: Vec<String>,
+    /// Exact (scheme, host, port) triples: another port on the same host is another site.
+    origins: Vec<(String, String, u16)>,
 }
 
 impl HostPolicy {
-    /// Loopback names, the bind address (unless unspecified) and `extra`.
-    pub fn new(bind: SocketAddr, extra: &[String]) -> HostPolicy {
+    /// Loopback names, the bind address (unless unspecified) and `extra` (`host[:port]`).
+    /// Origins: those names over http on the bound port, and each extra host over https
+    /// when `public_https` (else http) on its own port or, naming none, the scheme's
+    /// default or the bound port.
+    pub fn new(bind: SocketAddr, extra: &[String], public_https: bool) -> HostPolicy {
         let mut allowed: Vec<String> = ["localhost", "127.0.0.1", "::1"]
             .iter()
             .map(|s| s.to_string())
@@ -125,16 +169,33 @@ impl HostPolicy {
         if !bind.ip().is_unspecified() {
             allowed.push(bind.ip().to_string().to_ascii_lowercase());
         }
+        let mut origins: Vec<(String, String, u16)> = allowed
+            .iter()
+            .map(|h| ("http".to_owned(), h.clone(), bind.port()))
+            .collect();
+        let extra_scheme = if public_https { "https" } else { "http" };
         for e in extra {
-            if let Some(h) = host_of_authority(e) {
-                allowed.push(h);
+            let Some(h) = host_of_authority(e) else {
+                continue;
+            };
+            let ports = match authority_port(e).flatten() {
+                Some(p) => vec![p],
+                None => vec![default_port(extra_scheme), bind.port()],
+            };
+            for port in ports {
+                origins.push((extra_scheme.to_owned(), h.clone(), port));
             }
+            allowed.push(h);
         }
-        HostPolicy { allowed }
+        HostPolicy { allowed, origins }
     }
 
     fn allows(&self, host: &str) -> bool {
         self.allowed.iter().any(|a| a == host)
+    }
+
+    fn allows_origin(&self, origin: &str) -> bool {
+        parse_origin(origin).is_some_and(|o| self.origins.contains(&o))
     }
 
     /// Refuse a foreign `Host`, a foreign or opaque `Origin`, or a cross-site fetch.
@@ -155,13 +216,10 @@ impl HostPolicy {
             let origin = origin
                 .to_str()
                 .map_err(|_| "Forbidden: malformed Origin header")?;
-            let host = origin
-                .split_once("://")
-                .filter(|(scheme, _)| matches!(*scheme, "http" | "https"))
-                .and_then(|(_, authority)| host_of_authority(authority))
-                .ok_or("Forbidden: Origin is not allowed (cross-origin request)")?;
-            if !self.allows(&host) {
-                return Err("Forbidden: Origin is not allowed (cross-origin request)");
+            if !self.allows_origin(origin) {
+                return Err(
+                    "Forbidden: Origin is not allowed (cross-origin request; only this server's own scheme, host and port are)",
+                );
             }
         }
         if headers
@@ -240,13 +298,21 @@ fn redirect_with_cookie(location: &str, token: &str, secure: bool) -> Response {
     response
 }
 
+/// Where to send the browser after `?access_token=`: `path` with leading slashes (and
+/// backslashes, which browsers read as slashes) collapsed to one, so `//host/…` cannot
+/// become a protocol-relative redirect off this server.
+fn local_location(path: &str, rest: &str) -> String {
+    let path = format!("/{}", path.trim_start_matches(['/', '\\']));
+    if rest.is_empty() {
+        path
+    } else {
+        format!("{path}?{rest}")
+    }
+}
+
 /// The gate middleware: token exchange, Host/Origin guard and credentials for `/api/*`.
 pub async fn access_guard(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let options = &state.shared.options;
-    let peer = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip());
     let token = options.access_token.as_deref();
 
     if let Some(token) = token
@@ -255,12 +321,7 @@ pub async fn access_guard(State(state): State<AppState>, mut req: Request, next:
         if !token_matches(&given, token) {
             return json_error(StatusCode::UNAUTHORIZED, INVALID_TOKEN);
         }
-        let path = req.uri().path();
-        let location = if rest.is_empty() {
-            path.to_owned()
-        } else {
-            format!("{path}?{rest}")
-        };
+        let location = local_location(req.uri().path(), &rest);
         let secure = options.public_https
             || req
                 .headers()
@@ -282,9 +343,19 @@ pub async fn access_guard(State(state): State<AppState>, mut req: Request, next:
                 }
                 Credentials::Invalid => return json_error(StatusCode::UNAUTHORIZED, INVALID_TOKEN),
                 Credentials::None => {
-                    let exempt = peer.is_some_and(is_loopback) && is_mcp_endpoint(req.uri().path());
-                    if !exempt {
+                    let Some(server) = mcp_endpoint(req.uri().path()) else {
                         return json_error(StatusCode::UNAUTHORIZED, TOKEN_REQUIRED);
+                    };
+                    match verified_scope(server, req.uri().query(), &state.shared.signer) {
+                        Ok(Some(_)) => {}
+                        Ok(None) => return json_error(StatusCode::UNAUTHORIZED, TOKEN_REQUIRED),
+                        Err(refused) => {
+                            return jsonrpc_error(
+                                StatusCode::FORBIDDEN,
+                                INVALID_SCOPE,
+                                &refused.to_string(),
+                            );
+                        }
                     }
                 }
             }
@@ -310,14 +381,37 @@ mod tests {
     }
 
     #[test]
-    fn only_exact_mcp_endpoints_are_exempt() {
-        assert!(is_mcp_endpoint("/api/mcp/tasks"));
-        assert!(is_mcp_endpoint("/api/mcp/teamchat"));
-        assert!(!is_mcp_endpoint("/api/mcp/config"));
-        assert!(!is_mcp_endpoint("/api/mcp/status"));
-        assert!(!is_mcp_endpoint("/API/mcp/tasks"));
-        assert!(!is_mcp_endpoint("/api/%6Dcp/tasks"));
-        assert!(!is_mcp_endpoint("/api/mcp/tasks/../../board"));
+    fn only_exact_mcp_endpoints_open_with_a_signed_url() {
+        assert_eq!(mcp_endpoint("/api/mcp/tasks"), Some(McpServerName::Tasks));
+        assert_eq!(
+            mcp_endpoint("/api/mcp/teamchat"),
+            Some(McpServerName::Teamchat)
+        );
+        for path in [
+            "/api/mcp/config",
+            "/api/mcp/status",
+            "/API/mcp/tasks",
+            "/api/%6Dcp/tasks",
+            "/api/mcp/tasks/../../board",
+            "/api/mcp/tasks/",
+        ] {
+            assert_eq!(mcp_endpoint(path), None, "{path}");
+        }
+    }
+
+    #[test]
+    fn the_redirect_never_leaves_the_server() {
+        assert_eq!(local_location("/", ""), "/");
+        assert_eq!(local_location("//evil.example/x", ""), "/evil.example/x");
+        assert_eq!(
+            local_location("///evil.example", "a=1"),
+            "/evil.example?a=1"
+        );
+        assert_eq!(local_location("/\\evil.example", ""), "/evil.example");
+        assert_eq!(
+            local_location("/api/board", "status=todo"),
+            "/api/board?status=todo"
+        );
     }
 
     #[test]
@@ -350,6 +444,7 @@ mod tests {
         let p = HostPolicy::new(
             "127.0.0.1:18790".parse().unwrap(),
             &["board.example:443".into()],
+            false,
         );
         assert!(p.check(&headers(&[("host", "127.0.0.1:18790")])).is_ok());
         assert!(p.check(&headers(&[("host", "localhost")])).is_ok());
@@ -364,10 +459,26 @@ mod tests {
             p.check(&headers(&[("host", "127.0.0.1@evil.com")]))
                 .is_err()
         );
-        assert!(
-            p.check(&headers(&[("origin", "http://localhost:3000")]))
-                .is_ok()
-        );
+        for same in [
+            "http://localhost:18790",
+            "http://127.0.0.1:18790",
+            "http://[::1]:18790",
+            "HTTP://LOCALHOST:18790",
+            "http://board.example:443",
+        ] {
+            assert!(p.check(&headers(&[("origin", same)])).is_ok(), "{same}");
+        }
+        // Another port or scheme on the same host is another site.
+        for other in [
+            "http://localhost:3000",
+            "http://localhost",
+            "https://localhost:18790",
+            "http://127.0.0.1:18791",
+            "http://board.example",
+            "http://localhost:18790x",
+        ] {
+            assert!(p.check(&headers(&[("origin", other)])).is_err(), "{other}");
+        }
         assert!(
             p.check(&headers(&[("origin", "https://evil.com")]))
                 .is_err()
@@ -381,6 +492,22 @@ mod tests {
             p.check(&headers(&[("sec-fetch-site", "same-origin")]))
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn extra_hosts_without_a_port_match_the_default_or_bound_port() {
+        let p = HostPolicy::new(
+            "0.0.0.0:18790".parse().unwrap(),
+            &["board.example".into()],
+            true,
+        );
+        let origin = |o: &str| p.check(&headers(&[("origin", o)])).is_ok();
+        assert!(origin("https://board.example"));
+        assert!(origin("https://board.example:443"));
+        assert!(origin("https://board.example:18790"));
+        assert!(!origin("http://board.example"));
+        assert!(!origin("https://board.example:8443"));
+        assert!(origin("http://127.0.0.1:18790"));
     }
 
     #[test]

@@ -23,6 +23,7 @@ use clawboo_store::broker::{Broker, BrokerConfig};
 use clawboo_store::memory::Memory;
 use tower_http::catch_panic::CatchPanicLayer;
 
+pub mod conn;
 pub mod error;
 pub mod guard;
 pub mod mcp_http;
@@ -32,6 +33,7 @@ pub mod rate_limit;
 pub mod routes;
 pub mod status;
 
+use crate::conn::Deadlines;
 use crate::error::json_error;
 use crate::guard::HostPolicy;
 use crate::mcp_http::McpHttpConfig;
@@ -48,6 +50,37 @@ pub const ALLOWED_HOSTS_ENV: &str = "CLAWBOO_ALLOWED_HOSTS";
 pub const SESSION_IDLE_ENV: &str = "CLAWBOO_MCP_SESSION_IDLE_SECS";
 /// Directory of the `clawboo-mcp-<server>` binaries for stdio snippets.
 pub const MCP_BIN_DIR_ENV: &str = "CLAWBOO_MCP_BIN_DIR";
+/// Milliseconds a client has to send a request's headers.
+pub const HEADER_TIMEOUT_ENV: &str = "CLAWBOO_HEADER_TIMEOUT_MS";
+/// Milliseconds a client has to send a request's body once its headers are in.
+pub const BODY_TIMEOUT_ENV: &str = "CLAWBOO_BODY_TIMEOUT_MS";
+/// Most MCP sessions open at once per server.
+pub const MAX_SESSIONS_ENV: &str = "CLAWBOO_MCP_MAX_SESSIONS";
+
+/// A setting in the environment that the server refuses to start with.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// `STUDIO_ACCESS_TOKEN` is too short to keep anyone out.
+    #[error(
+        "{ACCESS_TOKEN_ENV} is {0} characters; it must be at least {min} (letters, digits, . _ ~ -), since a short token is guessed quickly. Set a longer one, or unset it to keep the gate off on loopback",
+        min = guard::MIN_TOKEN_LEN
+    )]
+    TokenTooShort(usize),
+    /// A numeric setting is not a positive whole number.
+    #[error("{name} must be a positive whole number, not {value:?}")]
+    NotPositive { name: &'static str, value: String },
+}
+
+/// A positive number from the environment variable `name`, if set.
+fn positive_env(name: &'static str) -> Result<Option<u64>, ConfigError> {
+    let Ok(value) = std::env::var(name) else {
+        return Ok(None);
+    };
+    match value.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(Some(n)),
+        _ => Err(ConfigError::NotPositive { name, value }),
+    }
+}
 
 /// How the server runs.
 #[derive(Debug, Clone)]
@@ -72,6 +105,8 @@ pub struct ServerOptions {
     pub mcp: McpHttpConfig,
     /// How often each mounted MCP server is probed.
     pub probe_interval: Duration,
+    /// How long a client may take to send a request's headers and body.
+    pub deadlines: Deadlines,
 }
 
 /// The base URL for a bound address: an unspecified address is reached on loopback.
@@ -100,19 +135,25 @@ impl ServerOptions {
             rate_limit: RateLimitConfig::default(),
             mcp: McpHttpConfig::default(),
             probe_interval: Duration::from_secs(60),
+            deadlines: Deadlines::default(),
         }
     }
 
-    /// Apply `STUDIO_ACCESS_TOKEN` (ignored with a warning unless `[A-Za-z0-9._~-]+`),
-    /// `CLAWBOO_ALLOWED_HOSTS` and `CLAWBOO_MCP_SESSION_IDLE_SECS`.
-    pub fn with_env(mut self) -> ServerOptions {
+    /// Apply the environment's settings, every one read here: `STUDIO_ACCESS_TOKEN`
+    /// (ignored with a warning when empty or not `[A-Za-z0-9._~-]+`; refused when shorter
+    /// than [`guard::MIN_TOKEN_LEN`]), `CLAWBOO_ALLOWED_HOSTS`,
+    /// `CLAWBOO_MCP_SESSION_IDLE_SECS` (a bad value warns and keeps the default),
+    /// `CLAWBOO_MCP_MAX_SESSIONS`, `CLAWBOO_HEADER_TIMEOUT_MS` and `CLAWBOO_BODY_TIMEOUT_MS`.
+    pub fn with_env(mut self) -> Result<ServerOptions, ConfigError> {
         if let Ok(token) = std::env::var(ACCESS_TOKEN_ENV) {
-            if guard::valid_access_token(&token) {
-                self.access_token = Some(token);
-            } else {
+            if !guard::valid_access_token(&token) {
                 tracing::warn!(
                     "{ACCESS_TOKEN_ENV} is empty or has characters outside [A-Za-z0-9._~-]; the access gate stays OFF"
                 );
+            } else if token.len() < guard::MIN_TOKEN_LEN {
+                return Err(ConfigError::TokenTooShort(token.len()));
+            } else {
+                self.access_token = Some(token);
             }
         }
         if let Ok(hosts) = std::env::var(ALLOWED_HOSTS_ENV) {
@@ -131,7 +172,16 @@ impl ServerOptions {
                 ),
             }
         }
-        self
+        if let Some(max) = positive_env(MAX_SESSIONS_ENV)? {
+            self.mcp.max_sessions = usize::try_from(max).unwrap_or(usize::MAX);
+        }
+        if let Some(ms) = positive_env(HEADER_TIMEOUT_ENV)? {
+            self.deadlines.header = Duration::from_millis(ms);
+        }
+        if let Some(ms) = positive_env(BODY_TIMEOUT_ENV)? {
+            self.deadlines.body = Duration::from_millis(ms);
+        }
+        Ok(self)
     }
 }
 
@@ -177,7 +227,7 @@ impl AppState {
         options: ServerOptions,
         mounts: Vec<McpMount>,
     ) -> AppState {
-        let host_policy = HostPolicy::new(options.bind, &options.extra_hosts);
+        let host_policy = HostPolicy::new(options.bind, &options.extra_hosts, options.public_https);
         let rate_limiter = PeerRateLimiter::new(options.rate_limit);
         let broker = Broker::new(store.clone(), BrokerConfig::from_env());
         AppState {
@@ -274,6 +324,10 @@ pub fn app(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(
             state.shared.options.mcp.max_body_bytes,
         ))
+        .layer(from_fn_with_state(
+            state.shared.options.deadlines,
+            conn::body_deadline,
+        ))
         .layer(from_fn_with_state(state.clone(), guard::access_guard))
         .layer(from_fn_with_state(state.clone(), rate_limit::rate_limit))
         .layer(CatchPanicLayer::custom(panic_response))
@@ -281,23 +335,17 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// Serve `state` on `listener` until `shutdown` resolves; starts the background work.
+/// Each connection is held to the options' header and body deadlines.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
     state.start_background();
-    let service = app(state).into_make_service_with_connect_info::<SocketAddr>();
-    // Without TCP_NODELAY a response written in pieces (SSE frames) waits on the peer's
-    // delayed ACK: ~40 ms per call.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!("could not set TCP_NODELAY: {e}");
-        }
-    });
+    let deadlines = state.shared.options.deadlines;
+    let router = app(state);
     tokio::select! {
-        result = axum::serve(listener, service) => result,
+        () = conn::serve_connections(listener, router, deadlines) => Ok(()),
         () = shutdown => Ok(()),
     }
 }

@@ -2,9 +2,12 @@
 //! session rules and error answers are the contract's (SPEC §7), not rmcp's defaults:
 //!
 //! - a POST without `mcp-session-id` must be `initialize`; it builds a fresh server from
-//!   the factory, which sees that request's URI (so the session is bound from its URL);
+//!   the factory, which sees that request's URI (so the session is bound from its URL)
+//!   and may refuse it (a URL whose scope signature does not verify → 403, -32001);
 //!   anything else → 400 JSON-RPC error (id null, -32000)
 //!   `No valid session; send an initialize request first.`;
+//! - sessions are capped: a new one closes the oldest idle session, and with none idle
+//!   `initialize` gets 503 (-32000) saying what to do;
 //! - GET/DELETE without a session id → 400 `Invalid or missing MCP session id.`;
 //! - an unknown or expired session id → 404 with the same body;
 //! - malformed JSON → 400 with -32700; a body that is JSON but not JSON-RPC → 400 -32600;
@@ -28,6 +31,7 @@ use std::pin::Pin;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use clawboo_mcp::attach::ScopeRefused;
 use clawboo_mcp::protocol::plain_tools_call;
 use futures::{Stream, StreamExt};
 use http_body_util::BodyExt;
@@ -66,6 +70,8 @@ pub struct McpHttpConfig {
     pub max_body_bytes: usize,
     /// Interval of SSE keep-alive comments on open streams.
     pub sse_keep_alive: Duration,
+    /// Most sessions open at once (each holds a server and its state).
+    pub max_sessions: usize,
 }
 
 impl Default for McpHttpConfig {
@@ -74,6 +80,7 @@ impl Default for McpHttpConfig {
             session_idle: Duration::from_secs(30 * 60),
             max_body_bytes: 1024 * 1024,
             sse_keep_alive: Duration::from_secs(15),
+            max_sessions: 1000,
         }
     }
 }
@@ -81,8 +88,8 @@ impl Default for McpHttpConfig {
 /// How long a client whose SSE stream dropped waits before it resumes (rmcp's default).
 const SSE_RETRY: Duration = Duration::from_secs(3);
 
-/// Builds a server for a new session from the `initialize` request's URI.
-type Factory<S> = Arc<dyn Fn(&Uri) -> S + Send + Sync>;
+/// Builds a server for a new session from the `initialize` request's URI, or refuses it.
+type Factory<S> = Arc<dyn Fn(&Uri) -> Result<S, ScopeRefused> + Send + Sync>;
 
 /// One MCP server's Streamable HTTP endpoint with our session rules.
 pub struct McpHttpService<S> {
@@ -120,11 +127,22 @@ pub fn jsonrpc_error(status: StatusCode, code: i64, message: &str) -> Response {
 const SERVER_ERROR: i64 = -32000;
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
+/// An attach URL whose scope signature does not verify (HTTP 403).
+pub const INVALID_SCOPE: i64 = -32001;
 
 impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
-    /// An endpoint whose sessions are served by servers from `factory`.
+    /// An endpoint whose sessions are served by servers from `factory`, every URL accepted.
     pub fn new(
         factory: impl Fn(&Uri) -> S + Send + Sync + 'static,
+        config: McpHttpConfig,
+    ) -> McpHttpService<S> {
+        McpHttpService::checked(move |uri| Ok(factory(uri)), config)
+    }
+
+    /// An endpoint whose sessions are served by servers from `factory`, which refuses an
+    /// `initialize` whose URL it does not accept.
+    pub fn checked(
+        factory: impl Fn(&Uri) -> Result<S, ScopeRefused> + Send + Sync + 'static,
         config: McpHttpConfig,
     ) -> McpHttpService<S> {
         let rmcp_config = StreamableHttpServerConfig::default()
@@ -133,11 +151,16 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
             .with_sse_keep_alive(Some(config.sse_keep_alive))
             .with_sse_retry(Some(SSE_RETRY))
             .with_max_request_body_bytes(config.max_body_bytes);
-        let manager = Arc::new(Sessions::new(config.session_idle, SSE_RETRY));
+        let manager = Arc::new(Sessions::new(
+            config.session_idle,
+            SSE_RETRY,
+            config.max_sessions,
+        ));
         let factory: Factory<S> = Arc::new(factory);
         let unbound = factory.clone();
         let shared = StreamableHttpService::new(
-            move || Ok(unbound(&Uri::default())),
+            // Never called for a session (see `shared`); refused, it fails the request.
+            move || unbound(&Uri::default()).map_err(std::io::Error::other),
             manager.clone(),
             rmcp_config.clone(),
         );
@@ -282,10 +305,37 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
         let req = Request::from_parts(parts, Body::from(bytes));
         match session {
             None if is_initialize => {
-                let factory = self.factory.clone();
-                let uri = req.uri().clone();
+                let server = match (self.factory)(req.uri()) {
+                    Ok(server) => server,
+                    Err(refused) => {
+                        return jsonrpc_error(
+                            StatusCode::FORBIDDEN,
+                            INVALID_SCOPE,
+                            &refused.to_string(),
+                        );
+                    }
+                };
+                if let Err(e) = self.manager.make_room() {
+                    tracing::warn!("MCP initialize refused: {e}");
+                    let text = format!(
+                        "Too many MCP sessions: {e}, none idle; end sessions you no longer use (DELETE with their mcp-session-id) or retry in a while."
+                    );
+                    let mut response =
+                        jsonrpc_error(StatusCode::SERVICE_UNAVAILABLE, SERVER_ERROR, &text);
+                    response
+                        .headers_mut()
+                        .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
+                    return response;
+                }
+                // rmcp's service asks its factory once per new session: hand it this one.
+                let server = parking_lot::Mutex::new(Some(server));
                 let service = StreamableHttpService::new(
-                    move || Ok(factory(&uri)),
+                    move || {
+                        server
+                            .lock()
+                            .take()
+                            .ok_or_else(|| std::io::Error::other("one server per initialize"))
+                    },
                     self.manager.clone(),
                     self.rmcp_config.clone(),
                 );

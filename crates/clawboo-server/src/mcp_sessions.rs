@@ -16,7 +16,9 @@
 //! the answer; everything else goes to the standalone GET stream (a second GET while one is
 //! open only gets keep-alives). A stream dropped mid-request resumes with `Last-Event-ID`
 //! (the last 16 events of a stream are kept while it lives). A session with nothing in
-//! flight and no traffic for the idle limit is closed.
+//! flight and no traffic for the idle limit is closed. The number of sessions is capped:
+//! making room for a new one closes the oldest idle session, and with none idle the new
+//! one is refused ([`Sessions::make_room`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -59,6 +61,9 @@ pub enum SessionError {
     /// `Last-Event-ID` names no stream this session still has.
     #[error("no stream of this session to resume from event {0:?}")]
     NoSuchStream(String),
+    /// Every one of the capped number of sessions has a call in flight.
+    #[error("all {0} MCP sessions of this server are busy")]
+    Full(usize),
 }
 
 /// Every open session of one endpoint.
@@ -66,17 +71,42 @@ pub struct Sessions {
     sessions: RwLock<HashMap<SessionId, Arc<Session>>>,
     idle: Duration,
     retry: Duration,
+    max: usize,
 }
 
 impl Sessions {
-    /// Sessions closed after `idle` without traffic; request streams open with a priming
-    /// event that asks a disconnected client to retry after `retry`.
-    pub fn new(idle: Duration, retry: Duration) -> Sessions {
+    /// At most `max` sessions, each closed after `idle` without traffic; request streams
+    /// open with a priming event that asks a disconnected client to retry after `retry`.
+    pub fn new(idle: Duration, retry: Duration, max: usize) -> Sessions {
         Sessions {
             sessions: RwLock::new(HashMap::new()),
             idle,
             retry,
+            max: max.max(1),
         }
+    }
+
+    /// Make room for one more session: while the cap is reached, close the session that
+    /// has been idle (nothing in flight) the longest; with none idle, refuse. Called
+    /// before a new session is created; initializes racing each other may overshoot the
+    /// cap by how many run at once, never more.
+    pub fn make_room(&self) -> Result<(), SessionError> {
+        let mut sessions = self.sessions.write();
+        while sessions.len() >= self.max {
+            let oldest_idle = sessions
+                .iter()
+                .filter(|(_, s)| s.routes.lock().requests.is_empty())
+                .min_by_key(|(_, s)| *s.last_active.lock())
+                .map(|(id, _)| id.clone());
+            let Some(id) = oldest_idle else {
+                return Err(SessionError::Full(self.max));
+            };
+            if let Some(session) = sessions.remove(&id) {
+                tracing::info!(session = %id, max = self.max, "MCP session cap reached; closing the oldest idle session");
+                session.close();
+            }
+        }
+        Ok(())
     }
 
     /// How many sessions are open.
@@ -189,9 +219,7 @@ impl SessionManager for Sessions {
         let removed = self.sessions.write().remove(id);
         if let Some(session) = removed {
             tracing::debug!(session = %id, "MCP session closed");
-            session.closed.cancel();
-            // Every open stream ends: its sender goes with the routes.
-            *session.routes.lock() = Routes::default();
+            session.close();
         }
         Ok(())
     }
@@ -301,6 +329,13 @@ struct Session {
 }
 
 impl Session {
+    /// Stop the session's server and end every open stream (its sender goes with the
+    /// routes).
+    fn close(&self) {
+        self.closed.cancel();
+        *self.routes.lock() = Routes::default();
+    }
+
     fn touch(&self) {
         *self.last_active.lock() = Instant::now();
     }

@@ -30,7 +30,8 @@ pub struct McpMount {
 
 impl McpMount {
     /// Mount `name`: each HTTP session gets a server from `build`, bound by the signed
-    /// scope of its `initialize` URL (unbound when absent or not verified).
+    /// scope of its `initialize` URL (unbound without one; refused when it does not
+    /// verify).
     pub fn new<S: ServerHandler + Send + 'static>(
         name: McpServerName,
         signer: ScopeSigner,
@@ -39,8 +40,8 @@ impl McpMount {
     ) -> McpMount {
         let build = Arc::new(build);
         let for_http = build.clone();
-        let service = McpHttpService::new(
-            move |uri| for_http(binding_from_query(name, uri.query(), &signer)),
+        let service = McpHttpService::checked(
+            move |uri| binding_from_query(name, uri.query(), &signer).map(|b| for_http(b)),
             config,
         );
         let route = any(move |req| {

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{Request, StatusCode};
-use clawboo_mcp::attach::StdioLauncher;
+use clawboo_mcp::attach::{McpServerName, SignedScope, StdioLauncher, mcp_http_url};
+use clawboo_mcp::binding::Binding;
 use clawboo_mcp::signing::ScopeSigner;
 use clawboo_server::mounts::default_mounts;
 use clawboo_server::rate_limit::RateLimitConfig;
@@ -80,15 +81,32 @@ fn gated(o: &mut ServerOptions) {
     o.access_token = Some("tok".into());
 }
 
+/// The URL this install's `clawboo attach` would print for `server`, unbound.
+fn signed_unbound_url(f: &Fixture, server: McpServerName) -> String {
+    let signer = ScopeSigner::from_store(&f.state.store()).unwrap();
+    let signed = SignedScope::new(server, Binding::default(), &signer);
+    mcp_http_url("http://127.0.0.1:18790", &signed)
+}
+
 fn initialize() -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "t", "version": "0"}}})
 }
 
-/// Status of an MCP initialize POST (the SSE body is not read).
+/// Status of an MCP initialize POST to `/api/mcp/tasks` (the SSE body is not read).
 async fn initialize_status(f: &Fixture, peer: &str, headers: &[(&str, &str)]) -> StatusCode {
-    let mut req = Request::post("/api/mcp/tasks")
+    initialize_status_at(f, "/api/mcp/tasks", peer, headers).await
+}
+
+/// Status of an MCP initialize POST to `path`.
+async fn initialize_status_at(
+    f: &Fixture,
+    path: &str,
+    peer: &str,
+    headers: &[(&str, &str)],
+) -> StatusCode {
+    let mut req = Request::post(path)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream");
     for (k, v) in headers {
@@ -101,7 +119,7 @@ async fn initialize_status(f: &Fixture, peer: &str, headers: &[(&str, &str)]) ->
 }
 
 #[tokio::test]
-async fn a_remote_peer_cannot_forge_its_way_to_the_loopback_exemption() {
+async fn no_peer_forges_its_way_past_the_gate_and_loopback_is_no_key() {
     let f = fixture(gated);
     for forged in [
         ("x-forwarded-for", "127.0.0.1"),
@@ -120,18 +138,23 @@ async fn a_remote_peer_cannot_forge_its_way_to_the_loopback_exemption() {
             .unwrap()
             .starts_with("Clawboo access token required")
     );
-    // The same request from a loopback socket (IPv4, IPv6, mapped) is exempt.
+    // A loopback socket (IPv4, IPv6, mapped) is refused the same: it is no key.
     for peer in [LOOPBACK, "[::1]:5", "[::ffff:127.0.0.1]:5"] {
         assert_eq!(
             initialize_status(&f, peer, &[]).await,
-            StatusCode::OK,
+            StatusCode::UNAUTHORIZED,
             "{peer}"
         );
     }
-    // A remote operator with the token gets in.
+    // A signed URL opens the MCP endpoint, from anywhere; the token opens everything.
+    let signed = signed_unbound_url(&f, McpServerName::Tasks);
+    let path = signed.strip_prefix("http://127.0.0.1:18790").unwrap();
+    for peer in [LOOPBACK, REMOTE] {
+        let status = initialize_status_at(&f, path, peer, &[]).await;
+        assert_eq!(status, StatusCode::OK, "{peer}");
+    }
     let status = initialize_status(&f, REMOTE, &[("authorization", "Bearer tok")]).await;
     assert_eq!(status, StatusCode::OK);
-    // The exemption covers only MCP endpoints.
     let (status, _) = send(&f, LOOPBACK, "GET", "/api/board", &[], None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
@@ -184,12 +207,15 @@ async fn attach_config_shapes_and_refusals() {
     let f = fixture(|_| {});
     let (status, v) = send(&f, LOOPBACK, "GET", "/api/mcp/config", &[], None).await;
     assert_eq!(status, StatusCode::OK);
+    // Unbound URLs are signed too.
+    let tasks = signed_unbound_url(&f, McpServerName::Tasks);
+    assert!(tasks.starts_with("http://127.0.0.1:18790/api/mcp/tasks?scopeSig="));
     assert_eq!(
         v,
         json!({"ok": true, "config": {
             "id": "clawboo-tasks", "transport": "http",
-            "snippet": "claude mcp add --transport http clawboo-tasks http://127.0.0.1:18790/api/mcp/tasks",
-            "structured": {"clawboo-tasks": {"type": "http", "url": "http://127.0.0.1:18790/api/mcp/tasks"}}}})
+            "snippet": format!("claude mcp add --transport http clawboo-tasks '{tasks}'"),
+            "structured": {"clawboo-tasks": {"type": "http", "url": tasks}}}})
     );
     // The base URL is the server's own, never the request's Host.
     let (_, v) = send(
@@ -203,7 +229,7 @@ async fn attach_config_shapes_and_refusals() {
     .await;
     assert_eq!(
         v["config"]["structured"]["clawboo-memory"]["url"],
-        "http://127.0.0.1:18790/api/mcp/memory"
+        signed_unbound_url(&f, McpServerName::Memory)
     );
     let (_, v) = send(
         &f,

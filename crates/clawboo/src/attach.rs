@@ -1,5 +1,5 @@
-//! `clawboo attach`: print an attach snippet locally, signed from the database (no HTTP,
-//! so no operator credentials are needed on the server host).
+//! `clawboo attach`: print an attach snippet locally, its URL always signed from the
+//! database (no HTTP, so no operator credentials are needed on the server host).
 
 use std::path::PathBuf;
 
@@ -76,14 +76,12 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         .context("cannot create the database folder")?;
     let target = match transport {
         Transport::Http => {
-            let signed = if scope.is_bound() {
-                let store = crate::open_store(Some(&db_path))?;
-                Some(SignedScope::new(scope, &ScopeSigner::from_store(&store)?))
-            } else {
-                None
-            };
+            // Always signed, an unbound URL too: behind the access gate the signature is
+            // what opens the endpoint.
+            let store = crate::open_store(Some(&db_path))?;
+            let signed = SignedScope::new(server, scope, &ScopeSigner::from_store(&store)?);
             AttachTarget::Http {
-                url: mcp_http_url(&args.url, server, signed.as_ref()),
+                url: mcp_http_url(&args.url, &signed),
             }
         }
         Transport::Stdio => stdio_target(

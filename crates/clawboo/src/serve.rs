@@ -25,15 +25,14 @@ pub struct ServeArgs {
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let db_path = clawboo_store::resolve_db_path(args.db.as_deref())
         .context("cannot create the database folder")?;
+    let launcher = crate::attach::stdio_launcher()?;
+    // Every setting is read (and a bad one refused) before anything is opened.
+    let mut options = ServerOptions::new(args.bind, db_path.clone(), launcher).with_env()?;
+    let gate_on = options.access_token.is_some();
     let store = crate::open_store(Some(&db_path))?;
     let signer = ScopeSigner::from_store(&store)?;
     // Before the runtime starts: choosing an embedder may build a blocking HTTP client.
     let memory = crate::open_memory(store.clone());
-    let launcher = crate::attach::stdio_launcher()?;
-    let gate_on = ServerOptions::new(args.bind, db_path.clone(), launcher.clone())
-        .with_env()
-        .access_token
-        .is_some();
     let allow_insecure = std::env::var(ALLOW_INSECURE_ENV).is_ok_and(|v| v == "1");
     check_exposure(args.bind, gate_on, allow_insecure).map_err(anyhow::Error::msg)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -44,7 +43,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", args.bind))?;
         let local = listener.local_addr()?;
-        let options = ServerOptions::new(local, db_path, launcher).with_env();
+        // The address actually bound (its real port, when asked for 0).
+        options.bind = local;
+        options.base_url = clawboo_server::base_url_for(local);
         let mounts = default_mounts(&store, &memory, &signer, options.mcp);
         let state = AppState::new(store, memory, signer, options, mounts);
         println!(

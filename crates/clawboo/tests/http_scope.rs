@@ -1,13 +1,28 @@
-//! Signed-scope attacks over real HTTP: only a URL this install signed binds a session;
-//! tampered, swapped, appended, unsigned and foreign-signed URLs are served unbound, and a
-//! bound session cannot read another team's tasks.
+//! Signed-scope attacks over real HTTP: only a URL this install signed for that server
+//! binds a session; tampered, swapped, appended, unsigned, foreign-signed and
+//! other-server URLs are refused at `initialize` (403, -32001), never served unbound, and
+//! a bound session cannot read another team's tasks.
 
 #![allow(clippy::unwrap_used)]
 
 mod http_support;
 
-use http_support::{Server, Session, attach, create_task};
+use http_support::{Server, Session, attach, client, create_task, initialize_body, post};
 use serde_json::{Value, json};
+
+/// Assert that `initialize` at `url` is refused as a bad signature, and opens no session.
+async fn assert_refused(url: &str) {
+    let r = post(&client(), url, None, &initialize_body(1)).await;
+    assert_eq!(r.status(), 403, "{url}");
+    assert!(r.headers().get("mcp-session-id").is_none(), "{url}");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["jsonrpc"], "2.0");
+    assert_eq!(body["error"]["code"], -32001, "{url}: {body}");
+    assert_eq!(
+        body["error"]["message"],
+        "invalid scope signature: mint a new URL with clawboo attach"
+    );
+}
 
 /// The ids of the tasks a session's `list_tasks` (no arguments) returns.
 async fn visible_ids(url: &str) -> Vec<String> {
@@ -105,41 +120,60 @@ async fn signed_url_binds_and_hides_other_teams() {
 }
 
 #[tokio::test]
-async fn tampered_team_is_served_unbound() {
-    let board = Board::new().await;
-    let tampered = board
-        .signed
-        .replace("scopeTeamId=team-a", "scopeTeamId=team-b");
-    assert_ne!(tampered, board.signed);
-    assert_eq!(visible_ids(&tampered).await, board.everything());
-}
-
-#[tokio::test]
-async fn swapped_agent_is_served_unbound() {
-    let board = Board::new().await;
-    let swapped = board
-        .signed
-        .replace("scopeAgentId=alice", "scopeAgentId=bob");
-    assert_ne!(swapped, board.signed);
-    assert_eq!(visible_ids(&swapped).await, board.everything());
-}
-
-#[tokio::test]
-async fn appended_delegate_is_served_unbound() {
-    let board = Board::new().await;
-    let appended = format!("{}&delegate=1", board.signed);
-    assert_eq!(visible_ids(&appended).await, board.everything());
-}
-
-#[tokio::test]
-async fn missing_signature_is_served_unbound() {
+async fn tampered_swapped_appended_and_unsigned_urls_are_refused() {
     let board = Board::new().await;
     let (head, _sig) = board.signed.split_once("&scopeSig=").unwrap();
-    assert_eq!(visible_ids(head).await, board.everything());
+    for forged in [
+        board
+            .signed
+            .replace("scopeTeamId=team-a", "scopeTeamId=team-b"),
+        board
+            .signed
+            .replace("scopeAgentId=alice", "scopeAgentId=bob"),
+        format!("{}&delegate=1", board.signed),
+        format!("{}&scopeTeamId=team-b", board.signed),
+        head.to_owned(),
+        format!("{head}&scopeSig=00"),
+    ] {
+        assert_ne!(forged, board.signed);
+        assert_refused(&forged).await;
+    }
+    // The refusals changed nothing: the signed URL still binds, and no task was made.
+    assert_eq!(visible_ids(&board.signed).await, vec![board.a.clone()]);
+    assert_eq!(
+        visible_ids(&board.server.url("/api/mcp/tasks")).await,
+        board.everything()
+    );
 }
 
 #[tokio::test]
-async fn signature_from_another_install_is_served_unbound() {
+async fn a_signature_for_one_server_opens_no_other() {
+    let board = Board::new().await;
+    // Tasks and memory read the same parameters; the server's name is in the signature.
+    for other in ["memory", "tools", "teamchat"] {
+        let moved = board
+            .signed
+            .replace("/api/mcp/tasks?", &format!("/api/mcp/{other}?"));
+        assert_refused(&moved).await;
+    }
+    let unbound = attach(
+        &board.server.db,
+        &["--server", "tasks", "--url", &board.server.base],
+    );
+    let unbound = unbound["structured"]["clawboo-tasks"]["url"]
+        .as_str()
+        .unwrap();
+    let prefix = format!("{}/api/mcp/tasks?scopeSig=", board.server.base);
+    assert!(
+        unbound.starts_with(&prefix) && !unbound.contains('&'),
+        "{unbound}"
+    );
+    assert_eq!(visible_ids(unbound).await, board.everything());
+    assert_refused(&unbound.replace("/api/mcp/tasks?", "/api/mcp/memory?")).await;
+}
+
+#[tokio::test]
+async fn signature_from_another_install_is_refused() {
     let board = Board::new().await;
     let other_dir = tempfile::tempdir().unwrap();
     let other_db = other_dir.path().join("other.db");
@@ -160,7 +194,29 @@ async fn signature_from_another_install_is_served_unbound() {
         .as_str()
         .unwrap();
     assert_ne!(foreign, board.signed);
-    assert_eq!(visible_ids(foreign).await, board.everything());
+    assert_refused(foreign).await;
+}
+
+#[tokio::test]
+async fn http_config_signs_unbound_urls_like_the_cli() {
+    let server = Server::start(&[]);
+    let v: Value = client()
+        .get(server.url("/api/mcp/config?server=memory"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let url = v["config"]["structured"]["clawboo-memory"]["url"]
+        .as_str()
+        .unwrap();
+    assert!(url.contains("/api/mcp/memory?scopeSig="), "{url}");
+    let cli = attach(&server.db, &["--server", "memory", "--url", &server.base]);
+    assert_eq!(cli["structured"]["clawboo-memory"]["url"], url);
+    // Deterministic: minting again gives the same URL.
+    let again = attach(&server.db, &["--server", "memory", "--url", &server.base]);
+    assert_eq!(again, cli);
 }
 
 #[tokio::test]
@@ -226,23 +282,14 @@ async fn bound_teamchat_session_cannot_post_as_another_agent() {
         .await;
     assert_eq!(posted["posted"]["authorAgentId"], "ada");
     assert_eq!(posted["posted"]["roomId"], "team:red");
-    // Re-attributed or appended-delegate URLs bind nobody: a post then needs identity
-    // in its arguments.
+    // Re-attributed, appended-delegate or half-dropped URLs are refused.
+    let (room_only, _) = url.split_once("&postAuthorAgentId=").unwrap();
     for forged in [
         url.replace("postAuthorAgentId=ada", "postAuthorAgentId=mallory"),
         format!("{url}&delegate=1"),
+        format!("{room_only}&{}", url.rsplit_once('&').unwrap().1),
     ] {
-        let mut s = Session::open(&forged).await;
-        let refused = s.call("team_chat_post", json!({"text": "x"})).await;
-        assert_eq!(refused["isError"], true, "{forged}");
-        let tools = s.request("tools/list", json!({})).await;
-        let names: Vec<&str> = tools["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap())
-            .collect();
-        assert!(!names.contains(&"team_delegate"), "{forged}: {names:?}");
+        assert_refused(&forged).await;
     }
 }
 
@@ -304,20 +351,7 @@ async fn bound_memory_session_never_sees_another_teams_facts() {
         )
         .await;
     assert_eq!(saved["fact"]["teamId"], "red", "{saved}");
-    // A tampered URL is served unbound: its scope arguments apply again.
-    let mut forged = Session::open(&url.replace("scopeTeamId=red", "scopeTeamId=blue")).await;
-    let found = forged
-        .call_json(
-            "memory_search",
-            json!({"query": "launch plan", "scopeTeamId": "blue"}),
-        )
-        .await;
-    assert!(
-        found["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|r| r["fact"]["title"] != "red plan"),
-        "{found}"
-    );
+    // A tampered URL is refused, and so is the red URL taken to the tasks server.
+    assert_refused(&url.replace("scopeTeamId=red", "scopeTeamId=blue")).await;
+    assert_refused(&url.replace("/api/mcp/memory?", "/api/mcp/tasks?")).await;
 }

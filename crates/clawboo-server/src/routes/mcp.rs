@@ -88,11 +88,9 @@ async fn config(
     }
     let target = match transport {
         Transport::Http => {
-            let signed = scope
-                .is_bound()
-                .then(|| SignedScope::new(scope.clone(), &state.shared.signer));
+            let signed = SignedScope::new(server, scope.clone(), &state.shared.signer);
             AttachTarget::Http {
-                url: mcp_http_url(&options.base_url, server, signed.as_ref()),
+                url: mcp_http_url(&options.base_url, &signed),
             }
         }
         Transport::Stdio => stdio_target(&options.stdio_launcher, server, &scope, &options.db_path),
