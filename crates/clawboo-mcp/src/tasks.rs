@@ -26,9 +26,6 @@ const INBOX_BATCH: usize = 5;
 /// `list_tasks`' page when no `limit` is given.
 const DEFAULT_PAGE: usize = 50;
 
-/// How much of a description a listed task carries.
-const LISTED_DESCRIPTION_CHARS: usize = 200;
-
 /// Settings of a Tasks server.
 #[derive(Debug, Clone, Default)]
 pub struct TasksConfig {
@@ -190,22 +187,6 @@ struct TasksOut<'a> {
     tasks: &'a [Task],
     #[serde(skip_serializing_if = "Option::is_none")]
     next_cursor: Option<String>,
-}
-
-/// Cut a listed task's description to [`LISTED_DESCRIPTION_CHARS`] characters (the last
-/// one an ellipsis when cut), so a page's size does not grow with what agents write;
-/// `get_task` has the whole text.
-fn shorten_description(task: &mut Task) {
-    if let Some(description) = &mut task.description
-        && let Some((cut, _)) = description.char_indices().nth(LISTED_DESCRIPTION_CHARS)
-    {
-        let keep = description
-            .char_indices()
-            .nth(LISTED_DESCRIPTION_CHARS - 1)
-            .map_or(cut, |(i, _)| i);
-        description.truncate(keep);
-        description.push('…');
-    }
 }
 
 #[derive(Serialize)]
@@ -378,10 +359,7 @@ impl TasksServer {
                 })
                 .await?;
                 Ok(page
-                    .map(|mut page| {
-                        for task in &mut page.tasks {
-                            shorten_description(task);
-                        }
+                    .map(|page| {
                         json_result(&TasksOut {
                             tasks: &page.tasks,
                             next_cursor: page.next.as_ref().map(BoardCursor::encode),

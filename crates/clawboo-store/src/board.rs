@@ -231,6 +231,24 @@ pub struct TaskFilter {
 /// Most tasks one page of [`Store::list_tasks_page`] holds.
 pub const MAX_PAGE: usize = 200;
 
+/// How much of its description a task on a page carries (`get_task` has it all).
+pub const LISTED_DESCRIPTION_CHARS: usize = 200;
+
+/// Cut `task`'s description to [`LISTED_DESCRIPTION_CHARS`] characters, the last one an
+/// ellipsis when cut, so a page's size does not grow with what agents write.
+fn shorten_description(task: &mut Task) {
+    if let Some(description) = &mut task.description
+        && let Some((cut, _)) = description.char_indices().nth(LISTED_DESCRIPTION_CHARS)
+    {
+        let keep = description
+            .char_indices()
+            .nth(LISTED_DESCRIPTION_CHARS - 1)
+            .map_or(cut, |(i, _)| i);
+        description.truncate(keep);
+        description.push('…');
+    }
+}
+
 /// A place in the board's order (priority high to low, then oldest first, then id): the
 /// last task of a page, so the next page starts right after it whatever was created or
 /// moved meanwhile. Clients see it only as [`BoardCursor::encode`]'s opaque text.
@@ -332,6 +350,82 @@ fn filter_clause(filter: &TaskFilter) -> String {
         conditions.push(format!("status = 'todo' AND NOT {UNFINISHED_DEP}"));
     }
     conditions.join(" AND ")
+}
+
+/// The two statements of a page after a cursor (`?3` its priority, `?4`/`?5` its
+/// `created_at`/`id`, `?6` the limit): the rest of the cursor's priority, then lower
+/// priorities (`?3`, `?4` the limit); without a cursor only the second, from the top.
+/// Each is a range scan of `tasks_by_board_order` that stops at the limit; one `OR` of
+/// the two would not be a range SQLite can seek, so each page would walk every task
+/// before the cursor.
+fn page_queries(where_clause: &str, after_cursor: bool) -> (String, String) {
+    let same_priority = format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE {where_clause} \
+         AND priority = ?3 AND (created_at, id) > (?4, ?5) \
+         ORDER BY priority DESC, created_at, id LIMIT ?6"
+    );
+    let below = if after_cursor {
+        "priority < ?3"
+    } else {
+        "?3 IS NULL"
+    };
+    let lower = format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE {where_clause} AND {below} \
+         ORDER BY priority DESC, created_at, id LIMIT ?4"
+    );
+    (same_priority, lower)
+}
+
+#[cfg(test)]
+mod page_plan_tests {
+    use super::*;
+
+    /// Every page statement, with and without filters, walks an index in the board's
+    /// order and never sorts the board: a page's cost must not grow with the board.
+    #[test]
+    fn pages_are_index_range_scans_without_a_sort() {
+        let store = Store::open(std::path::Path::new(":memory:")).expect("an in-memory store");
+        let filters = [
+            TaskFilter::default(),
+            TaskFilter {
+                team_id: Some("t".into()),
+                status: Some(Status::Todo),
+                ..TaskFilter::default()
+            },
+            TaskFilter {
+                ready: true,
+                ..TaskFilter::default()
+            },
+        ];
+        for filter in &filters {
+            let where_clause = filter_clause(filter);
+            let (same, after) = page_queries(&where_clause, true);
+            let (_, first) = page_queries(&where_clause, false);
+            for sql in [same, after, first] {
+                let plan: Vec<String> = store
+                    .read(|c| {
+                        let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+                        let values: [&dyn rusqlite::ToSql; 6] =
+                            [&None::<String>, &None::<String>, &1, &1, &"x", &10];
+                        let rows = stmt.query_map(&values[..stmt.parameter_count()], |r| {
+                            r.get::<_, String>(3)
+                        })?;
+                        Ok::<_, StoreError>(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+                    })
+                    .expect("a query plan");
+                let text = plan.join(" | ");
+                // A status filter may seek `tasks_by_status` (status, priority DESC,
+                // created_at) instead: still in order, ties sorted only within a key.
+                let index = if filter.status.is_some() || filter.ready {
+                    text.contains("tasks_by_board_order") || text.contains("tasks_by_status")
+                } else {
+                    text.contains("tasks_by_board_order")
+                };
+                assert!(index, "{sql}: {text}");
+                assert!(!text.contains("B-TREE FOR ORDER BY"), "{sql}: {text}");
+            }
+        }
+    }
 }
 
 fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
@@ -617,7 +711,7 @@ impl Store {
     }
 
     /// One page of [`Store::list_tasks`]: up to `limit` tasks (1..=[`MAX_PAGE`]) after
-    /// `after`, in the same order. Keyset paging, walking `tasks_by_board_order`: a page
+    /// `after`, in the same order, descriptions cut to [`LISTED_DESCRIPTION_CHARS`]. Keyset paging, walking `tasks_by_board_order`: a page
     /// costs the same on any board size, and a task created or moved between pages is
     /// neither skipped nor repeated (only a changed priority moves a task in the order).
     pub fn list_tasks_page(
@@ -633,25 +727,7 @@ impl Store {
         }
         let where_clause = filter_clause(filter);
         let status = filter.status.map(Status::as_str);
-        // Two index range scans: the rest of the cursor's priority, then lower priorities.
-        // (One `OR` of the two would not be a range SQLite can seek, so each page would
-        // walk every task before the cursor.)
-        let same_priority = format!(
-            "SELECT {TASK_COLUMNS} FROM tasks WHERE {where_clause} \
-             AND priority = ?3 AND (created_at, id) > (?4, ?5) \
-             ORDER BY priority DESC, created_at, id LIMIT ?6"
-        );
-        let lower = if after.is_some() {
-            format!(
-                "SELECT {TASK_COLUMNS} FROM tasks WHERE {where_clause} AND priority < ?3 \
-                 ORDER BY priority DESC, created_at, id LIMIT ?4"
-            )
-        } else {
-            format!(
-                "SELECT {TASK_COLUMNS} FROM tasks WHERE {where_clause} AND ?3 IS NULL \
-                 ORDER BY priority DESC, created_at, id LIMIT ?4"
-            )
-        };
+        let (same_priority, lower) = page_queries(&where_clause, after.is_some());
         // One more than asked tells whether more remain.
         let want = limit + 1;
         self.read(|c| {
@@ -694,6 +770,7 @@ impl Store {
             } else {
                 None
             };
+            tasks.iter_mut().for_each(shorten_description);
             Ok(TaskPage { tasks, next })
         })
     }
