@@ -3,6 +3,10 @@
 #   - the official TypeScript SDK over stdio (StdioClientTransport, `clawboo-mcp-tasks`) and
 #     over Streamable HTTP (StreamableHTTPClientTransport, `clawboo serve`);
 #   - the Python `mcp` package, 1.x (streamablehttp_client) and 2.x (Client), likewise;
+#   - the real agent CLIs, Claude Code's (`claude`) and Codex's (`codex`), from npm: the
+#     snippets `clawboo attach` prints, run as printed in a temporary HOME/CODEX_HOME for
+#     every server over stdio and HTTP, then `claude mcp list` (every server Connected) and
+#     `codex mcp list` (every server listed) (node/agent-clis.test.mjs);
 #   - the official conformance suite (@modelcontextprotocol/conformance, server mode, under
 #     Node 22 from npm's `node@22`) against the conformance fixture, which serves the
 #     suite's fixture tools over the same transport code, with an exact expected-failures
@@ -38,7 +42,8 @@ FIXTURE="$ROOT/target/debug/examples/conformance_fixture"
 
 # --- install clients -------------------------------------------------------------------
 command -v node >/dev/null || fail_setup "node is required"
-if [ ! -d "$HERE/node_modules/@modelcontextprotocol/sdk" ]; then
+if [ ! -d "$HERE/node_modules/@modelcontextprotocol/sdk" ] || [ ! -x "$HERE/node_modules/.bin/claude" ] \
+  || [ ! -x "$HERE/node_modules/.bin/codex" ]; then
   (cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error) || fail_setup "npm ci"
 fi
 if [ ! -x "$TOOLS/node_modules/.bin/conformance" ] || [ ! -x "$TOOLS/node_modules/.bin/node" ]; then
@@ -56,7 +61,7 @@ for spec in "1:$MCP1" "2:$MCP2"; do
 done
 
 # --- TypeScript SDK over HTTP ----------------------------------------------------------
-echo "== TypeScript SDK over stdio and Streamable HTTP"
+echo "== TypeScript SDK over stdio and Streamable HTTP; Claude Code and Codex CLIs"
 ts_out="$(cd "$HERE" && node --test --test-reporter=tap node/ 2>&1)"
 ts_rc=$?
 echo "$ts_out" | grep -E '^(not )?ok |^# (pass|fail)' || true

@@ -23,8 +23,8 @@ use serde_json::{Value, json};
 
 use crate::binding::Binding;
 use crate::protocol::{
-    blocking_write, internal_error, invalid_args, json_result, parse_args, tool, tool_error,
-    unknown_tool,
+    Effect, blocking_write, internal_error, invalid_args, json_result, parse_args, tool,
+    tool_error, unknown_tool,
 };
 use crate::server::ToolSet;
 
@@ -66,52 +66,45 @@ impl From<ModeArg> for SearchMode {
     }
 }
 
+// Field doc comments are property descriptions the model reads on every turn: a field has
+// one only where its name does not say it (SPEC §15). Scope fields are ignored when the
+// connection is bound.
+
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct SaveArgs {
-    /// The fact or the procedure's steps. Secrets are redacted before saving.
     content: String,
-    /// Required for a fact (not a procedure).
+    // Required for a fact (not a procedure).
     title: Option<String>,
-    /// Free-form labels.
     tags: Option<Vec<String>>,
-    /// Set to save a procedure (a new version of that name) instead of a fact.
+    // Set to save a procedure (a new version of that name) instead of a fact.
     procedure_name: Option<String>,
-    /// The owning team (ignored when the connection is bound).
     scope_team_id: Option<String>,
-    /// The owning agent (ignored when bound).
     scope_agent_id: Option<String>,
 }
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct SearchArgs {
-    /// What to look for.
     query: String,
-    /// fts, vector or hybrid (default: hybrid with a sentence-embedding model, else fts).
+    // Default: hybrid with a sentence model, else fts.
     mode: Option<ModeArg>,
-    /// Most results, 1..100 (default 10).
     #[schemars(range(min = 1, max = 100))]
     limit: Option<u32>,
-    /// Only this team's facts and global ones (ignored when bound).
     scope_team_id: Option<String>,
-    /// Only this agent's facts and agent-less ones (ignored when bound).
     scope_agent_id: Option<String>,
-    /// Also return the latest version of each matching procedure as {procedure} entries.
+    // Also return the latest version of each matching procedure as {procedure} entries.
     include_procedures: Option<bool>,
 }
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct BrowseArgs {
-    /// Most facts, 1..200 (default 10).
     #[schemars(range(min = 1, max = 200))]
     limit: Option<u32>,
-    /// Only this team's facts and global ones (ignored when bound).
     scope_team_id: Option<String>,
-    /// Only this agent's facts and agent-less ones (ignored when bound).
     scope_agent_id: Option<String>,
-    /// Also return the latest version of each procedure in scope, as `procedures`.
+    // Also return the latest version of each procedure in scope, as `procedures`.
     include_procedures: Option<bool>,
 }
 
@@ -119,15 +112,21 @@ fn tool_list() -> Vec<Tool> {
     vec![
         tool::<SaveArgs>(
             "memory_save",
-            "Save a durable fact (title + content) or a versioned procedure (set procedureName). Facts are declarative (\"user prefers X\"), not instructions. Secrets are redacted; content that is nothing but secrets is declined. Returns {saved: \"fact\", fact} or {saved: \"procedure\", procedure}.",
+            "Save memory",
+            Effect::Write,
+            "Save a fact (title + content) or, with procedureName, a procedure's next version; secrets are redacted.",
         ),
         tool::<SearchArgs>(
             "memory_search",
-            "Search saved facts. mode is fts, vector or hybrid (default hybrid when a sentence-embedding model is configured, else fts). Results cite a fact id: {results: [{fact, score (0..1, higher is better), matchedVia}], mode} where mode is the one actually used. limit is 1-100. includeProcedures adds {procedure} entries.",
+            "Search memory",
+            Effect::Read,
+            "Search saved facts, best first; includeProcedures adds procedures.",
         ),
         tool::<BrowseArgs>(
             "memory_browse",
-            "List recent saved facts (scoped), newest first: {facts}. limit is 1-200. includeProcedures adds `procedures` (the latest version of each).",
+            "Browse memory",
+            Effect::Read,
+            "List saved facts, newest first; includeProcedures adds procedures.",
         ),
     ]
 }

@@ -7,20 +7,71 @@ use clawboo_store::{SettleWrite, Store, StoreError};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientJsonRpcMessage, ClientRequest,
     ContentBlock, JsonObject, JsonRpcMessage, JsonRpcRequest, MetaObject, RequestId, Tool,
+    ToolAnnotations,
 };
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-/// A tool whose input schema is derived from `Args` (field doc comments become
-/// descriptions) and flattened to the plain shape every client accepts.
-pub fn tool<Args: JsonSchema>(name: &'static str, description: &'static str) -> Tool {
-    Tool::new(name, description, Arc::new(input_schema::<Args>()))
+/// What a tool does to the world, told to clients as MCP annotations (SPEC §15) so they
+/// can decide what to run without asking and what to confirm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Reads only.
+    Read,
+    /// Changes the store; a repeat changes it again.
+    Write,
+    /// Changes the store; a repeat with the same arguments changes nothing more.
+    Idempotent,
+    /// Destroys something.
+    Destructive,
+    /// Reaches outside this machine.
+    External,
+}
+
+impl Effect {
+    /// The annotations for this effect, every hint explicit (MCP's defaults assume the
+    /// worst: destructive and open-world) and `title` set.
+    pub fn annotations(self, title: &str) -> ToolAnnotations {
+        let mut annotations = ToolAnnotations::new()
+            .read_only(self == Effect::Read)
+            .destructive(self == Effect::Destructive)
+            .idempotent(matches!(self, Effect::Read | Effect::Idempotent))
+            .open_world(self == Effect::External);
+        annotations.title = Some(title.to_owned());
+        annotations
+    }
+}
+
+/// A tool whose input schema is derived from `Args` (field doc comments become property
+/// descriptions, so a field gets one only where its name does not say it: every tool
+/// definition is paid for on every model turn) and flattened to the plain shape every
+/// client accepts; `title` and `effect` go outside the model-visible part.
+pub fn tool<Args: JsonSchema>(
+    name: &'static str,
+    title: &'static str,
+    effect: Effect,
+    description: &'static str,
+) -> Tool {
+    described(
+        Tool::new(name, description, Arc::new(input_schema::<Args>())),
+        title,
+        effect,
+    )
+}
+
+/// `tool` with its display title and annotations set.
+pub fn described(tool: Tool, title: &str, effect: Effect) -> Tool {
+    tool.with_title(title)
+        .with_annotations(effect.annotations(title))
 }
 
 /// `Args`' JSON Schema as `{type: "object", properties, required}`: no `$schema`, no
-/// `$defs`/`$ref` (inlined), no `null` unions for optional fields.
+/// `$defs`/`$ref` (inlined), no `null` unions for optional fields, and no
+/// `additionalProperties: false` (unknown fields are still refused, by the decoder, as
+/// `invalid args`; the model reads every schema on every turn, so the schema says only
+/// what the model needs).
 pub fn input_schema<Args: JsonSchema>() -> JsonObject {
     let generator = schemars::generate::SchemaSettings::draft2020_12()
         .with(|s| s.inline_subschemas = true)
@@ -33,6 +84,7 @@ pub fn input_schema<Args: JsonSchema>() -> JsonObject {
     };
     object.remove("$schema");
     object.remove("title");
+    object.remove("additionalProperties");
     object.insert("type".into(), json!("object"));
     object.entry("properties").or_insert_with(|| json!({}));
     object.entry("required").or_insert_with(|| json!([]));

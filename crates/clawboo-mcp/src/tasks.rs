@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use clawboo_store::board::{
-    AuthorType, Comment, CreatePolicy, NewComment, NewTask, Scope, Status, Task, TaskFilter,
+    AuthorType, BoardCursor, Comment, CreatePolicy, MAX_PAGE, NewComment, NewTask, Scope, Status,
+    Task, TaskFilter,
 };
 use clawboo_store::{Store, StoreError};
 use rmcp::RoleServer;
@@ -14,13 +15,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::binding::Binding;
 use crate::protocol::{
-    blocking, blocking_write, denied, internal_error, invalid_args, json_result, parse_args, tool,
-    tool_error, unknown_tool,
+    Effect, blocking, blocking_write, denied, internal_error, invalid_args, json_result,
+    parse_args, tool, tool_error, unknown_tool,
 };
 use crate::server::ToolSet;
 
 /// How many undelivered inbox rows ride along with one tool result.
 const INBOX_BATCH: usize = 5;
+
+/// `list_tasks`' page when no `limit` is given.
+const DEFAULT_PAGE: usize = 50;
 
 /// Settings of a Tasks server.
 #[derive(Debug, Clone, Default)]
@@ -44,7 +48,8 @@ impl TasksServer {
     }
 }
 
-/// A board status, as tools accept it.
+// A board status, as tools accept it (no doc comment: it would be every status field's
+// description).
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 enum StatusArg {
@@ -89,103 +94,99 @@ impl From<AuthorTypeArg> for AuthorType {
     }
 }
 
+// Field doc comments are property descriptions the model reads on every turn: a field has
+// one only where its name does not say it (SPEC §15).
+
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct ListTasksArgs {
-    /// Only this team's tasks (ignored when the session is bound to a team).
+    // Ignored when the session is bound to a team.
     team_id: Option<String>,
-    /// Only tasks in this status.
     status: Option<StatusArg>,
-    /// Only claimable work: todo, not dropped, every dependency done.
+    // Only claimable work: todo, not dropped, every dependency done.
     ready: Option<bool>,
+    // Tasks a page, 1..200 (default 50).
+    #[schemars(range(min = 1, max = 200))]
+    limit: Option<u32>,
+    // The `nextCursor` of the previous page.
+    cursor: Option<String>,
 }
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct TaskIdArgs {
-    /// The task's id.
     task_id: String,
 }
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct CreateTaskArgs {
-    /// Short imperative title.
     title: String,
-    /// Details, acceptance criteria, links.
     description: Option<String>,
-    /// Initial status (default todo, claimable at once).
     status: Option<StatusArg>,
     /// Higher runs first.
     priority: Option<i64>,
-    /// The team that owns the task (default: the parent's team).
+    // Default: the parent's team.
     team_id: Option<String>,
-    /// Makes this a subtask of that task (non-empty; child-count and depth caps apply).
+    // Non-empty; makes this a subtask (child-count and depth caps apply).
     #[schemars(length(min = 1))]
     parent_task_id: Option<String>,
-    /// The runtime expected to run it (claude-code, codex, …).
+    // The runtime expected to run it (claude-code, codex, …).
     assignee_runtime: Option<String>,
 }
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct CreateSubtaskArgs {
-    /// The parent task's id.
     #[schemars(length(min = 1))]
     parent_task_id: String,
-    /// Short imperative title.
     title: String,
-    /// Details, acceptance criteria, links.
     description: Option<String>,
 }
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct ClaimArgs {
-    /// The task's id.
     task_id: String,
-    /// The agent taking the task (the bound agent when the session is bound).
+    // The bound agent when the session is bound.
     assignee_agent_id: String,
-    /// The agent's runtime.
     assignee_runtime: Option<String>,
 }
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct UpdateStatusArgs {
-    /// The task's id.
     task_id: String,
-    /// The new status; the state machine decides what is legal.
+    // The state machine decides what is legal.
     status: StatusArg,
 }
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct AddCommentArgs {
-    /// The task's id.
     task_id: String,
-    /// The comment text.
     body: String,
-    /// Who wrote it (the bound agent when the session is bound).
+    // The bound agent when the session is bound.
     author_agent_id: Option<String>,
-    /// agent (default), user or system.
+    // agent (default), user or system.
     author_type: Option<AuthorTypeArg>,
 }
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct LinkTaskArgs {
-    /// The task that must wait.
     task_id: String,
-    /// The task it waits for.
     depends_on_task_id: String,
 }
 
 // Result envelopes, serialized straight to text (no intermediate `serde_json::Value`).
 
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct TasksOut<'a> {
     tasks: &'a [Task],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -209,11 +210,15 @@ fn tool_list(read_only: bool) -> Vec<Tool> {
     let mut tools = vec![
         tool::<ListTasksArgs>(
             "list_tasks",
-            "List board tasks, highest priority first. Pass ready=true for only claimable (deps satisfied) work.",
+            "List tasks",
+            Effect::Read,
+            "List tasks by priority (ready=true: claimable only); pass nextCursor as cursor for more.",
         ),
         tool::<TaskIdArgs>(
             "get_task",
-            "Get a task with its comments and ancestor chain. Returns {task, comments, ancestors}; a tool-error `not found: <id>` when the task does not exist.",
+            "Get task",
+            Effect::Read,
+            "Get a task with its comments and ancestors.",
         ),
     ];
     if read_only {
@@ -222,37 +227,63 @@ fn tool_list(read_only: bool) -> Vec<Tool> {
     tools.extend([
         tool::<CreateTaskArgs>(
             "create_task",
-            "Create a board task (todo unless a status is given). With parentTaskId it is a subtask: at most 24 live children per parent and 2 levels of nesting. Root tasks are limited to 30 per 5 minutes board-wide. Do not retry a refusal unchanged.",
+            "Create task",
+            Effect::Write,
+            "Create a task; parentTaskId makes it a subtask (max 24 per parent, 2 levels deep); do not retry a cap refusal unchanged.",
         ),
         tool::<CreateSubtaskArgs>(
             "create_subtask",
-            "Create a subtask under a parent (inherits the parent's team). Same creation caps and tool-errors as a parented create_task.",
+            "Create subtask",
+            Effect::Write,
+            "Create a subtask under a parent, with create_task's caps.",
         ),
         tool::<ClaimArgs>(
             "claim_task",
-            "Atomically claim a todo task whose dependencies are done. A `conflict` error means another agent won; do not retry. Returns the claimed task.",
+            "Claim task",
+            Effect::Idempotent,
+            "Atomically claim a ready todo task; a conflict means another agent won: do not retry.",
         ),
         tool::<ClaimArgs>(
             "assign_task",
-            "Assign a todo task to an agent (the same atomic claim as claim_task; a conflict means already assigned).",
+            "Assign task",
+            Effect::Idempotent,
+            "Claim a todo task for an agent, as claim_task does.",
         ),
-        tool::<TaskIdArgs>("release_task", "Release an in_progress task back to todo, clearing its assignee."),
+        tool::<TaskIdArgs>(
+            "release_task",
+            "Release task",
+            Effect::Idempotent,
+            "Put an in_progress task back to todo.",
+        ),
         tool::<UpdateStatusArgs>(
             "update_task_status",
-            "Transition a task's status. State-machine enforced; an illegal transition returns `status change failed: illegal_transition`.",
+            "Update task status",
+            Effect::Idempotent,
+            "Move a task to another status.",
         ),
-        tool::<TaskIdArgs>("block_task", "Mark a task blocked. Tool-error `block failed: <reason>` on an illegal transition."),
+        tool::<TaskIdArgs>(
+            "block_task",
+            "Block task",
+            Effect::Idempotent,
+            "Mark a task blocked.",
+        ),
         tool::<TaskIdArgs>(
             "unblock_task",
-            "Unblock a blocked task (back to todo). Tool-error `unblock failed: <reason>` when it is not blocked.",
+            "Unblock task",
+            Effect::Idempotent,
+            "Put a blocked task back to todo.",
         ),
         tool::<AddCommentArgs>(
             "add_comment",
-            "Add a comment to a task (report-up summaries, system notes). authorType defaults to agent.",
+            "Comment on task",
+            Effect::Write,
+            "Comment on a task.",
         ),
         tool::<LinkTaskArgs>(
             "link_task",
-            "Make taskId depend on dependsOnTaskId; it stays unready until the dependency is done. Links that would close a cycle are refused; do not work around it by linking the other way.",
+            "Link dependency",
+            Effect::Idempotent,
+            "Make taskId wait until dependsOnTaskId is done; a link that would close a cycle is refused.",
         ),
     ]);
     tools
@@ -302,15 +333,38 @@ impl TasksServer {
         match name {
             "list_tasks" => {
                 let a: ListTasksArgs = parse_args(args)?;
+                let limit = match a.limit {
+                    None => DEFAULT_PAGE,
+                    Some(n) if (1..=MAX_PAGE).contains(&(n as usize)) => n as usize,
+                    Some(n) => {
+                        return Err(invalid_args(format!(
+                            "limit must be between 1 and {MAX_PAGE} (got {n})"
+                        )));
+                    }
+                };
+                let after = a
+                    .cursor
+                    .as_deref()
+                    .map(BoardCursor::decode)
+                    .transpose()
+                    .map_err(|e| store_error(e, None))?;
                 let filter = TaskFilter {
                     team_id: team.or(a.team_id),
                     status: a.status.map(Status::from),
                     ready: a.ready.unwrap_or(false),
                     include_dropped: false,
                 };
-                let tasks = blocking(&self.store, move |s| s.list_tasks(&filter)).await?;
-                Ok(tasks
-                    .map(|tasks| json_result(&TasksOut { tasks: &tasks }))
+                let page = blocking(&self.store, move |s| {
+                    s.list_tasks_page(&filter, after.as_ref(), limit)
+                })
+                .await?;
+                Ok(page
+                    .map(|page| {
+                        json_result(&TasksOut {
+                            tasks: &page.tasks,
+                            next_cursor: page.next.as_ref().map(BoardCursor::encode),
+                        })
+                    })
                     .unwrap_or_else(|e| store_error(e, None)))
             }
             "get_task" => {

@@ -11,17 +11,15 @@ use std::sync::{Arc, Mutex};
 use clawboo_store::Store;
 use clawboo_store::broker::{
     Broker, BrokerConfig, CallOutcome, Caller, MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, MAX_PATH_CHARS,
-    MAX_QUERY_CHARS, ToolSpec, WaitControl, WaitProgress,
+    MAX_QUERY_CHARS, Risk, ToolSpec, WaitControl, WaitProgress,
 };
 use rmcp::RoleServer;
-use rmcp::model::{
-    CallToolResult, ContentBlock, JsonObject, ProgressNotificationParam, Tool, ToolAnnotations,
-};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ProgressNotificationParam, Tool};
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 
 use crate::binding::Binding;
-use crate::protocol::{denied, internal_error, tool_error};
+use crate::protocol::{Effect, denied, described, internal_error, tool_error};
 use crate::server::ToolSet;
 
 /// Settings of a Tools server.
@@ -68,30 +66,31 @@ fn names(specs: &[ToolSpec]) -> Vec<String> {
     specs.iter().map(|s| s.name.to_string()).collect()
 }
 
-/// The input schema of a builtin, as the seeds give it.
+/// The input schema of a builtin, as the seeds give it (no property descriptions: every
+/// name says what it holds, and the model reads every schema on every turn).
 fn input_schema(name: &str) -> JsonObject {
     let schema = match name {
         "echo" => json!({
             "type": "object",
-            "properties": {"message": {"type": "string", "maxLength": MAX_MESSAGE_CHARS, "description": "The message to echo back."}},
+            "properties": {"message": {"type": "string", "maxLength": MAX_MESSAGE_CHARS}},
             "required": ["message"]
         }),
         "note" => json!({
             "type": "object",
-            "properties": {"note": {"type": "string", "minLength": 1, "maxLength": MAX_NOTE_CHARS, "description": "The note to record."}},
+            "properties": {"note": {"type": "string", "minLength": 1, "maxLength": MAX_NOTE_CHARS}},
             "required": ["note"]
         }),
         "web_search" => json!({
             "type": "object",
             "properties": {
-                "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "description": "What to search for."},
-                "limit": {"type": "integer", "minimum": 1, "description": "How many results (at most 20 are fetched)."}
+                "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS},
+                "limit": {"type": "integer", "minimum": 1, "description": "At most 20 are fetched."}
             },
             "required": ["query"]
         }),
         "delete_path" => json!({
             "type": "object",
-            "properties": {"path": {"type": "string", "minLength": 1, "maxLength": MAX_PATH_CHARS, "description": "The path to delete."}},
+            "properties": {"path": {"type": "string", "minLength": 1, "maxLength": MAX_PATH_CHARS}},
             "required": ["path"]
         }),
         _ => json!({"type": "object", "properties": {}, "required": []}),
@@ -102,18 +101,30 @@ fn input_schema(name: &str) -> JsonObject {
     }
 }
 
+/// A builtin's display title and effect (its annotations).
+fn title_and_effect(spec: &ToolSpec) -> (&'static str, Effect) {
+    match (spec.name, spec.risk) {
+        ("echo", _) => ("Echo", Effect::Read),
+        ("note", _) => ("Record note", Effect::Write),
+        ("web_search", _) => ("Web search", Effect::External),
+        ("delete_path", _) => ("Delete path", Effect::Destructive),
+        (_, Risk::Destructive) => (spec.name, Effect::Destructive),
+        (_, Risk::External) => (spec.name, Effect::External),
+        (_, _) => (spec.name, Effect::Write),
+    }
+}
+
 fn to_tool(spec: &ToolSpec) -> Tool {
-    let risk = spec.risk.as_str();
-    let annotations = ToolAnnotations::new()
-        .read_only(spec.name == "echo")
-        .destructive(risk == "destructive")
-        .open_world(risk == "external");
-    Tool::new(
-        spec.name,
-        spec.description,
-        Arc::new(input_schema(spec.name)),
+    let (title, effect) = title_and_effect(spec);
+    described(
+        Tool::new(
+            spec.name,
+            spec.description,
+            Arc::new(input_schema(spec.name)),
+        ),
+        title,
+        effect,
     )
-    .annotate(annotations)
 }
 
 fn with_meta(mut result: CallToolResult, key: &str, value: Value) -> CallToolResult {

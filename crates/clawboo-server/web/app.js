@@ -150,7 +150,16 @@ async function loadBoard() {
   const params = new URLSearchParams();
   if (state.team) params.set('teamId', state.team);
   if ($('show-dropped').checked) params.set('includeDropped', 'true');
-  const { tasks } = await api(`/api/board?${params}`);
+  // The board comes a page at a time; the page shows every task, so fetch until the
+  // last page (no nextCursor).
+  params.set('limit', '200');
+  const tasks = [];
+  for (;;) {
+    const page = await api(`/api/board?${params}`);
+    tasks.push(...page.tasks);
+    if (!page.nextCursor) break;
+    params.set('cursor', page.nextCursor);
+  }
   state.tasks = tasks;
   addTeamsSeenOn(tasks);
   renderBoard();

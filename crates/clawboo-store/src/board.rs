@@ -228,6 +228,85 @@ pub struct TaskFilter {
     pub include_dropped: bool,
 }
 
+/// Most tasks one page of [`Store::list_tasks_page`] holds.
+pub const MAX_PAGE: usize = 200;
+
+/// How much of its description a task on a page carries (`get_task` has it all).
+pub const LISTED_DESCRIPTION_CHARS: usize = 200;
+
+/// Cut `task`'s description to [`LISTED_DESCRIPTION_CHARS`] characters, the last one an
+/// ellipsis when cut, so a page's size does not grow with what agents write.
+fn shorten_description(task: &mut Task) {
+    if let Some(description) = &mut task.description
+        && let Some((cut, _)) = description.char_indices().nth(LISTED_DESCRIPTION_CHARS)
+    {
+        let keep = description
+            .char_indices()
+            .nth(LISTED_DESCRIPTION_CHARS - 1)
+            .map_or(cut, |(i, _)| i);
+        description.truncate(keep);
+        description.push('…');
+    }
+}
+
+/// A place in the board's order (priority high to low, then oldest first, then id): the
+/// last task of a page, so the next page starts right after it whatever was created or
+/// moved meanwhile. Clients see it only as [`BoardCursor::encode`]'s opaque text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoardCursor {
+    priority: i64,
+    created_at: i64,
+    id: String,
+}
+
+/// The refusal of a cursor this server did not hand out.
+const BAD_CURSOR: &str = "cursor is not one this server gave out: pass the nextCursor of the previous page, or none for the first page";
+
+impl BoardCursor {
+    /// The place right after `task`.
+    pub fn after(task: &Task) -> BoardCursor {
+        BoardCursor {
+            priority: task.priority,
+            created_at: task.created_at,
+            id: task.id.clone(),
+        }
+    }
+
+    /// The opaque text form (hex, so it needs no escaping in JSON or a URL).
+    pub fn encode(&self) -> String {
+        hex::encode(format!("{}:{}:{}", self.priority, self.created_at, self.id))
+    }
+
+    /// Parse [`BoardCursor::encode`]'s text; anything else is [`StoreError::Invalid`].
+    pub fn decode(text: &str) -> Result<BoardCursor> {
+        let bad = || StoreError::Invalid(BAD_CURSOR.into());
+        let bytes = hex::decode(text).map_err(|_| bad())?;
+        let text = String::from_utf8(bytes).map_err(|_| bad())?;
+        let mut parts = text.splitn(3, ':');
+        let (Some(priority), Some(created_at), Some(id)) =
+            (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad());
+        };
+        if id.is_empty() {
+            return Err(bad());
+        }
+        Ok(BoardCursor {
+            priority: priority.parse().map_err(|_| bad())?,
+            created_at: created_at.parse().map_err(|_| bad())?,
+            id: id.to_owned(),
+        })
+    }
+}
+
+/// One page of the board: at most the asked number of tasks, and where the next page
+/// starts when more remain.
+#[derive(Debug, Clone)]
+pub struct TaskPage {
+    pub tasks: Vec<Task>,
+    pub next: Option<BoardCursor>,
+}
+
 /// Operator edits of a task's fields (REST `PATCH`).
 #[derive(Debug, Clone, Default)]
 pub struct TaskPatch {
@@ -257,6 +336,97 @@ const DEP_SEPARATOR: char = '\u{1f}';
 /// `task` has a dependency that is not done.
 const UNFINISHED_DEP: &str = "EXISTS (SELECT 1 FROM task_deps d JOIN tasks dep ON dep.id = d.depends_on_task_id \
      WHERE d.task_id = tasks.id AND dep.status <> 'done')";
+
+/// The `WHERE` conditions of `filter` (`?1` the team, `?2` the status).
+fn filter_clause(filter: &TaskFilter) -> String {
+    let mut conditions = vec![
+        "(?1 IS NULL OR team_id = ?1)".to_owned(),
+        "(?2 IS NULL OR status = ?2)".to_owned(),
+    ];
+    if !filter.include_dropped || filter.ready {
+        conditions.push("dropped = 0".to_owned());
+    }
+    if filter.ready {
+        conditions.push(format!("status = 'todo' AND NOT {UNFINISHED_DEP}"));
+    }
+    conditions.join(" AND ")
+}
+
+/// The two statements of a page after a cursor (`?3` its priority, `?4`/`?5` its
+/// `created_at`/`id`, `?6` the limit): the rest of the cursor's priority, then lower
+/// priorities (`?3`, `?4` the limit); without a cursor only the second, from the top.
+/// Each is a range scan of `tasks_by_board_order` that stops at the limit; one `OR` of
+/// the two would not be a range SQLite can seek, so each page would walk every task
+/// before the cursor.
+fn page_queries(where_clause: &str, after_cursor: bool) -> (String, String) {
+    let same_priority = format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE {where_clause} \
+         AND priority = ?3 AND (created_at, id) > (?4, ?5) \
+         ORDER BY priority DESC, created_at, id LIMIT ?6"
+    );
+    let below = if after_cursor {
+        "priority < ?3"
+    } else {
+        "?3 IS NULL"
+    };
+    let lower = format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE {where_clause} AND {below} \
+         ORDER BY priority DESC, created_at, id LIMIT ?4"
+    );
+    (same_priority, lower)
+}
+
+#[cfg(test)]
+mod page_plan_tests {
+    use super::*;
+
+    /// Every page statement, with and without filters, walks an index in the board's
+    /// order and never sorts the board: a page's cost must not grow with the board.
+    #[test]
+    fn pages_are_index_range_scans_without_a_sort() {
+        let store = Store::open(std::path::Path::new(":memory:")).expect("an in-memory store");
+        let filters = [
+            TaskFilter::default(),
+            TaskFilter {
+                team_id: Some("t".into()),
+                status: Some(Status::Todo),
+                ..TaskFilter::default()
+            },
+            TaskFilter {
+                ready: true,
+                ..TaskFilter::default()
+            },
+        ];
+        for filter in &filters {
+            let where_clause = filter_clause(filter);
+            let (same, after) = page_queries(&where_clause, true);
+            let (_, first) = page_queries(&where_clause, false);
+            for sql in [same, after, first] {
+                let plan: Vec<String> = store
+                    .read(|c| {
+                        let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+                        let values: [&dyn rusqlite::ToSql; 6] =
+                            [&None::<String>, &None::<String>, &1, &1, &"x", &10];
+                        let rows = stmt.query_map(&values[..stmt.parameter_count()], |r| {
+                            r.get::<_, String>(3)
+                        })?;
+                        Ok::<_, StoreError>(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+                    })
+                    .expect("a query plan");
+                let text = plan.join(" | ");
+                // A status filter may seek `tasks_by_status` (status, priority DESC,
+                // created_at) instead: still in order, ties sorted only within a key.
+                let index = if filter.status.is_some() || filter.ready {
+                    text.contains("tasks_by_board_order") || text.contains("tasks_by_status")
+                } else {
+                    text.contains("tasks_by_board_order")
+                };
+                assert!(index, "{sql}: {text}");
+                assert!(!text.contains("B-TREE FOR ORDER BY"), "{sql}: {text}");
+            }
+        }
+    }
+}
 
 fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
     let status: String = r.get(3)?;
@@ -526,18 +696,7 @@ impl Store {
 
     /// Tasks matching `filter`, highest priority first, then oldest first.
     pub fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>> {
-        let mut conditions = vec![
-            "(?1 IS NULL OR team_id = ?1)",
-            "(?2 IS NULL OR status = ?2)",
-        ];
-        if !filter.include_dropped || filter.ready {
-            conditions.push("dropped = 0");
-        }
-        let ready_condition = format!("status = 'todo' AND NOT {UNFINISHED_DEP}");
-        if filter.ready {
-            conditions.push(&ready_condition);
-        }
-        let where_clause = conditions.join(" AND ");
+        let where_clause = filter_clause(filter);
         let status = filter.status.map(Status::as_str);
         let sql = format!(
             "SELECT {TASK_COLUMNS} FROM tasks WHERE {where_clause} ORDER BY priority DESC, created_at, id"
@@ -548,6 +707,71 @@ impl Store {
                 .query_map(params![filter.team_id, status], task_from_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(tasks)
+        })
+    }
+
+    /// One page of [`Store::list_tasks`]: up to `limit` tasks (1..=[`MAX_PAGE`]) after
+    /// `after`, in the same order, descriptions cut to [`LISTED_DESCRIPTION_CHARS`]. Keyset paging, walking `tasks_by_board_order`: a page
+    /// costs the same on any board size, and a task created or moved between pages is
+    /// neither skipped nor repeated (only a changed priority moves a task in the order).
+    pub fn list_tasks_page(
+        &self,
+        filter: &TaskFilter,
+        after: Option<&BoardCursor>,
+        limit: usize,
+    ) -> Result<TaskPage> {
+        if !(1..=MAX_PAGE).contains(&limit) {
+            return Err(StoreError::Invalid(format!(
+                "limit must be between 1 and {MAX_PAGE} (got {limit})"
+            )));
+        }
+        let where_clause = filter_clause(filter);
+        let status = filter.status.map(Status::as_str);
+        let (same_priority, lower) = page_queries(&where_clause, after.is_some());
+        // One more than asked tells whether more remain.
+        let want = limit + 1;
+        self.read(|c| {
+            let mut tasks = Vec::with_capacity(want);
+            if let Some(after) = after {
+                let mut stmt = c.prepare_cached(&same_priority)?;
+                let rows = stmt.query_map(
+                    params![
+                        filter.team_id,
+                        status,
+                        after.priority,
+                        after.created_at,
+                        after.id,
+                        want as i64
+                    ],
+                    task_from_row,
+                )?;
+                for row in rows {
+                    tasks.push(row?);
+                }
+            }
+            if tasks.len() < want {
+                let mut stmt = c.prepare_cached(&lower)?;
+                let rows = stmt.query_map(
+                    params![
+                        filter.team_id,
+                        status,
+                        after.map(|a| a.priority),
+                        (want - tasks.len()) as i64
+                    ],
+                    task_from_row,
+                )?;
+                for row in rows {
+                    tasks.push(row?);
+                }
+            }
+            let next = if tasks.len() > limit {
+                tasks.truncate(limit);
+                tasks.last().map(BoardCursor::after)
+            } else {
+                None
+            };
+            tasks.iter_mut().for_each(shorten_description);
+            Ok(TaskPage { tasks, next })
         })
     }
 

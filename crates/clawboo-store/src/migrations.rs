@@ -30,6 +30,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0008_drop_unused_task_team_index",
         include_str!("../migrations/0008_drop_unused_task_team_index.sql"),
     ),
+    (
+        "0009_board_order_index",
+        include_str!("../migrations/0009_board_order_index.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).

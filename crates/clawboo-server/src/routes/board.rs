@@ -6,7 +6,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use clawboo_store::board::{
-    AuthorType, CreatePolicy, NewComment, NewTask, Scope, Status, TaskFilter, TaskPatch,
+    AuthorType, BoardCursor, CreatePolicy, NewComment, NewTask, Scope, Status, TaskFilter,
+    TaskPatch,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -62,8 +63,17 @@ struct ListQuery {
     ready: bool,
     #[serde(default)]
     include_dropped: bool,
+    /// Tasks a page, 1..=200 (default 50).
+    limit: Option<usize>,
+    /// The `nextCursor` of the previous page.
+    cursor: Option<String>,
 }
 
+/// Tasks a page when the query names no `limit` (as `list_tasks`).
+const DEFAULT_PAGE: usize = 50;
+
+/// One page of the board, `{tasks, nextCursor}` (`nextCursor` only when more remain), in
+/// the order and with the cursor of the Tasks server's `list_tasks`.
 async fn list(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<ListQuery>,
@@ -74,9 +84,15 @@ async fn list(
         ready: q.ready,
         include_dropped: q.include_dropped,
     };
+    let limit = q.limit.unwrap_or(DEFAULT_PAGE);
+    let after = q.cursor.as_deref().map(BoardCursor::decode).transpose()?;
     let store = state.store();
-    let tasks = blocking(move || Ok(store.list_tasks(&filter)?)).await?;
-    Ok(axum::Json(json!({ "tasks": tasks })))
+    let page = blocking(move || Ok(store.list_tasks_page(&filter, after.as_ref(), limit)?)).await?;
+    let mut answer = json!({ "tasks": page.tasks });
+    if let Some(next) = page.next {
+        answer["nextCursor"] = json!(next.encode());
+    }
+    Ok(axum::Json(answer))
 }
 
 async fn detail(

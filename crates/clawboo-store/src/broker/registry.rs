@@ -136,19 +136,19 @@ pub fn builtins() -> Vec<ToolSpec> {
     vec![
         ToolSpec {
             name: ECHO,
-            description: "Echo a message back. Safe, no side effects.",
+            description: "Echo a message back.",
             risk: Risk::Safe,
             requires: Requirement::Always,
         },
         ToolSpec {
             name: NOTE,
-            description: "Record a short note. Safe.",
+            description: "Record a short note.",
             risk: Risk::Safe,
             requires: Requirement::Always,
         },
         ToolSpec {
             name: WEB_SEARCH,
-            description: "Search the web. External side effect → requires approval.",
+            description: "Search the web (a human approves each search).",
             risk: Risk::External,
             requires: Requirement::AnyOf(vec![
                 Requirement::EnvVar(TAVILY_API_KEY_ENV),
@@ -157,7 +157,7 @@ pub fn builtins() -> Vec<ToolSpec> {
         },
         ToolSpec {
             name: DELETE_PATH,
-            description: "Delete a path. Destructive → requires approval. (Demo executor, does not actually delete.)",
+            description: "Delete a path, once a human approves (a demo: it deletes nothing).",
             risk: Risk::Destructive,
             requires: Requirement::Always,
         },

@@ -1,0 +1,116 @@
+// The real agent CLIs, Claude Code's (`claude`) and Codex's (`codex`), configured by the
+// snippets `clawboo attach` prints, run exactly as printed, for all four servers over stdio
+// and over Streamable HTTP (a real `clawboo serve` on port 0 with its own database). Then
+// `claude mcp list` must find every server connected (it starts each stdio server and
+// initializes, or connects over HTTP) and `codex mcp list` must list every one. Neither
+// CLI needs a model, an account or the network for this; each runs in a temporary HOME
+// (and CODEX_HOME) so no real configuration is read or touched.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync, spawn } from "node:child_process";
+import { appendFileSync, mkdirSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+const binDir = process.env.CLAWBOO_BIN_DIR;
+assert.ok(binDir, "CLAWBOO_BIN_DIR must name the folder with the built binaries");
+const clawboo = join(binDir, "clawboo");
+const cliBin = join(dirname(fileURLToPath(import.meta.url)), "..", "node_modules", ".bin");
+const SERVERS = ["tasks", "memory", "tools", "teamchat"];
+
+let server;
+let base;
+let db;
+
+before(async () => {
+  db = join(mkdtempSync(join(tmpdir(), "clawboo-clis-")), "clawboo.db");
+  const env = { ...process.env };
+  delete env.STUDIO_ACCESS_TOKEN;
+  server = spawn(clawboo, ["serve", "--bind", "127.0.0.1:0", "--db", db], {
+    stdio: ["ignore", "pipe", "inherit"],
+    env,
+  });
+  // The first stdout line is printed once the socket is bound.
+  const lines = createInterface({ input: server.stdout });
+  const first = await new Promise((resolve, reject) => {
+    lines.once("line", resolve);
+    server.once("exit", (code) => reject(new Error(`clawboo serve exited with ${code}`)));
+  });
+  base = first.replace("clawboo listening on ", "").trim();
+  assert.match(base, /^http:\/\/127\.0\.0\.1:\d+$/);
+});
+
+after(() => {
+  server?.kill();
+});
+
+/// The snippet `clawboo attach` prints for one runtime, server and transport.
+function snippet(runtime, name, transport) {
+  return execFileSync(
+    clawboo,
+    ["attach", "--runtime", runtime, "--server", name, "--transport", transport, "--db", db, "--url", base],
+    { encoding: "utf8" },
+  );
+}
+
+/// A fresh HOME (and project folder, and CODEX_HOME) and the environment the CLIs run in:
+/// the installed CLIs first on PATH, no update checks or telemetry.
+function sandbox(label) {
+  const root = mkdtempSync(join(tmpdir(), `clawboo-${label}-`));
+  const dirs = { home: join(root, "home"), project: join(root, "project"), codexHome: join(root, "codex") };
+  Object.values(dirs).forEach((d) => mkdirSync(d, { recursive: true }));
+  const env = {
+    ...process.env,
+    HOME: dirs.home,
+    CODEX_HOME: dirs.codexHome,
+    PATH: `${cliBin}:${process.env.PATH}`,
+    DISABLE_AUTOUPDATER: "1",
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+  };
+  delete env.CLAUDE_CONFIG_DIR;
+  return { ...dirs, env };
+}
+
+function run(command, args, box) {
+  return execFileSync(command, args, { cwd: box.project, env: box.env, encoding: "utf8", timeout: 120_000 });
+}
+
+for (const transport of ["stdio", "http"]) {
+  test(`claude mcp add (as clawboo attach prints it) → claude mcp list: every server Connected (${transport})`, () => {
+    const box = sandbox(`claude-${transport}`);
+    for (const name of SERVERS) {
+      const command = snippet("claude-code", name, transport).trim();
+      assert.match(command, /^claude mcp add /);
+      run("bash", ["-c", command], box);
+    }
+    const listed = run(join(cliBin, "claude"), ["mcp", "list"], box);
+    for (const name of SERVERS) {
+      const line = listed.split("\n").find((l) => l.startsWith(`clawboo-${name}:`));
+      assert.ok(line, `clawboo-${name} is not listed:\n${listed}`);
+      assert.match(line, /Connected/, `clawboo-${name} did not connect:\n${listed}`);
+    }
+  });
+
+  test(`codex config (as clawboo attach prints it) → codex mcp list: every server listed (${transport})`, () => {
+    const box = sandbox(`codex-${transport}`);
+    const config = join(box.codexHome, "config.toml");
+    for (const name of SERVERS) {
+      appendFileSync(config, `${snippet("codex", name, transport)}\n`);
+    }
+    const listed = JSON.parse(run(join(cliBin, "codex"), ["mcp", "list", "--json"], box));
+    for (const name of SERVERS) {
+      const entry = listed.find((s) => s.name === `clawboo-${name}`);
+      assert.ok(entry, `clawboo-${name} is not listed: ${JSON.stringify(listed)}`);
+      assert.equal(entry.enabled, true, JSON.stringify(entry));
+      if (transport === "http") {
+        assert.equal(entry.transport.url, `${base}/api/mcp/${name}`, JSON.stringify(entry));
+      } else {
+        assert.equal(entry.transport.type, "stdio", JSON.stringify(entry));
+        assert.equal(entry.transport.command, clawboo, JSON.stringify(entry));
+        assert.deepEqual(entry.transport.args, ["mcp", name], JSON.stringify(entry));
+      }
+    }
+  });
+}
