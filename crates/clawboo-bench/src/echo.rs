@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use axum::Router;
 use axum::routing::any;
-use clawboo_mcp::protocol::{parse_args, tool};
+use clawboo_mcp::protocol::{Effect, parse_args, tool};
 use clawboo_mcp::server::{McpServer, ToolSet};
 use clawboo_server::mcp_http::{McpHttpConfig, McpHttpService};
 use rmcp::RoleServer;
@@ -33,7 +33,12 @@ impl ToolSet for EchoTools {
     }
 
     fn tools(&self) -> Vec<Tool> {
-        vec![tool::<EchoArgs>("echo", "Echoes back the input string.")]
+        vec![tool::<EchoArgs>(
+            "echo",
+            "Echo",
+            Effect::Read,
+            "Echoes back the input string.",
+        )]
     }
 
     async fn call<'a>(
