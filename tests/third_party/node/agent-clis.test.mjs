@@ -105,7 +105,12 @@ for (const transport of ["stdio", "http"]) {
       assert.ok(entry, `clawboo-${name} is not listed: ${JSON.stringify(listed)}`);
       assert.equal(entry.enabled, true, JSON.stringify(entry));
       if (transport === "http") {
-        assert.equal(entry.transport.url, `${base}/api/mcp/${name}`, JSON.stringify(entry));
+        // Every attach URL is signed (unbound ones over the server's name), so the listed
+        // URL is the server's own with exactly its scopeSig.
+        const url = new URL(entry.transport.url);
+        assert.equal(`${url.origin}${url.pathname}`, `${base}/api/mcp/${name}`, JSON.stringify(entry));
+        assert.deepEqual([...url.searchParams.keys()], ["scopeSig"], JSON.stringify(entry));
+        assert.match(url.searchParams.get("scopeSig"), /^[0-9a-f]{64}$/, JSON.stringify(entry));
       } else {
         assert.equal(entry.transport.type, "stdio", JSON.stringify(entry));
         assert.equal(entry.transport.command, clawboo, JSON.stringify(entry));
