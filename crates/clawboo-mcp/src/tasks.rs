@@ -84,16 +84,6 @@ enum AuthorTypeArg {
     System,
 }
 
-impl From<AuthorTypeArg> for AuthorType {
-    fn from(a: AuthorTypeArg) -> AuthorType {
-        match a {
-            AuthorTypeArg::Agent => AuthorType::Agent,
-            AuthorTypeArg::User => AuthorType::User,
-            AuthorTypeArg::System => AuthorType::System,
-        }
-    }
-}
-
 // Field doc comments are property descriptions the model reads on every turn: a field has
 // one only where its name does not say it (SPEC §15).
 
@@ -168,8 +158,10 @@ struct AddCommentArgs {
     body: String,
     // The bound agent when the session is bound.
     author_agent_id: Option<String>,
-    // agent (default), user or system.
-    author_type: Option<AuthorTypeArg>,
+    // Accepted for compatibility and ignored: a comment from MCP is always an agent's
+    // (`user` is the operator's, `system` the server's own narration).
+    #[serde(rename = "authorType")]
+    _author_type: Option<AuthorTypeArg>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -301,6 +293,9 @@ fn store_error(e: StoreError, prefix: Option<&str>) -> CallToolResult {
             denied(reason.code(), reason.code(), message.clone())
         }
         (StoreError::Cycle { .. }, _) => tool_error("cycle", e.to_string()),
+        (StoreError::NotAssignee { .. }, Some(prefix)) => {
+            tool_error(e.code(), format!("{prefix}: {}: {e}", e.code()))
+        }
         (_, Some(prefix)) => tool_error(e.code(), format!("{prefix}: {}", e.code())),
         (StoreError::NotFound(id), None) => tool_error("not_found", format!("not found: {id}")),
         _ => tool_error(e.code(), e.to_string()),
@@ -349,6 +344,7 @@ impl TasksServer {
                     .transpose()
                     .map_err(|e| store_error(e, None))?;
                 let filter = TaskFilter {
+                    scoped: team.is_some(),
                     team_id: team.or(a.team_id),
                     status: a.status.map(Status::from),
                     ready: a.ready.unwrap_or(false),
@@ -461,8 +457,8 @@ impl TasksServer {
                 let op = name.to_owned();
                 let actor = binding.agent_id.clone();
                 let moved = blocking_write(&self.store, move |s| {
-                    let scope = Scope::team(team.as_deref());
                     let actor = actor.as_deref();
+                    let scope = Scope::bound(team.as_deref(), actor);
                     match op.as_str() {
                         "release_task" => s.release_task(&task_id, actor, scope),
                         "unblock_task" => s.unblock_task(&task_id, actor, scope),
@@ -479,10 +475,7 @@ impl TasksServer {
                 non_empty("body", &a.body)?;
                 let new = NewComment {
                     author_agent_id: binding.agent_id.clone().or(a.author_agent_id),
-                    author_type: a
-                        .author_type
-                        .map(AuthorType::from)
-                        .unwrap_or(AuthorType::Agent),
+                    author_type: AuthorType::Agent,
                     body: a.body,
                 };
                 let added = blocking_write(&self.store, move |s| {

@@ -53,6 +53,7 @@ impl From<StoreError> for AppError {
             StoreError::NotFound(_) => StatusCode::NOT_FOUND,
             StoreError::Conflict
             | StoreError::NotReady
+            | StoreError::NotAssignee { .. }
             | StoreError::IllegalTransition { .. }
             | StoreError::Cycle { .. }
             | StoreError::Cap { .. } => StatusCode::CONFLICT,

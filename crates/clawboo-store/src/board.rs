@@ -15,7 +15,8 @@ use crate::{Store, inbox, new_id};
 pub const MAX_CHILDREN: i64 = 24;
 /// A task may nest at most this deep (a root is depth 0).
 pub const MAX_DEPTH: i64 = 2;
-/// At most this many root tasks may be created board-wide in [`ROOT_RATE_WINDOW_MS`].
+/// At most this many root tasks may be created in one team (team-less roots sharing one
+/// bucket) in [`ROOT_RATE_WINDOW_MS`], so one team filling its bucket never stops another.
 pub const MAX_ROOTS_PER_WINDOW: i64 = 30;
 /// The rolling window of the root-creation rate cap (5 minutes).
 pub const ROOT_RATE_WINDOW_MS: i64 = 5 * 60 * 1000;
@@ -202,19 +203,32 @@ pub enum CreatePolicy {
 }
 
 /// The caller's view of the board: with a team, tasks of other teams are answered exactly
-/// as tasks that do not exist.
+/// as tasks that do not exist, and never show as an ancestor or a dependency; with an
+/// agent, a task another agent holds may not be moved (operators are unbound).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Scope<'a> {
     pub team_id: Option<&'a str>,
+    pub agent_id: Option<&'a str>,
 }
 
 impl<'a> Scope<'a> {
-    /// The whole board.
-    pub const ALL: Scope<'static> = Scope { team_id: None };
+    /// The whole board, as an operator.
+    pub const ALL: Scope<'static> = Scope {
+        team_id: None,
+        agent_id: None,
+    };
 
     /// Only `team_id`'s tasks.
     pub fn team(team_id: Option<&'a str>) -> Scope<'a> {
-        Scope { team_id }
+        Scope {
+            team_id,
+            agent_id: None,
+        }
+    }
+
+    /// Only `team_id`'s tasks, acting as `agent_id` (a session's binding).
+    pub fn bound(team_id: Option<&'a str>, agent_id: Option<&'a str>) -> Scope<'a> {
+        Scope { team_id, agent_id }
     }
 }
 
@@ -226,6 +240,9 @@ pub struct TaskFilter {
     /// Only claimable work: `todo`, not dropped, every dependency done.
     pub ready: bool,
     pub include_dropped: bool,
+    /// `team_id` is the caller's bound scope, not only a filter: dependencies on tasks of
+    /// other teams are left out of `depends_on`.
+    pub scoped: bool,
 }
 
 /// Most tasks one page of [`Store::list_tasks_page`] holds.
@@ -324,11 +341,41 @@ pub struct NewComment {
 }
 
 /// Every task column, then its dependency ids joined by [`DEP_SEPARATOR`] (one correlated
-/// lookup on `task_deps`' primary key per row, so one statement loads tasks with their deps).
-const TASK_COLUMNS: &str = "id, title, description, status, priority, team_id, assignee_agent_id, \
-     assignee_runtime, parent_task_id, dropped, tenant_id, created_at, updated_at, completed_at, \
-     (SELECT group_concat(depends_on_task_id, char(31) ORDER BY created_at, depends_on_task_id) \
-        FROM task_deps WHERE task_deps.task_id = tasks.id)";
+/// lookup on `task_deps`' primary key per row, so one statement loads tasks with their deps);
+/// `$dep_join` and `$dep_test` narrow which dependencies are listed.
+macro_rules! task_columns {
+    ($dep_join:literal, $dep_test:literal) => {
+        concat!(
+            "id, title, description, status, priority, team_id, assignee_agent_id, \
+             assignee_runtime, parent_task_id, dropped, tenant_id, created_at, updated_at, \
+             completed_at, (SELECT group_concat(d.depends_on_task_id, char(31) \
+             ORDER BY d.created_at, d.depends_on_task_id) FROM task_deps d",
+            $dep_join,
+            " WHERE d.task_id = tasks.id",
+            $dep_test,
+            ")"
+        )
+    };
+}
+
+/// [`task_columns!`] with every dependency, for operators.
+const TASK_COLUMNS: &str = task_columns!("", "");
+
+/// [`task_columns!`] for a caller bound to a team, where every task it may see is of that
+/// team: only dependencies of the task's own team are listed.
+const SCOPED_TASK_COLUMNS: &str = task_columns!(
+    " JOIN tasks dep ON dep.id = d.depends_on_task_id",
+    " AND dep.team_id IS tasks.team_id"
+);
+
+/// The task columns a caller in `scope` may read.
+fn columns_for(scope: Scope<'_>) -> &'static str {
+    if scope.team_id.is_some() {
+        SCOPED_TASK_COLUMNS
+    } else {
+        TASK_COLUMNS
+    }
+}
 
 /// Joins dependency ids in [`TASK_COLUMNS`] (ASCII unit separator: never in an id we make).
 const DEP_SEPARATOR: char = '\u{1f}';
@@ -352,15 +399,24 @@ fn filter_clause(filter: &TaskFilter) -> String {
     conditions.join(" AND ")
 }
 
+/// The task columns a list through `filter` reads.
+fn filter_columns(filter: &TaskFilter) -> &'static str {
+    if filter.scoped {
+        columns_for(Scope::team(filter.team_id.as_deref()))
+    } else {
+        TASK_COLUMNS
+    }
+}
+
 /// The two statements of a page after a cursor (`?3` its priority, `?4`/`?5` its
 /// `created_at`/`id`, `?6` the limit): the rest of the cursor's priority, then lower
 /// priorities (`?3`, `?4` the limit); without a cursor only the second, from the top.
 /// Each is a range scan of `tasks_by_board_order` that stops at the limit; one `OR` of
 /// the two would not be a range SQLite can seek, so each page would walk every task
 /// before the cursor.
-fn page_queries(where_clause: &str, after_cursor: bool) -> (String, String) {
+fn page_queries(columns: &str, where_clause: &str, after_cursor: bool) -> (String, String) {
     let same_priority = format!(
-        "SELECT {TASK_COLUMNS} FROM tasks WHERE {where_clause} \
+        "SELECT {columns} FROM tasks WHERE {where_clause} \
          AND priority = ?3 AND (created_at, id) > (?4, ?5) \
          ORDER BY priority DESC, created_at, id LIMIT ?6"
     );
@@ -370,7 +426,7 @@ fn page_queries(where_clause: &str, after_cursor: bool) -> (String, String) {
         "?3 IS NULL"
     };
     let lower = format!(
-        "SELECT {TASK_COLUMNS} FROM tasks WHERE {where_clause} AND {below} \
+        "SELECT {columns} FROM tasks WHERE {where_clause} AND {below} \
          ORDER BY priority DESC, created_at, id LIMIT ?4"
     );
     (same_priority, lower)
@@ -393,14 +449,20 @@ mod page_plan_tests {
                 ..TaskFilter::default()
             },
             TaskFilter {
+                team_id: Some("t".into()),
+                scoped: true,
+                ..TaskFilter::default()
+            },
+            TaskFilter {
                 ready: true,
                 ..TaskFilter::default()
             },
         ];
         for filter in &filters {
             let where_clause = filter_clause(filter);
-            let (same, after) = page_queries(&where_clause, true);
-            let (_, first) = page_queries(&where_clause, false);
+            let columns = filter_columns(filter);
+            let (same, after) = page_queries(columns, &where_clause, true);
+            let (_, first) = page_queries(columns, &where_clause, false);
             for sql in [same, after, first] {
                 let plan: Vec<String> = store
                     .read(|c| {
@@ -476,10 +538,12 @@ fn check_len(field: &str, value: &str, max: usize) -> Result<()> {
     Ok(())
 }
 
-/// Load one task visible in `scope`, with its dependency ids.
+/// Load one task visible in `scope`, with the ids of its dependencies visible in `scope`.
 fn load_task(tx: &rusqlite::Connection, id: &str, scope: Scope<'_>) -> Result<Option<Task>> {
-    let sql =
-        format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1 AND (?2 IS NULL OR team_id = ?2)");
+    let sql = format!(
+        "SELECT {} FROM tasks WHERE id = ?1 AND (?2 IS NULL OR team_id = ?2)",
+        columns_for(scope)
+    );
     Ok(tx
         .prepare_cached(&sql)?
         .query_row(params![id, scope.team_id], task_from_row)
@@ -594,20 +658,29 @@ pub(crate) fn insert_task(
                 });
             }
         }
-        if team_id.is_none() {
-            team_id = parent.team_id;
+        match &team_id {
+            None => team_id = parent.team_id,
+            Some(team) if parent.team_id.as_ref() != Some(team) => {
+                return Err(StoreError::Invalid(format!(
+                    "parent {parent_id} belongs to {}, not to team {team}: a subtask lives in its parent's team; leave teamId out (it defaults to the parent's) or pick a parent of team {team}",
+                    parent
+                        .team_id
+                        .as_deref()
+                        .map_or_else(|| "no team".to_owned(), |t| format!("team {t}"))
+                )));
+            }
+            Some(_) => {}
         }
     } else if policy == CreatePolicy::Capped {
         // Named, because SQLite otherwise counts through `tasks_by_parent`, visiting every
-        // root task ever made, inside the write lock (a capped create_task took 13.5 ms on
-        // a board of 100k roots); the partial index holds only roots, by time, so this
-        // reads just the window (0.33 ms).
+        // root task ever made, inside the write lock; the partial index holds only roots,
+        // by time, so this reads just the window's roots and tests each one's team.
         let recent: i64 = tx
             .prepare_cached(
                 "SELECT COUNT(*) FROM tasks INDEXED BY tasks_roots_by_time
-                 WHERE parent_task_id IS NULL AND created_at > ?1",
+                 WHERE parent_task_id IS NULL AND created_at > ?1 AND team_id IS ?2",
             )?
-            .query_row([now - ROOT_RATE_WINDOW_MS], |r| r.get(0))?;
+            .query_row(params![now - ROOT_RATE_WINDOW_MS, team_id], |r| r.get(0))?;
         if recent >= MAX_ROOTS_PER_WINDOW {
             return Err(StoreError::Cap {
                 reason: CapReason::RootRateCap,
@@ -638,7 +711,7 @@ pub(crate) fn insert_task(
         now,
         status.is_terminal().then_some(now),
     ])?;
-    require_task(tx, &id, Scope::ALL)
+    require_task(tx, &id, scope)
 }
 
 impl Store {
@@ -666,7 +739,8 @@ impl Store {
         self.read(|c| load_task(c, id, scope))
     }
 
-    /// A task with its comments (oldest first) and ancestors (root first), read in one snapshot.
+    /// A task with its comments (oldest first) and ancestors (root first), read in one
+    /// snapshot. The ancestors stop below the first one outside `scope`.
     pub fn task_detail(&self, id: &str, scope: Scope<'_>) -> Result<Option<TaskDetail>> {
         self.snapshot(|tx| {
             let Some(task) = load_task(tx, id, scope)? else {
@@ -683,7 +757,7 @@ impl Store {
                 if ancestors.len() > 64 {
                     break;
                 }
-                let Some(parent) = load_task(tx, &parent_id, Scope::ALL)? else {
+                let Some(parent) = load_task(tx, &parent_id, scope)? else {
                     break;
                 };
                 next = parent.parent_task_id.clone();
@@ -698,8 +772,9 @@ impl Store {
     pub fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>> {
         let where_clause = filter_clause(filter);
         let status = filter.status.map(Status::as_str);
+        let columns = filter_columns(filter);
         let sql = format!(
-            "SELECT {TASK_COLUMNS} FROM tasks WHERE {where_clause} ORDER BY priority DESC, created_at, id"
+            "SELECT {columns} FROM tasks WHERE {where_clause} ORDER BY priority DESC, created_at, id"
         );
         self.read(|c| {
             let mut stmt = c.prepare_cached(&sql)?;
@@ -727,7 +802,8 @@ impl Store {
         }
         let where_clause = filter_clause(filter);
         let status = filter.status.map(Status::as_str);
-        let (same_priority, lower) = page_queries(&where_clause, after.is_some());
+        let (same_priority, lower) =
+            page_queries(filter_columns(filter), &where_clause, after.is_some());
         // One more than asked tells whether more remain.
         let want = limit + 1;
         self.read(|c| {
@@ -803,7 +879,7 @@ impl Store {
             let changed = tx.prepare_cached(&sql)?
 .execute( params![agent_id, runtime, now, id, scope.team_id])?;
             if changed == 1 {
-                return require_task(tx, id, Scope::ALL);
+                return require_task(tx, id, scope);
             }
             match load_task(tx, id, scope)?.filter(|t| !t.dropped) {
                 None => Err(StoreError::NotFound(id.to_owned())),
@@ -820,7 +896,8 @@ impl Store {
 
     /// Move a task to `to` if the state machine allows it. Entering `done`/`cancelled`
     /// stamps `completed_at`; entering `todo` clears the assignee. When `actor` is not the
-    /// assignee, the assignee gets an inbox note.
+    /// assignee, the assignee gets an inbox note. With an agent in `scope`, a task another
+    /// agent holds is refused ([`StoreError::NotAssignee`]); so in the two below.
     pub fn set_status(
         &self,
         id: &str,
@@ -856,6 +933,14 @@ impl Store {
         let now = self.now_ms();
         self.write(|tx| {
             let task = require_task(tx, id, scope)?;
+            if let (Some(agent), Some(holder)) = (scope.agent_id, task.assignee_agent_id.as_deref())
+                && agent != holder
+            {
+                return Err(StoreError::NotAssignee {
+                    task_id: task.id,
+                    holder: holder.to_owned(),
+                });
+            }
             if !allowed_from(task.status) || !task.status.can_transition_to(to) {
                 return Err(StoreError::IllegalTransition {
                     from: task.status.as_str().into(),
@@ -874,7 +959,7 @@ impl Store {
             )?
             .execute(params![to.as_str(), now, to.is_terminal(), id])?;
             notify_assignee(tx, now, &task, actor, &format!("moved it to {to}"))?;
-            require_task(tx, id, Scope::ALL)
+            require_task(tx, id, scope)
         })
     }
 
@@ -955,7 +1040,7 @@ impl Store {
             require_task(tx, id, scope)?;
             tx.prepare_cached("UPDATE tasks SET dropped = ?1, updated_at = ?2 WHERE id = ?3")?
                 .execute(params![dropped, now, id])?;
-            require_task(tx, id, Scope::ALL)
+            require_task(tx, id, scope)
         })
     }
 
@@ -978,7 +1063,7 @@ impl Store {
 .execute(
                 params![patch.title.as_deref().map(str::trim), patch.description, patch.priority, now, id],
             )?;
-            require_task(tx, id, Scope::ALL)
+            require_task(tx, id, scope)
         })
     }
 }

@@ -9,7 +9,7 @@ pub enum CapReason {
     ChildCap,
     /// The new task would nest deeper than the maximum depth.
     DepthCap,
-    /// Too many root tasks were created board-wide in the rolling window.
+    /// Too many root tasks were created in the new task's team in the rolling window.
     RootRateCap,
 }
 
@@ -44,6 +44,12 @@ pub enum StoreError {
     /// A claim on a task whose dependencies are not all done.
     #[error("not_ready")]
     NotReady,
+    /// A bound agent tried to move a task another agent holds: only the holder or an
+    /// operator (REST, CLI, board) may.
+    #[error(
+        "task {task_id} is held by {holder}; only its holder or an operator may move it: ask {holder} (team chat) or an operator"
+    )]
+    NotAssignee { task_id: String, holder: String },
     /// A status change the state machine does not allow.
     #[error("illegal transition from {from} to {to}")]
     IllegalTransition { from: String, to: String },
@@ -77,6 +83,7 @@ impl StoreError {
             StoreError::NotFound(_) => "not_found",
             StoreError::Conflict => "conflict",
             StoreError::NotReady => "not_ready",
+            StoreError::NotAssignee { .. } => "not_assignee",
             StoreError::IllegalTransition { .. } => "illegal_transition",
             StoreError::Cycle { .. } => "cycle",
             StoreError::Cap { reason, .. } => reason.code(),

@@ -59,6 +59,7 @@ pub fn run(db: Option<PathBuf>, command: BoardCommand) -> anyhow::Result<()> {
                 status,
                 ready,
                 include_dropped,
+                scoped: false,
             })?;
             if json {
                 println!("{}", serde_json::json!({ "tasks": tasks }));

@@ -83,6 +83,7 @@ async fn list(
         status: q.status.as_deref().map(parse_status).transpose()?,
         ready: q.ready,
         include_dropped: q.include_dropped,
+        scoped: false,
     };
     let limit = q.limit.unwrap_or(DEFAULT_PAGE);
     let after = q.cursor.as_deref().map(BoardCursor::decode).transpose()?;
