@@ -48,6 +48,7 @@ impl ToolsServer {
             caller: Caller {
                 agent_id: config.binding.agent_id,
                 team_id: config.binding.team_id,
+                tenant_id: config.binding.tenant_id,
             },
             listed: Mutex::new(None),
         }

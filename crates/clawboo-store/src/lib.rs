@@ -23,6 +23,7 @@ mod error;
 pub mod inbox;
 pub mod memory;
 mod migrations;
+pub mod normalize;
 mod path;
 pub mod scrub;
 pub mod settings;

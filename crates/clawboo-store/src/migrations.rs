@@ -34,6 +34,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0009_board_order_index",
         include_str!("../migrations/0009_board_order_index.sql"),
     ),
+    (
+        "0010_approval_grants_per_identity",
+        include_str!("../migrations/0010_approval_grants_per_identity.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).

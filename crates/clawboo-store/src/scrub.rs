@@ -4,11 +4,20 @@
 //!
 //! What is redacted (each match becomes [`REDACTED`]):
 //! - PEM private-key blocks (an unterminated block is redacted to the end of the text);
-//! - provider tokens: `sk-…`, `ghp_…` (and the other `gh?_` kinds), `github_pat_…`,
-//!   `glpat-…`, `xox[baprs]-…`, `AKIA…`/`ASIA…`, `AIza…`, `Bearer …`, JWTs (`eyJ…`);
+//! - provider tokens: `sk-…` (any of 20+ characters after the prefix, shorter ones only
+//!   with a digit), `ghp_…` (and the other `gh?_` kinds), `github_pat_…`, `glpat-…`,
+//!   `xox[baprs]-…`, `AKIA…`/`ASIA…`, `AIza…`, `Bearer …`, JWTs (`eyJ…`), Stripe
+//!   `sk_live_`/`rk_live_`/`sk_test_`, Hugging Face `hf_`, npm `npm_`, SendGrid `SG.`, Slack
+//!   webhook URLs, Twilio `SK…`;
+//! - the password of a URL's `user:password@` (the user is kept) and `Basic <base64>`
+//!   authorisation whose base64 decodes to `user:password`;
 //! - assignments `NAME=value` / `NAME: value` (the name optionally quoted) whose name, in any
 //!   case, ends in `TOKEN`, `SECRET`, `PASSWORD`, `PASSWD`, `CREDENTIAL(S)` or a separated or `api`-prefixed `KEY` (`API_KEY`, `access-key`, `apikey`; not
 //!   `monkey`): a quoted value fully, an unquoted one up to the next whitespace.
+//!
+//! Matching runs on the [`normalized`] copy of the text (format characters removed, NFKC),
+//! so a zero-width space or full-width letters cannot split a token past it; when that copy
+//! holds a secret, the scrubbed copy is what is kept.
 //!
 //! In JSON ([`scrub_json`]), the value of a key that names a credential is masked whole, and
 //! every other string leaf goes through [`scrub_text`]. Token *counts* (`tokens`,
@@ -16,8 +25,13 @@
 
 use std::sync::LazyLock;
 
+use base64::Engine;
+use base64::engine::DecodePaddingMode;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use regex::{Captures, Regex};
 use serde_json::Value;
+
+use crate::normalize::normalized;
 
 /// The sentinel every redacted secret is replaced with.
 pub const REDACTED: &str = "[REDACTED]";
@@ -33,7 +47,25 @@ static PEM_BLOCK: LazyLock<Regex> = LazyLock::new(|| {
 /// is too weak a signal (`sk-learn-tutorial` is prose, `sk-proj-4f9a…` is a key).
 static PROVIDER_TOKENS: LazyLock<Vec<(Regex, bool)>> = LazyLock::new(|| {
     vec![
+        (compile(r"\bsk-[A-Za-z0-9_\-]{20,}"), false),
         (compile(r"\bsk-[A-Za-z0-9_\-]{16,}"), true),
+        (
+            compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"),
+            false,
+        ),
+        (compile(r"\bhf_[A-Za-z0-9]{20,}"), false),
+        (compile(r"\bnpm_[A-Za-z0-9]{20,}"), false),
+        (
+            compile(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),
+            false,
+        ),
+        (
+            compile(
+                r"(?i)\bhttps?://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]+",
+            ),
+            false,
+        ),
+        (compile(r"\bSK[0-9a-fA-F]{32}\b"), false),
         (compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"), false),
         (compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), false),
         (compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"), false),
@@ -50,6 +82,31 @@ static PROVIDER_TOKENS: LazyLock<Vec<(Regex, bool)>> = LazyLock::new(|| {
 /// `Bearer <credential>`; the word is kept, the credential redacted.
 static BEARER: LazyLock<Regex> =
     LazyLock::new(|| compile(r"(?i)\b(bearer)([ \t]+)([A-Za-z0-9._~+/\-]{12,}=*)"));
+
+/// The password of a URL's userinfo (`scheme://user:password@`); RFC 3986 keeps `/`, `?`,
+/// `#` and `@` out of an unencoded password.
+static URL_PASSWORD: LazyLock<Regex> =
+    LazyLock::new(|| compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s:/?#@]*:)([^\s/?#@]+)@"));
+
+/// `Basic <base64>`; redacted when the base64 decodes to `user:password` (prose such as
+/// "Basic authentication" does not).
+static BASIC: LazyLock<Regex> =
+    LazyLock::new(|| compile(r"(?i)\b(basic)([ \t]+)([A-Za-z0-9+/]{4,}={0,2})"));
+
+/// Standard base64 with or without padding, as `Basic` credentials are written.
+const BASE64_ANY_PADDING: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
+/// Whether `candidate` is base64 of `user:password`.
+fn is_basic_credential(candidate: &str) -> bool {
+    BASE64_ANY_PADDING
+        .decode(candidate)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .is_some_and(|plain| plain.contains(':') && !plain.chars().any(char::is_control))
+}
 
 /// A credential-like name, as [`ASSIGNMENT`] matches it.
 const CREDENTIAL_NAME: &str =
@@ -75,8 +132,22 @@ fn looks_random(candidate: &str) -> bool {
     candidate.bytes().any(|b| b.is_ascii_digit())
 }
 
-/// Replace every secret in `text` with [`REDACTED`].
+/// Replace every secret in `text` with [`REDACTED`]. Matching runs on the normalised copy
+/// first; when it holds a secret, that copy (scrubbed) is returned, otherwise `text`
+/// scrubbed as written.
 pub fn scrub_text(text: &str) -> String {
+    let normal = normalized(text);
+    if normal != text {
+        let scrubbed = scrub_exact(&normal);
+        if scrubbed != normal {
+            return scrubbed;
+        }
+    }
+    scrub_exact(text)
+}
+
+/// [`scrub_text`] on the text exactly as given.
+fn scrub_exact(text: &str) -> String {
     let mut out = PEM_BLOCK.replace_all(text, REDACTED).into_owned();
     for (pattern, needs_digit) in PROVIDER_TOKENS.iter() {
         if !pattern.is_match(&out) {
@@ -93,6 +164,18 @@ pub fn scrub_text(text: &str) -> String {
             })
             .into_owned();
     }
+    out = URL_PASSWORD
+        .replace_all(&out, |caps: &Captures| format!("{}{REDACTED}@", &caps[1]))
+        .into_owned();
+    out = BASIC
+        .replace_all(&out, |caps: &Captures| {
+            if is_basic_credential(&caps[3]) {
+                format!("{}{}{REDACTED}", &caps[1], &caps[2])
+            } else {
+                caps[0].to_string()
+            }
+        })
+        .into_owned();
     out = BEARER
         .replace_all(&out, |caps: &Captures| {
             let credential = &caps[3];
@@ -165,7 +248,7 @@ enum KeyKind {
 
 /// Classify a JSON key by its words (split on separators and camelCase).
 fn credential_key(key: &str) -> KeyKind {
-    let words = key_words(key);
+    let words = key_words(&normalized(key));
     let pair = |a: &str, b: &str| words.windows(2).any(|p| p[0] == a && p[1] == b);
     let credential_word = words.iter().any(|w| {
         matches!(
@@ -436,6 +519,108 @@ mod tests {
         ))));
         assert!(!is_only_redactions("plain text"));
         assert!(!is_only_redactions(""));
+    }
+
+    /// Vendor token shapes, each fake but of the real shape.
+    const VENDOR: &[&str] = &[
+        "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        "rk_live_51H8abcdEFGH1234ijklMNOP",
+        "sk_test_4eC39HqLyjWDarjtT1zdp7dc",
+        "hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ012345",
+        "npm_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+        "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",
+        "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+        "SK0123456789abcdef0123456789abcdef",
+        "sk-ant-api03-abcdefghijklmnopqrstuvwxyzABCDEF",
+        // An OpenAI key whose letters happen to look regular (no digit).
+        "sk-abcdefghijklmnopqrstuvwxyzABCD",
+    ];
+
+    #[test]
+    fn vendor_tokens_are_redacted() {
+        for secret in VENDOR {
+            let out = scrub_text(&format!("deploy with {secret} today"));
+            assert_eq!(out, "deploy with [REDACTED] today", "{secret}");
+        }
+    }
+
+    #[test]
+    fn url_passwords_are_redacted_keeping_the_user() {
+        let cases = [
+            (
+                "DATABASE_URL is postgres://admin:hunter2pass@db.internal:5432/app",
+                "DATABASE_URL is postgres://admin:[REDACTED]@db.internal:5432/app",
+            ),
+            (
+                "clone https://bob:s3cret@git.example.com/x.git",
+                "clone https://bob:[REDACTED]@git.example.com/x.git",
+            ),
+            (
+                "mongodb+srv://u:pw123@cluster0.example.net/db",
+                "mongodb+srv://u:[REDACTED]@cluster0.example.net/db",
+            ),
+            (
+                "redis://:redispass@cache:6379",
+                "redis://:[REDACTED]@cache:6379",
+            ),
+            ("mysql://root:p%40ss@h/db", "mysql://root:[REDACTED]@h/db"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(scrub_text(input), expected, "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn basic_authorisation_is_redacted_when_it_decodes_to_user_and_password() {
+        assert_eq!(
+            scrub_text("curl -H 'Authorization: Basic dXNlcjpwYXNzd29yZA==' x"),
+            "curl -H 'Authorization: Basic [REDACTED]' x"
+        );
+        assert_eq!(scrub_text("basic YWxpY2U6czNjcjN0"), "basic [REDACTED]");
+    }
+
+    #[test]
+    fn secrets_split_by_format_characters_or_written_full_width_are_redacted() {
+        let split = "ghp_a1B2c3D4e5\u{200b}F6g7H8i9J0k1L2m3N4o5P6q7R8";
+        let out = scrub_text(&format!("token {split} here"));
+        assert_eq!(out, "token [REDACTED] here");
+        let joined = "sk-proj-4f9a\u{2060}B7cD2eF1\u{feff}gH8iJ3kL6mN0pQ5rS";
+        assert_eq!(scrub_text(joined), REDACTED);
+        let full_width: String = GITHUB
+            .chars()
+            .map(|c| char::from_u32(c as u32 - 0x21 + 0xff01).unwrap())
+            .collect();
+        assert_eq!(scrub_text(&format!("key {full_width}")), "key [REDACTED]");
+        assert_eq!(
+            scrub_text("pass\u{200b}word=hunter2 ok"),
+            "password=[REDACTED] ok"
+        );
+        assert_eq!(
+            scrub_json(&json!({"pass\u{200b}word": "hunter2"})),
+            json!({"pass\u{200b}word": REDACTED})
+        );
+    }
+
+    #[test]
+    fn text_without_secrets_keeps_its_exact_characters() {
+        let text = "caf\u{e9} \u{ff21}\u{200b}B: the \u{fb01}le is fine";
+        assert_eq!(scrub_text(text), text);
+    }
+
+    #[test]
+    fn new_near_misses_stay_untouched() {
+        for text in [
+            "Basic authentication is weak",
+            "basic auth, basic setup",
+            "https://example.com:8080/path",
+            "see https://user@example.com/x",
+            "hf_hub_download fetches files",
+            "npm_config_cache is a setting",
+            "SG.short.word",
+            "SKU 12 in stock",
+        ] {
+            assert_eq!(scrub_text(text), text, "near-miss changed: {text:?}");
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use clawboo_embed::HashedEmbedder;
 use clawboo_store::board::{CreatePolicy, NewTask, Scope, Status, TaskFilter};
-use clawboo_store::broker::{Broker, BrokerConfig, Subject};
+use clawboo_store::broker::{Broker, BrokerConfig, Caller, Subject};
 use clawboo_store::chat::{ChatQuery, PostKind};
 use clawboo_store::memory::{Memory, NewFact, NewProcedure, ScopeFilter, SearchMode, TeamFilter};
 use clawboo_store::{SCHEMA_VERSION, Store, StoreError};
@@ -408,15 +408,16 @@ fn tools_are_intact(store: &Arc<Store>) {
         Some("would delete /tmp/build")
     );
     let conn = Connection::open(store.path()).unwrap();
-    let (grant, note): (String, String) = conn
+    // A grant keyed by agent alone cannot say which team it was for: migration 10 drops it.
+    let (grants, note): (i64, String) = conn
         .query_row(
-            "SELECT (SELECT approval_id FROM tool_approval_grants WHERE agent_id = ?1),
-                    (SELECT note FROM tool_notes WHERE id = ?2)",
-            [AGENT_ALICE, NOTE_ID],
+            "SELECT (SELECT count(*) FROM tool_approval_grants),
+                    (SELECT note FROM tool_notes WHERE id = ?1)",
+            [NOTE_ID],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .unwrap();
-    assert_eq!(grant, APPROVAL_ALLOWED);
+    assert_eq!(grants, 0);
     assert_eq!(note, NOTE_TEXT);
     assert!(
         store
@@ -437,8 +438,15 @@ fn tools_work(store: &Arc<Store>, version: i64) {
     );
     let broker = Broker::new(store.clone(), BrokerConfig::default());
     assert!(broker.tools().unwrap().iter().all(|t| t.enabled));
-    let grants = store
-        .revoke_approval_grant("delete_path", AGENT_ALICE)
-        .unwrap();
-    assert_eq!(grants, version >= 4);
+    let alice_in_alpha = Caller {
+        agent_id: Some(AGENT_ALICE.into()),
+        team_id: Some(TEAM_ALPHA.into()),
+        tenant_id: None,
+    };
+    assert!(
+        !store
+            .revoke_approval_grant("delete_path", &alice_in_alpha)
+            .unwrap(),
+        "schema version {version}: an old grant survived"
+    );
 }

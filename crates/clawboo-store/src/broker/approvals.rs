@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
+use super::Caller;
 use crate::{Store, StoreError};
 
 /// Where an approval row stands.
@@ -106,6 +107,8 @@ pub struct Approval {
     pub agent_id: Option<String>,
     /// The calling team (from the binding), if bound.
     pub team_id: Option<String>,
+    /// The calling tenant (from the binding), if bound.
+    pub tenant_id: Option<String>,
     /// The tool's risk level (`external`, `destructive`).
     pub risk: String,
     /// Why approval is needed, for the human.
@@ -127,7 +130,8 @@ pub struct Approval {
 }
 
 const COLUMNS: &str = "id, call_id, tool_name, agent_id, team_id, risk, message, args_json, \
-                       status, decision, decided_by, created_at, expires_at, decided_at";
+                       status, decision, decided_by, created_at, expires_at, decided_at, \
+                       tenant_id";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
     let status: String = row.get(8)?;
@@ -138,6 +142,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
         tool_name: row.get(2)?,
         agent_id: row.get(3)?,
         team_id: row.get(4)?,
+        tenant_id: row.get(14)?,
         risk: row.get(5)?,
         message: row.get(6)?,
         args_json: row.get(7)?,
@@ -191,8 +196,7 @@ pub(crate) struct NewApproval<'a> {
     pub id: &'a str,
     pub call_id: &'a str,
     pub tool_name: &'a str,
-    pub agent_id: Option<&'a str>,
-    pub team_id: Option<&'a str>,
+    pub caller: &'a Caller,
     pub risk: &'a str,
     pub message: &'a str,
     pub args_json: &'a str,
@@ -205,15 +209,16 @@ pub(crate) fn insert_pending(
     new: &NewApproval<'_>,
 ) -> rusqlite::Result<()> {
     tx.execute(
-        "INSERT INTO tool_call_approvals(id, call_id, tool_name, agent_id, team_id, risk, message,
-                                         args_json, status, created_at, expires_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10)",
+        "INSERT INTO tool_call_approvals(id, call_id, tool_name, agent_id, team_id, tenant_id, risk,
+                                         message, args_json, status, created_at, expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'pending', ?10, ?11)",
         params![
             new.id,
             new.call_id,
             new.tool_name,
-            new.agent_id,
-            new.team_id,
+            new.caller.agent_id,
+            new.caller.team_id,
+            new.caller.tenant_id,
             new.risk,
             new.message,
             new.args_json,
@@ -224,11 +229,35 @@ pub(crate) fn insert_pending(
     Ok(())
 }
 
-/// Whether `allow_always` was remembered for `tool` and `agent_id`.
-pub(crate) fn has_grant(tx: &Connection, tool: &str, agent_id: &str) -> rusqlite::Result<bool> {
+/// The identity an `allow_always` is remembered under: the bound agent with its team and
+/// tenant (`''` for none, as stored), so the same agent name in another team or tenant is a
+/// different identity. `None` for a caller bound to no agent: nothing is remembered for it.
+fn grant_identity<'a>(
+    agent_id: Option<&'a str>,
+    team_id: Option<&'a str>,
+    tenant_id: Option<&'a str>,
+) -> Option<[&'a str; 3]> {
+    Some([agent_id?, team_id.unwrap_or(""), tenant_id.unwrap_or("")])
+}
+
+/// [`grant_identity`] of a caller.
+fn caller_identity(caller: &Caller) -> Option<[&str; 3]> {
+    grant_identity(
+        caller.agent_id.as_deref(),
+        caller.team_id.as_deref(),
+        caller.tenant_id.as_deref(),
+    )
+}
+
+/// Whether `allow_always` was remembered for `tool` and exactly this caller's identity.
+pub(crate) fn has_grant(tx: &Connection, tool: &str, caller: &Caller) -> rusqlite::Result<bool> {
+    let Some([agent, team, tenant]) = caller_identity(caller) else {
+        return Ok(false);
+    };
     tx.query_row(
-        "SELECT 1 FROM tool_approval_grants WHERE tool_name = ?1 AND agent_id = ?2",
-        params![tool, agent_id],
+        "SELECT 1 FROM tool_approval_grants
+         WHERE tool_name = ?1 AND agent_id = ?2 AND team_id = ?3 AND tenant_id = ?4",
+        params![tool, agent, team, tenant],
         |_| Ok(()),
     )
     .optional()
@@ -414,8 +443,8 @@ fn expire(store: &Store, approval_id: &str) -> Result<bool, StoreError> {
 
 impl Store {
     /// Record a human's decision on a pending approval and wake its waiting call.
-    /// `allow_always` is remembered for the tool and the call's agent (never for an
-    /// anonymous call, which it allows once).
+    /// `allow_always` is remembered for the tool and the call's bound identity (agent, team
+    /// and tenant; never for a call bound to no agent, which it allows once).
     pub fn resolve_approval(
         &self,
         id: &str,
@@ -452,13 +481,19 @@ impl Store {
                 params![id, status, decision.as_str(), decided_by, now],
             )?;
             if decision == Decision::AllowAlways
-                && let Some(agent) = row.agent_id.as_deref()
+                && let Some([agent, team, tenant]) = grant_identity(
+                    row.agent_id.as_deref(),
+                    row.team_id.as_deref(),
+                    row.tenant_id.as_deref(),
+                )
             {
                 tx.execute(
-                    "INSERT INTO tool_approval_grants(tool_name, agent_id, approval_id, created_at)
-                     VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT(tool_name, agent_id) DO UPDATE SET approval_id = ?3, created_at = ?4",
-                    params![row.tool_name, agent, id, now],
+                    "INSERT INTO tool_approval_grants(tool_name, agent_id, team_id, tenant_id,
+                                                      approval_id, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                     ON CONFLICT(tool_name, agent_id, team_id, tenant_id)
+                     DO UPDATE SET approval_id = ?5, created_at = ?6",
+                    params![row.tool_name, agent, team, tenant, id, now],
                 )?;
             }
             Ok(Ok(tx.query_row(&sql, [id], from_row)?))
@@ -506,12 +541,17 @@ impl Store {
         })
     }
 
-    /// Forget a remembered `allow_always` for `tool` and `agent_id`; `true` if one existed.
-    pub fn revoke_approval_grant(&self, tool: &str, agent_id: &str) -> Result<bool, StoreError> {
+    /// Forget a remembered `allow_always` for `tool` and exactly `caller`'s identity; `true`
+    /// if one existed.
+    pub fn revoke_approval_grant(&self, tool: &str, caller: &Caller) -> Result<bool, StoreError> {
+        let Some([agent, team, tenant]) = caller_identity(caller) else {
+            return Ok(false);
+        };
         self.write(|tx| {
             Ok(tx.execute(
-                "DELETE FROM tool_approval_grants WHERE tool_name = ?1 AND agent_id = ?2",
-                params![tool, agent_id],
+                "DELETE FROM tool_approval_grants
+                 WHERE tool_name = ?1 AND agent_id = ?2 AND team_id = ?3 AND tenant_id = ?4",
+                params![tool, agent, team, tenant],
             )? == 1)
         })
     }

@@ -109,6 +109,8 @@ pub struct Caller {
     pub agent_id: Option<String>,
     /// The bound team, if any.
     pub team_id: Option<String>,
+    /// The bound tenant, if any.
+    pub tenant_id: Option<String>,
 }
 
 impl Caller {
@@ -568,9 +570,7 @@ impl Broker {
             truncate_for_audit(&scrub_json(&Value::Object(record.args.clone())).to_string());
         let caller = record.caller;
         let remembered = self.store.write(|tx| {
-            if let Some(agent) = caller.agent_id.as_deref()
-                && approvals::has_grant(tx, spec.name, agent)?
-            {
+            if approvals::has_grant(tx, spec.name, caller)? {
                 return Ok::<_, StoreError>(true);
             }
             approvals::insert_pending(
@@ -580,8 +580,7 @@ impl Broker {
                     id: &approval_id,
                     call_id: &record.call_id,
                     tool_name: spec.name,
-                    agent_id: caller.agent_id.as_deref(),
-                    team_id: caller.team_id.as_deref(),
+                    caller,
                     risk: spec.risk.as_str(),
                     message: &message,
                     args_json: &args_json,

@@ -43,6 +43,7 @@ fn agent(id: &str) -> Caller {
     Caller {
         agent_id: Some(id.to_string()),
         team_id: Some("team-a".to_string()),
+        tenant_id: None,
     }
 }
 
@@ -469,15 +470,30 @@ fn allow_always_is_remembered_for_a_bound_agent_only() {
         .find(|r| r.phase == "before")
         .unwrap();
     assert_eq!(before.observations, vec!["approval:remembered"]);
-    // … another agent is.
-    let (_, asked) = call_deciding(
-        &broker,
-        &agent("a2"),
-        "delete_path",
-        json!({"path": "/c"}),
-        Decision::Deny,
-    );
-    assert_eq!(asked, 1);
+    // … another agent is, and so is the same agent name in another team or tenant, or
+    // bound without its team.
+    let other_team = Caller {
+        team_id: Some("team-b".to_string()),
+        ..agent("a1")
+    };
+    let other_tenant = Caller {
+        tenant_id: Some("acme".to_string()),
+        ..agent("a1")
+    };
+    let no_team = Caller {
+        team_id: None,
+        ..agent("a1")
+    };
+    for caller in [agent("a2"), other_team, other_tenant, no_team] {
+        let (_, asked) = call_deciding(
+            &broker,
+            &caller,
+            "delete_path",
+            json!({"path": "/c"}),
+            Decision::Deny,
+        );
+        assert_eq!(asked, 1, "{caller:?}");
+    }
     // An anonymous allow_always allows once and is not remembered.
     let anon = Caller::anonymous();
     let (outcome, _) = call_deciding(
@@ -497,7 +513,12 @@ fn allow_always_is_remembered_for_a_bound_agent_only() {
     );
     assert_eq!(asked, 1);
     // Revoking the grant makes a1 ask again.
-    assert!(h.store.revoke_approval_grant("delete_path", "a1").unwrap());
+    assert!(!h.store.revoke_approval_grant("delete_path", &anon).unwrap());
+    assert!(
+        h.store
+            .revoke_approval_grant("delete_path", &agent("a1"))
+            .unwrap()
+    );
     let (_, asked) = call_deciding(
         &broker,
         &agent("a1"),
@@ -560,8 +581,7 @@ fn stale_pending_rows_expire_when_listed() {
                     id: "old",
                     call_id: "c",
                     tool_name: "delete_path",
-                    agent_id: None,
-                    team_id: None,
+                    caller: &Caller::anonymous(),
                     risk: "destructive",
                     message: "m",
                     args_json: "{}",
