@@ -75,9 +75,12 @@ pub fn run(db: Option<PathBuf>, command: ApprovalsCommand) -> anyhow::Result<()>
         let verb = match decision {
             Decision::AllowOnce => "allowed once".to_string(),
             Decision::AllowAlways if remembered => format!(
-                "allowed; {} will not ask again for agent {}",
+                "allowed; {} will not ask again for agent {} in team {} and tenant {} \
+                 (the same agent elsewhere still asks)",
                 approval.tool_name,
-                approval.agent_id.as_deref().unwrap_or_default()
+                approval.agent_id.as_deref().unwrap_or_default(),
+                approval.team_id.as_deref().unwrap_or("(none)"),
+                approval.tenant_id.as_deref().unwrap_or("(none)")
             ),
             Decision::AllowAlways => {
                 "allowed once (the caller is anonymous, so nothing is remembered)".to_string()

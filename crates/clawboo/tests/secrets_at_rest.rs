@@ -1,0 +1,231 @@
+//! No secret reaches the database: every shape the scrubber knows (and the same tokens split
+//! by format characters or written full-width) is saved through the real memory and tools
+//! servers, then the database is read back, every text column of every table and the raw
+//! bytes of the `.db` and `-wal` files, and no secret may appear anywhere, nor in the answers.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{StdioClient, first_text, temp_db};
+use rusqlite::Connection;
+use rusqlite::types::ValueRef;
+use serde_json::json;
+
+const MEMORY_BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-memory");
+const TOOLS_BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-tools");
+
+/// Every secret shape, each fake but of the real shape, in the prose an agent would write.
+fn secrets() -> Vec<String> {
+    let github = "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8";
+    let full_width: String = "ghp_Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+        .chars()
+        .map(|c| char::from_u32(c as u32 - 0x21 + 0xff01).unwrap())
+        .collect();
+    vec![
+        "sk-proj-4f9aB7cD2eF1gH8iJ3kL6mN0pQ5rS".into(),
+        // An OpenAI key whose letters happen to look regular (no digit at all).
+        "sk-abcdefghijklmnopqrstuvwxyzQWERTY".into(),
+        "sk-ant-api03-Qm9vZ3hX1bL4cN8dR2fT6gY0".into(),
+        github.into(),
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz".into(),
+        "glpat-xY7zK9mN2pQ4rS6tU8vW".into(),
+        "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx".into(),
+        "AKIAIOSFODNN7EXAMPLE".into(),
+        "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q".into(),
+        "Bearer abc123def456ghi789jkl".into(),
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U".into(),
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA0Z3VS5JJcds3xfn\n-----END RSA PRIVATE KEY-----".into(),
+        "DB_PASSWORD=hunter2hunter2".into(),
+        "postgres://app:pgS3cretPass@db.internal:5432/app".into(),
+        "https://deploy:httpsS3cretPass@git.example.com/repo.git".into(),
+        "Authorization: Basic YWxpY2U6YmFzaWNTM2NyZXQ=".into(),
+        "sk_live_4eC39HqLyjWDarjtT1zdp7dc".into(),
+        "rk_live_51H8abcdEFGH1234ijklMNOP".into(),
+        "sk_test_9fK28WqLyjWDarjtT1zdp3xz".into(),
+        "hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ012345".into(),
+        "npm_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8".into(),
+        "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".into(),
+        "https://hooks.slack.com/services/T0ABC1234/B0DEF5678/SlackHookS3cretValue99".into(),
+        "SK0123456789abcdef0123456789abcdef".into(),
+        // A token split by a zero-width space, and one written in full-width letters.
+        "ghp_Zw5sPl1tT0k3n\u{200b}Aa9Bb8Cc7Dd6Ee5Ff4Gg".into(),
+        full_width,
+    ]
+}
+
+/// What must not appear for `secret`: each run of letters and digits of 8 or more (lower
+/// case, as the full-text index stores terms) that is not a fixed word of the shape.
+fn needles(secret: &str) -> Vec<String> {
+    const KEPT: &[&str] = &[
+        "authorization",
+        "password",
+        "private",
+        "internal",
+        "postgres",
+        "services",
+        "-----end",
+    ];
+    secret
+        .split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .filter(|run| run.chars().count() >= 8 && !KEPT.contains(&run.as_str()))
+        .collect()
+}
+
+fn assert_free_of_secrets(haystack: &str, what: &str) {
+    let haystack = haystack.to_lowercase();
+    for secret in secrets() {
+        for needle in needles(&secret) {
+            assert!(
+                !haystack.contains(&needle),
+                "{what} holds {needle:?} of secret {secret:?}"
+            );
+        }
+    }
+}
+
+/// Every text value of every table (the full-text index's shadow tables included).
+fn dump_every_text_column(db: &Path) -> String {
+    let conn = Connection::open(db).unwrap();
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        tables.iter().any(|t| t == "memory_facts_fts_data"),
+        "{tables:?}"
+    );
+    let mut dump = String::new();
+    for table in tables {
+        let mut stmt = conn.prepare(&format!("SELECT * FROM \"{table}\"")).unwrap();
+        let columns = stmt.column_count();
+        let mut rows = stmt.query([]).unwrap();
+        while let Some(row) = rows.next().unwrap() {
+            for i in 0..columns {
+                match row.get_ref(i).unwrap() {
+                    ValueRef::Text(t) => dump.push_str(&String::from_utf8_lossy(t)),
+                    ValueRef::Blob(b) => dump.push_str(&String::from_utf8_lossy(b)),
+                    _ => {}
+                }
+                dump.push('\n');
+            }
+        }
+    }
+    dump
+}
+
+/// The raw bytes of the database file and its WAL, as text.
+fn raw_files(db: &Path) -> String {
+    let mut raw = String::new();
+    let wal = db.with_extension("db-wal");
+    for file in [db, wal.as_path()] {
+        if let Ok(bytes) = std::fs::read(file) {
+            raw.push_str(&String::from_utf8_lossy(&bytes));
+        }
+    }
+    raw
+}
+
+fn spawn(bin: &str, db: &Path, args: &[&str], env: &[(&str, &str)]) -> StdioClient {
+    let mut client = StdioClient::spawn_with_env(bin, db, args, env);
+    client.initialize();
+    client
+}
+
+#[test]
+fn no_secret_reaches_any_table_index_or_file_and_pure_secrets_are_declined() {
+    let (_dir, db) = temp_db();
+    let mut memory = spawn(
+        MEMORY_BIN,
+        &db,
+        &["--team", "red"],
+        &[("CLAWBOO_EMBEDDINGS", "builtin")],
+    );
+    let mut tools = spawn(
+        TOOLS_BIN,
+        &db,
+        &["--agent", "alice", "--team", "red"],
+        &[("TAVILY_API_KEY", ""), ("CLAWBOO_APPROVAL_WAIT_MS", "200")],
+    );
+    let mut answers = String::new();
+    for (i, secret) in secrets().iter().enumerate() {
+        let prose = format!("deploy note {i}: use {secret} for the staging run");
+        let fact = memory.call_ok(
+            "memory_save",
+            json!({"title": format!("creds {i} {secret}"), "content": prose,
+                   "tags": if secret.chars().count() <= 100 { json!(["ops", secret]) } else { json!(["ops"]) }}),
+        );
+        assert_eq!(fact["saved"], "fact", "{fact}");
+        let stored = fact["fact"]["content"].as_str().unwrap();
+        assert!(stored.contains("[REDACTED]"), "{stored}");
+        assert!(stored.contains(&format!("deploy note {i}:")), "{stored}");
+        let procedure = memory.call_ok(
+            "memory_save",
+            json!({"procedureName": format!("deploy-{i}"), "content": prose}),
+        );
+        assert_eq!(procedure["saved"], "procedure", "{procedure}");
+        answers.push_str(&format!("{fact}\n{procedure}\n"));
+        // Content that is nothing but a bare token is declined (shapes that keep a word,
+        // `Bearer`, `DB_PASSWORD=`, a URL's user, are saved with it).
+        let keeps_a_word = secret.contains("://")
+            || secret.contains('=')
+            || secret.starts_with("Bearer")
+            || secret.starts_with("Authorization");
+        if !keeps_a_word {
+            let declined = memory.call_tool(
+                "memory_save",
+                json!({"title": format!("only {i}"), "content": secret}),
+            );
+            assert_eq!(declined["isError"], true, "{secret}: {declined}");
+            assert_eq!(
+                first_text(&declined),
+                "nothing to save: content was entirely redacted secrets",
+                "{secret}"
+            );
+        }
+        // The broker's note (its row and its audit rows), an echo (audit of the answer) and
+        // an approval row (delete_path asks; nobody answers, so it expires).
+        let noted = tools.call_tool("note", json!({"note": prose}));
+        assert_ne!(noted["isError"], true, "{noted}");
+        let echoed = tools.call_tool("echo", json!({"message": prose}));
+        assert_ne!(echoed["isError"], true, "{echoed}");
+        let asked = tools.call_tool("delete_path", json!({"path": format!("/srv/{secret}")}));
+        assert_eq!(asked["_meta"]["denied"], "approval:expired", "{asked}");
+        answers.push_str(&format!("{noted}\n{asked}\n"));
+    }
+    let searched = memory.call_ok(
+        "memory_search",
+        json!({"query": "deploy note staging", "limit": 100}),
+    );
+    answers.push_str(&searched.to_string());
+    assert_free_of_secrets(&answers, "an answer");
+    // While the servers run, the WAL holds the latest pages.
+    assert!(db.with_extension("db-wal").exists());
+    assert_free_of_secrets(&raw_files(&db), "the database or WAL file");
+    assert_free_of_secrets(&dump_every_text_column(&db), "a table");
+    let counts: (i64, i64, i64, i64) = Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT (SELECT count(*) FROM memory_facts), (SELECT count(*) FROM tool_notes),
+                    (SELECT count(*) FROM tool_call_approvals), (SELECT count(*) FROM tool_call_audit)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    let n = secrets().len() as i64;
+    assert_eq!(
+        counts.0, n,
+        "one fact per secret, none for the declined ones"
+    );
+    assert_eq!((counts.1, counts.2), (n, n));
+    assert!(counts.3 >= 5 * n, "audit rows: {}", counts.3);
+    memory.close();
+    tools.close();
+    assert_free_of_secrets(&raw_files(&db), "the database file after close");
+    assert_free_of_secrets(&dump_every_text_column(&db), "a table after close");
+}
