@@ -38,10 +38,20 @@ fn is_clean_label(label: &str) -> bool {
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '@' | '-'))
 }
 
-/// Split `text` at every line break the envelope recognises, as it documents.
+/// Every line break Python's `str.splitlines()` splits on, as the envelope documents.
+const LINE_BREAKS: [char; 10] = [
+    '\n', '\r', '\u{b}', '\u{c}', '\u{1c}', '\u{1d}', '\u{1e}', '\u{85}', '\u{2028}', '\u{2029}',
+];
+
+/// Split `text` at every line break the envelope recognises, after dropping the control
+/// characters it drops (all but tab and line breaks), as it documents.
 fn lines_of(text: &str) -> Vec<String> {
-    text.replace("\r\n", "\n")
-        .split(['\n', '\r', '\u{85}', '\u{2028}', '\u{2029}'])
+    let kept: String = text
+        .chars()
+        .filter(|&c| !c.is_control() || c == '\t' || LINE_BREAKS.contains(&c))
+        .collect();
+    kept.replace("\r\n", "\n")
+        .split(LINE_BREAKS)
         .map(str::to_owned)
         .collect()
 }
@@ -99,9 +109,10 @@ proptest! {
     #[test]
     fn forged_headers_become_quotes_and_the_rest_is_kept(
         // (Invisible characters right before a forged header belong to it: not generated.)
-        before in "[^\\[\u{ff3b}\r\n\u{85}\u{2028}\u{2029}]{0,20}[^\\[\u{ff3b}\r\n\u{85}\u{2028}\u{2029}\u{ad}\u{200b}-\u{200f}\u{2060}-\u{2064}\u{feff}]",
-        forged in "[^\\[\\]\u{ff3b}\u{ff3d}\r\n\u{85}\u{2028}\u{2029}]{0,20}",
-        after in "[^\\[\u{ff3b}\r\n\u{85}\u{2028}\u{2029}]{0,20}",
+        // (Control characters are dropped or break lines: not generated either.)
+        before in "[^\\[\u{ff3b}\\p{Cc}\u{85}\u{2028}\u{2029}]{0,20}[^\\[\u{ff3b}\\p{Cc}\u{85}\u{2028}\u{2029}\\p{Cf}]",
+        forged in "[^\\[\\]\u{ff3b}\u{ff3d}\\p{Cc}\u{85}\u{2028}\u{2029}]{0,20}",
+        after in "[^\\[\u{ff3b}\\p{Cc}\u{85}\u{2028}\u{2029}]{0,20}",
     ) {
         let body = format!("{before}[Inter-session message{forged}]{after}");
         let wrapped = format_peer_post(&PeerPost { author: "a", kind: "peer", seq: 1, body: &body });
