@@ -23,6 +23,7 @@
 pub mod attach;
 pub mod binding;
 pub mod envelope;
+mod handlers;
 pub mod memory;
 pub mod probe;
 pub mod protocol;

@@ -7,26 +7,23 @@
 //! agent dropped, so the fact is team-shared) and reads filter by the full bound scope, so
 //! it never sees another team's facts.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use clawboo_store::StoreError;
 use clawboo_store::memory::{
     ENTIRELY_REDACTED, Memory, NewFact, NewProcedure, ScopeFilter, SearchMode, TITLE_REQUIRED,
     TeamFilter,
 };
-use rmcp::RoleServer;
-use rmcp::model::{CallToolResult, JsonObject, Tool};
-use rmcp::service::RequestContext;
+use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::binding::Binding;
+use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
 use crate::protocol::{
-    Effect, blocking_write, internal_error, invalid_args, json_result, parse_args, tool,
-    tool_error, unknown_tool,
+    Effect, blocking_write, internal_error, invalid_args, json_result, tool_error,
 };
-use crate::server::ToolSet;
 
 /// Settings of a Memory server.
 #[derive(Debug, Clone, Default)]
@@ -72,7 +69,7 @@ impl From<ModeArg> for SearchMode {
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct SaveArgs {
+pub(crate) struct SaveArgs {
     content: String,
     // Required for a fact (not a procedure).
     title: Option<String>,
@@ -85,7 +82,7 @@ struct SaveArgs {
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct SearchArgs {
+pub(crate) struct SearchArgs {
     query: String,
     // Default: hybrid with a sentence model, else fts.
     mode: Option<ModeArg>,
@@ -99,7 +96,7 @@ struct SearchArgs {
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct BrowseArgs {
+pub(crate) struct BrowseArgs {
     #[schemars(range(min = 1, max = 200))]
     limit: Option<u32>,
     scope_team_id: Option<String>,
@@ -108,27 +105,37 @@ struct BrowseArgs {
     include_procedures: Option<bool>,
 }
 
-fn tool_list() -> Vec<Tool> {
-    vec![
-        tool::<SaveArgs>(
+/// A Memory tool call with its decoded arguments: one variant per tool.
+pub(crate) enum MemoryCall {
+    Save(SaveArgs),
+    Search(SearchArgs),
+    Browse(BrowseArgs),
+}
+
+fn tool_table() -> ToolTable<MemoryServer> {
+    ToolTable::new(vec![
+        ToolEntry::new(
             "memory_save",
             "Save memory",
             Effect::Write,
             "Save a fact (title + content) or, with procedureName, a procedure's next version; secrets are redacted.",
+            MemoryCall::Save,
         ),
-        tool::<SearchArgs>(
+        ToolEntry::new(
             "memory_search",
             "Search memory",
             Effect::Read,
             "Search saved facts, best first; includeProcedures adds procedures.",
+            MemoryCall::Search,
         ),
-        tool::<BrowseArgs>(
+        ToolEntry::new(
             "memory_browse",
             "Browse memory",
             Effect::Read,
             "List saved facts, newest first; includeProcedures adds procedures.",
+            MemoryCall::Browse,
         ),
-    ]
+    ])
 }
 
 /// A store failure as the tool-error an agent sees.
@@ -168,169 +175,165 @@ where
         .map_err(internal_error)
 }
 
-impl MemoryServer {
-    /// The read scope: the full bound scope when bound, else the arguments.
-    fn read_scope(&self, team: Option<String>, agent: Option<String>) -> ScopeFilter {
-        let binding = &self.config.binding;
-        if binding.is_bound() {
-            ScopeFilter {
-                team: match &binding.team_id {
-                    Some(t) => TeamFilter::TeamOrGlobal(t.clone()),
-                    None => TeamFilter::GlobalOnly,
-                },
-                agent_id: binding.agent_id.clone(),
-                tenant_id: binding.tenant_id.clone(),
-            }
-        } else {
-            ScopeFilter {
-                team: team.map_or(TeamFilter::Any, TeamFilter::TeamOrGlobal),
-                agent_id: agent,
-                tenant_id: None,
-            }
+/// The read scope: the full bound scope when bound, else the arguments.
+fn read_scope(binding: &Binding, team: Option<String>, agent: Option<String>) -> ScopeFilter {
+    if binding.is_bound() {
+        ScopeFilter {
+            team: match &binding.team_id {
+                Some(t) => TeamFilter::TeamOrGlobal(t.clone()),
+                None => TeamFilter::GlobalOnly,
+            },
+            agent_id: binding.agent_id.clone(),
+            tenant_id: binding.tenant_id.clone(),
         }
-    }
-
-    /// The owner of a save: the bound team and tenant (no agent) when bound, else the
-    /// arguments.
-    fn save_owner(
-        &self,
-        team: Option<String>,
-        agent: Option<String>,
-    ) -> (Option<String>, Option<String>, Option<String>) {
-        let binding = &self.config.binding;
-        if binding.is_bound() {
-            (binding.team_id.clone(), None, binding.tenant_id.clone())
-        } else {
-            (team, agent, None)
-        }
-    }
-
-    async fn dispatch(
-        &self,
-        name: &str,
-        args: JsonObject,
-    ) -> Result<CallToolResult, CallToolResult> {
-        match name {
-            "memory_save" => {
-                let a: SaveArgs = parse_args(args)?;
-                let (team_id, agent_id, tenant_id) =
-                    self.save_owner(a.scope_team_id, a.scope_agent_id);
-                let tags = a.tags.unwrap_or_default();
-                let result = match a.procedure_name {
-                    Some(name) => {
-                        let new = NewProcedure {
-                            name,
-                            content: a.content,
-                            tags,
-                            team_id,
-                            agent_id,
-                            tenant_id,
-                        };
-                        blocking(&self.memory, move |m| m.save_procedure(new))
-                            .await?
-                            .map(|p| json!({"saved": "procedure", "procedure": p}))
-                    }
-                    None => {
-                        let new = NewFact {
-                            title: a.title.unwrap_or_default(),
-                            content: a.content,
-                            tags,
-                            team_id,
-                            agent_id,
-                            tenant_id,
-                        };
-                        let prepared = if self.memory.embeds_cheaply() {
-                            self.memory.prepare_fact(new)
-                        } else {
-                            blocking(&self.memory, move |m| m.prepare_fact(new)).await?
-                        };
-                        match prepared {
-                            Ok(fact) => {
-                                blocking_write(self.memory.store(), move |s| fact.insert(s)).await?
-                            }
-                            Err(e) => Err(e),
-                        }
-                        .map(|f| json!({"saved": "fact", "fact": f}))
-                    }
-                };
-                Ok(result.map_or_else(store_error, |v| json_result(&v)))
-            }
-            "memory_search" => {
-                let a: SearchArgs = parse_args(args)?;
-                let limit = check_limit(a.limit, clawboo_store::memory::MAX_SEARCH_LIMIT)?;
-                if a.query.trim().is_empty() {
-                    return Err(invalid_args("query must be a non-empty string"));
-                }
-                let scope = self.read_scope(a.scope_team_id, a.scope_agent_id);
-                let mode = a.mode.map(SearchMode::from);
-                let with_procedures = a.include_procedures.unwrap_or(false);
-                let answer = blocking(&self.memory, move |m| {
-                    let outcome = m.search(&a.query, mode, &scope, limit)?;
-                    let mut results: Vec<Value> = outcome
-                        .hits
-                        .iter()
-                        .map(|h| json!({"fact": h.fact, "score": h.score, "matchedVia": h.matched_via}))
-                        .collect();
-                    if with_procedures {
-                        for p in m.latest_procedures(&scope, Some(&a.query), limit)? {
-                            results.push(json!({ "procedure": p }));
-                        }
-                    }
-                    Ok::<_, StoreError>(json!({"results": results, "mode": outcome.mode}))
-                })
-                .await?;
-                Ok(answer.map_or_else(store_error, |v| json_result(&v)))
-            }
-            "memory_browse" => {
-                let a: BrowseArgs = parse_args(args)?;
-                let limit = check_limit(a.limit, clawboo_store::memory::MAX_BROWSE_LIMIT)?;
-                let scope = self.read_scope(a.scope_team_id, a.scope_agent_id);
-                let with_procedures = a.include_procedures.unwrap_or(false);
-                let answer = blocking(&self.memory, move |m| {
-                    let facts = m.browse(&scope, limit)?;
-                    if with_procedures {
-                        let procedures = m.latest_procedures(&scope, None, limit)?;
-                        Ok::<_, StoreError>(json!({"facts": facts, "procedures": procedures}))
-                    } else {
-                        Ok(json!({ "facts": facts }))
-                    }
-                })
-                .await?;
-                Ok(answer.map_or_else(store_error, |v| json_result(&v)))
-            }
-            other => Ok(unknown_tool(other)),
+    } else {
+        ScopeFilter {
+            team: team.map_or(TeamFilter::Any, TeamFilter::TeamOrGlobal),
+            agent_id: agent,
+            tenant_id: None,
         }
     }
 }
 
-impl ToolSet for MemoryServer {
-    fn server_name(&self) -> &'static str {
-        "clawboo-memory"
+/// The owner of a save: the bound team and tenant (no agent) when bound, else the
+/// arguments.
+fn save_owner(
+    binding: &Binding,
+    team: Option<String>,
+    agent: Option<String>,
+) -> (Option<String>, Option<String>, Option<String>) {
+    if binding.is_bound() {
+        (binding.team_id.clone(), None, binding.tenant_id.clone())
+    } else {
+        (team, agent, None)
+    }
+}
+
+impl Handlers for MemoryServer {
+    type Call = MemoryCall;
+
+    const SERVER_NAME: &'static str = "clawboo-memory";
+
+    fn table() -> &'static ToolTable<MemoryServer> {
+        static TABLE: LazyLock<ToolTable<MemoryServer>> = LazyLock::new(tool_table);
+        &TABLE
     }
 
-    fn tools(&self) -> Vec<Tool> {
-        tool_list()
+    fn binding(&self) -> &Binding {
+        &self.config.binding
     }
 
-    async fn call<'a>(
-        &'a self,
-        name: &'a str,
-        args: JsonObject,
-        _ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        self.dispatch(name, args)
-            .await
-            .unwrap_or_else(|refusal| refusal)
+    async fn handle(&self, call: MemoryCall, ctx: CallContext<'_>) -> Outcome {
+        match call {
+            MemoryCall::Save(a) => self.memory_save(&ctx, a).await,
+            MemoryCall::Search(a) => self.memory_search(&ctx, a).await,
+            MemoryCall::Browse(a) => self.memory_browse(&ctx, a).await,
+        }
+    }
+}
+
+impl MemoryServer {
+    async fn memory_save(&self, ctx: &CallContext<'_>, a: SaveArgs) -> Outcome {
+        let (team_id, agent_id, tenant_id) =
+            save_owner(ctx.binding, a.scope_team_id, a.scope_agent_id);
+        let tags = a.tags.unwrap_or_default();
+        let result = match a.procedure_name {
+            Some(name) => {
+                let new = NewProcedure {
+                    name,
+                    content: a.content,
+                    tags,
+                    team_id,
+                    agent_id,
+                    tenant_id,
+                };
+                blocking(&self.memory, move |m| m.save_procedure(new))
+                    .await?
+                    .map(|p| json!({"saved": "procedure", "procedure": p}))
+            }
+            None => {
+                let new = NewFact {
+                    title: a.title.unwrap_or_default(),
+                    content: a.content,
+                    tags,
+                    team_id,
+                    agent_id,
+                    tenant_id,
+                };
+                let prepared = if self.memory.embeds_cheaply() {
+                    self.memory.prepare_fact(new)
+                } else {
+                    blocking(&self.memory, move |m| m.prepare_fact(new)).await?
+                };
+                match prepared {
+                    Ok(fact) => {
+                        blocking_write(self.memory.store(), move |s| fact.insert(s)).await?
+                    }
+                    Err(e) => Err(e),
+                }
+                .map(|f| json!({"saved": "fact", "fact": f}))
+            }
+        };
+        Ok(result.map_or_else(store_error, |v| json_result(&v)))
+    }
+
+    async fn memory_search(&self, ctx: &CallContext<'_>, a: SearchArgs) -> Outcome {
+        let limit = check_limit(a.limit, clawboo_store::memory::MAX_SEARCH_LIMIT)?;
+        if a.query.trim().is_empty() {
+            return Err(invalid_args("query must be a non-empty string"));
+        }
+        let scope = read_scope(ctx.binding, a.scope_team_id, a.scope_agent_id);
+        let mode = a.mode.map(SearchMode::from);
+        let with_procedures = a.include_procedures.unwrap_or(false);
+        let answer = blocking(&self.memory, move |m| {
+            let outcome = m.search(&a.query, mode, &scope, limit)?;
+            let mut results: Vec<Value> = outcome
+                .hits
+                .iter()
+                .map(|h| json!({"fact": h.fact, "score": h.score, "matchedVia": h.matched_via}))
+                .collect();
+            if with_procedures {
+                for p in m.latest_procedures(&scope, Some(&a.query), limit)? {
+                    results.push(json!({ "procedure": p }));
+                }
+            }
+            Ok::<_, StoreError>(json!({"results": results, "mode": outcome.mode}))
+        })
+        .await?;
+        Ok(answer.map_or_else(store_error, |v| json_result(&v)))
+    }
+
+    async fn memory_browse(&self, ctx: &CallContext<'_>, a: BrowseArgs) -> Outcome {
+        let limit = check_limit(a.limit, clawboo_store::memory::MAX_BROWSE_LIMIT)?;
+        let scope = read_scope(ctx.binding, a.scope_team_id, a.scope_agent_id);
+        let with_procedures = a.include_procedures.unwrap_or(false);
+        let answer = blocking(&self.memory, move |m| {
+            let facts = m.browse(&scope, limit)?;
+            if with_procedures {
+                let procedures = m.latest_procedures(&scope, None, limit)?;
+                Ok::<_, StoreError>(json!({"facts": facts, "procedures": procedures}))
+            } else {
+                Ok(json!({ "facts": facts }))
+            }
+        })
+        .await?;
+        Ok(answer.map_or_else(store_error, |v| json_result(&v)))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use clawboo_store::Store;
+
     use super::*;
+    use crate::server::ToolSet;
 
     #[test]
     fn schemas_match_the_seed_fields() {
-        let tools = tool_list();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&dir.path().join("m.db")).unwrap());
+        let memory = Arc::new(Memory::new(store, None));
+        let tools = MemoryServer::new(memory, MemoryConfig::default()).tools();
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
         assert_eq!(names, ["memory_save", "memory_search", "memory_browse"]);
         let save = Value::Object((*tools[0].input_schema).clone());

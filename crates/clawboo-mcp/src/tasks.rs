@@ -1,27 +1,21 @@
 //! The Tasks server (`clawboo-tasks`): the board's 12 tools.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use clawboo_store::board::{
     AuthorType, BoardCursor, Comment, CreatePolicy, MAX_PAGE, NewComment, NewTask, Scope, Status,
     Task, TaskFilter,
 };
 use clawboo_store::{Store, StoreError};
-use rmcp::RoleServer;
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
-use rmcp::service::RequestContext;
+use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::binding::Binding;
+use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
 use crate::protocol::{
-    Effect, blocking, blocking_write, denied, internal_error, invalid_args, json_result,
-    parse_args, tool, tool_error, unknown_tool,
+    Effect, blocking, blocking_write, denied, internal_error, invalid_args, json_result, tool_error,
 };
-use crate::server::ToolSet;
-
-/// How many undelivered inbox rows ride along with one tool result.
-const INBOX_BATCH: usize = 5;
 
 /// `list_tasks`' page when no `limit` is given.
 const DEFAULT_PAGE: usize = 50;
@@ -89,7 +83,7 @@ enum AuthorTypeArg {
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ListTasksArgs {
+pub(crate) struct ListTasksArgs {
     // Ignored when the session is bound to a team.
     team_id: Option<String>,
     status: Option<StatusArg>,
@@ -104,13 +98,13 @@ struct ListTasksArgs {
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct TaskIdArgs {
+pub(crate) struct TaskIdArgs {
     task_id: String,
 }
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct CreateTaskArgs {
+pub(crate) struct CreateTaskArgs {
     title: String,
     description: Option<String>,
     status: Option<StatusArg>,
@@ -127,7 +121,7 @@ struct CreateTaskArgs {
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct CreateSubtaskArgs {
+pub(crate) struct CreateSubtaskArgs {
     #[schemars(length(min = 1))]
     parent_task_id: String,
     title: String,
@@ -136,7 +130,7 @@ struct CreateSubtaskArgs {
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ClaimArgs {
+pub(crate) struct ClaimArgs {
     task_id: String,
     // The bound agent when the session is bound.
     assignee_agent_id: String,
@@ -145,7 +139,7 @@ struct ClaimArgs {
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct UpdateStatusArgs {
+pub(crate) struct UpdateStatusArgs {
     task_id: String,
     // The state machine decides what is legal.
     status: StatusArg,
@@ -153,7 +147,7 @@ struct UpdateStatusArgs {
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct AddCommentArgs {
+pub(crate) struct AddCommentArgs {
     task_id: String,
     body: String,
     // The bound agent when the session is bound.
@@ -166,7 +160,7 @@ struct AddCommentArgs {
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct LinkTaskArgs {
+pub(crate) struct LinkTaskArgs {
     task_id: String,
     depends_on_task_id: String,
 }
@@ -198,87 +192,110 @@ struct LinkOut {
     depends_on_task_id: String,
 }
 
-fn tool_list(read_only: bool) -> Vec<Tool> {
-    let mut tools = vec![
-        tool::<ListTasksArgs>(
+/// A Tasks tool call with its decoded arguments: one variant per tool.
+pub(crate) enum TasksCall {
+    ListTasks(ListTasksArgs),
+    GetTask(TaskIdArgs),
+    CreateTask(CreateTaskArgs),
+    CreateSubtask(CreateSubtaskArgs),
+    ClaimTask(ClaimArgs),
+    AssignTask(ClaimArgs),
+    ReleaseTask(TaskIdArgs),
+    UpdateTaskStatus(UpdateStatusArgs),
+    BlockTask(TaskIdArgs),
+    UnblockTask(TaskIdArgs),
+    AddComment(AddCommentArgs),
+    LinkTask(LinkTaskArgs),
+}
+
+/// The 12 tools in listing order; read-only mode keeps the reads (`list_tasks`, `get_task`).
+fn tool_table() -> ToolTable<TasksServer> {
+    ToolTable::new(vec![
+        ToolEntry::new(
             "list_tasks",
             "List tasks",
             Effect::Read,
             "List tasks by priority (ready=true: claimable only); pass nextCursor as cursor for more.",
+            TasksCall::ListTasks,
         ),
-        tool::<TaskIdArgs>(
+        ToolEntry::new(
             "get_task",
             "Get task",
             Effect::Read,
             "Get a task with its comments and ancestors.",
+            TasksCall::GetTask,
         ),
-    ];
-    if read_only {
-        return tools;
-    }
-    tools.extend([
-        tool::<CreateTaskArgs>(
+        ToolEntry::new(
             "create_task",
             "Create task",
             Effect::Write,
             "Create a task; parentTaskId makes it a subtask (max 24 per parent, 2 levels deep); do not retry a cap refusal unchanged.",
+            TasksCall::CreateTask,
         ),
-        tool::<CreateSubtaskArgs>(
+        ToolEntry::new(
             "create_subtask",
             "Create subtask",
             Effect::Write,
             "Create a subtask under a parent, with create_task's caps.",
+            TasksCall::CreateSubtask,
         ),
-        tool::<ClaimArgs>(
+        ToolEntry::new(
             "claim_task",
             "Claim task",
             Effect::Idempotent,
             "Atomically claim a ready todo task; a conflict means another agent won: do not retry.",
+            TasksCall::ClaimTask,
         ),
-        tool::<ClaimArgs>(
+        ToolEntry::new(
             "assign_task",
             "Assign task",
             Effect::Idempotent,
             "Claim a todo task for an agent, as claim_task does.",
+            TasksCall::AssignTask,
         ),
-        tool::<TaskIdArgs>(
+        ToolEntry::new(
             "release_task",
             "Release task",
             Effect::Idempotent,
             "Put an in_progress task back to todo.",
+            TasksCall::ReleaseTask,
         ),
-        tool::<UpdateStatusArgs>(
+        ToolEntry::new(
             "update_task_status",
             "Update task status",
             Effect::Idempotent,
             "Move a task to another status.",
+            TasksCall::UpdateTaskStatus,
         ),
-        tool::<TaskIdArgs>(
+        ToolEntry::new(
             "block_task",
             "Block task",
             Effect::Idempotent,
             "Mark a task blocked.",
+            TasksCall::BlockTask,
         ),
-        tool::<TaskIdArgs>(
+        ToolEntry::new(
             "unblock_task",
             "Unblock task",
             Effect::Idempotent,
             "Put a blocked task back to todo.",
+            TasksCall::UnblockTask,
         ),
-        tool::<AddCommentArgs>(
+        ToolEntry::new(
             "add_comment",
             "Comment on task",
             Effect::Write,
             "Comment on a task.",
+            TasksCall::AddComment,
         ),
-        tool::<LinkTaskArgs>(
+        ToolEntry::new(
             "link_task",
             "Link dependency",
             Effect::Idempotent,
             "Make taskId wait until dependsOnTaskId is done; a link that would close a cycle is refused.",
+            TasksCall::LinkTask,
         ),
-    ]);
-    tools
+    ])
 }
 
 /// Turn a store failure into the tool-error an agent sees, prefixing the reason code for
@@ -309,262 +326,250 @@ fn non_empty(field: &str, value: &str) -> Result<(), CallToolResult> {
     Ok(())
 }
 
-impl TasksServer {
-    fn bound_agent(&self) -> Option<&str> {
-        self.config.binding.agent_id.as_deref()
+/// The store call behind a status move.
+#[derive(Clone, Copy)]
+enum Move {
+    Release,
+    Unblock,
+    SetStatus(Status),
+}
+
+impl Handlers for TasksServer {
+    type Call = TasksCall;
+
+    const SERVER_NAME: &'static str = "clawboo-tasks";
+
+    fn table() -> &'static ToolTable<TasksServer> {
+        static TABLE: LazyLock<ToolTable<TasksServer>> = LazyLock::new(tool_table);
+        &TABLE
     }
 
-    async fn dispatch(
-        &self,
-        name: &str,
-        args: JsonObject,
-    ) -> Result<CallToolResult, CallToolResult> {
-        let read_only_tool = matches!(name, "list_tasks" | "get_task");
-        if self.config.read_only && !read_only_tool {
-            return Ok(unknown_tool(name));
-        }
-        let binding = self.config.binding.clone();
-        let team = binding.team_id.clone();
-        match name {
-            "list_tasks" => {
-                let a: ListTasksArgs = parse_args(args)?;
-                let limit = match a.limit {
-                    None => DEFAULT_PAGE,
-                    Some(n) if (1..=MAX_PAGE).contains(&(n as usize)) => n as usize,
-                    Some(n) => {
-                        return Err(invalid_args(format!(
-                            "limit must be between 1 and {MAX_PAGE} (got {n})"
-                        )));
-                    }
-                };
-                let after = a
-                    .cursor
-                    .as_deref()
-                    .map(BoardCursor::decode)
-                    .transpose()
-                    .map_err(|e| store_error(e, None))?;
-                let filter = TaskFilter {
-                    scoped: team.is_some(),
-                    team_id: team.or(a.team_id),
-                    status: a.status.map(Status::from),
-                    ready: a.ready.unwrap_or(false),
-                    include_dropped: false,
-                };
-                let page = blocking(&self.store, move |s| {
-                    s.list_tasks_page(&filter, after.as_ref(), limit)
-                })
-                .await?;
-                Ok(page
-                    .map(|page| {
-                        json_result(&TasksOut {
-                            tasks: &page.tasks,
-                            next_cursor: page.next.as_ref().map(BoardCursor::encode),
-                        })
-                    })
-                    .unwrap_or_else(|e| store_error(e, None)))
-            }
-            "get_task" => {
-                let a: TaskIdArgs = parse_args(args)?;
-                let id = a.task_id.clone();
-                let detail = blocking(&self.store, move |s| {
-                    s.task_detail(&a.task_id, Scope::team(team.as_deref()))
-                })
-                .await?;
-                Ok(match detail {
-                    Ok(Some(detail)) => json_result(&detail),
-                    Ok(None) => store_error(StoreError::NotFound(id), None),
-                    Err(e) => store_error(e, None),
-                })
-            }
-            "create_task" | "create_subtask" => {
-                let new = if name == "create_task" {
-                    let a: CreateTaskArgs = parse_args(args)?;
-                    if let Some(p) = &a.parent_task_id {
-                        non_empty("parentTaskId", p)?;
-                    }
-                    NewTask {
-                        title: a.title,
-                        description: a.description,
-                        status: a.status.map(Status::from),
-                        priority: a.priority,
-                        team_id: a.team_id,
-                        parent_task_id: a.parent_task_id,
-                        assignee_runtime: a.assignee_runtime,
-                        ..NewTask::default()
-                    }
-                } else {
-                    let a: CreateSubtaskArgs = parse_args(args)?;
-                    non_empty("parentTaskId", &a.parent_task_id)?;
-                    NewTask {
-                        title: a.title,
-                        description: a.description,
-                        parent_task_id: Some(a.parent_task_id),
-                        ..NewTask::default()
-                    }
-                };
-                non_empty("title", &new.title)?;
-                let new = NewTask {
-                    tenant_id: binding.tenant_id.clone(),
-                    ..new
-                };
-                let created = blocking_write(&self.store, move |s| {
-                    s.create_task_in(new, CreatePolicy::Capped, Scope::team(team.as_deref()))
-                })
-                .await?;
-                Ok(created
-                    .map(|task| json_result(&TaskOut { task: &task }))
-                    .unwrap_or_else(|e| store_error(e, None)))
-            }
-            "claim_task" | "assign_task" => {
-                let a: ClaimArgs = parse_args(args)?;
-                let agent = binding.agent_id.clone().unwrap_or(a.assignee_agent_id);
-                non_empty("assigneeAgentId", &agent)?;
-                let claimed = blocking_write(&self.store, move |s| {
-                    s.claim_task_in(
-                        &a.task_id,
-                        &agent,
-                        a.assignee_runtime.as_deref(),
-                        Scope::team(team.as_deref()),
-                    )
-                })
-                .await?;
-                Ok(claimed
-                    .map(|task| json_result(&TaskOut { task: &task }))
-                    .unwrap_or_else(|e| store_error(e, Some("claim failed"))))
-            }
-            "release_task" | "block_task" | "unblock_task" | "update_task_status" => {
-                let (task_id, target, prefix) = match name {
-                    "update_task_status" => {
-                        let a: UpdateStatusArgs = parse_args(args)?;
-                        (a.task_id, Status::from(a.status), "status change failed")
-                    }
-                    "release_task" => (
-                        parse_args::<TaskIdArgs>(args)?.task_id,
-                        Status::Todo,
-                        "release failed",
-                    ),
-                    "block_task" => (
-                        parse_args::<TaskIdArgs>(args)?.task_id,
-                        Status::Blocked,
-                        "block failed",
-                    ),
-                    _ => (
-                        parse_args::<TaskIdArgs>(args)?.task_id,
-                        Status::Todo,
-                        "unblock failed",
-                    ),
-                };
-                let op = name.to_owned();
-                let actor = binding.agent_id.clone();
-                let moved = blocking_write(&self.store, move |s| {
-                    let actor = actor.as_deref();
-                    let scope = Scope::bound(team.as_deref(), actor);
-                    match op.as_str() {
-                        "release_task" => s.release_task(&task_id, actor, scope),
-                        "unblock_task" => s.unblock_task(&task_id, actor, scope),
-                        _ => s.set_status(&task_id, target, actor, scope),
-                    }
-                })
-                .await?;
-                Ok(moved
-                    .map(|task| json_result(&TaskOut { task: &task }))
-                    .unwrap_or_else(|e| store_error(e, Some(prefix))))
-            }
-            "add_comment" => {
-                let a: AddCommentArgs = parse_args(args)?;
-                non_empty("body", &a.body)?;
-                let new = NewComment {
-                    author_agent_id: binding.agent_id.clone().or(a.author_agent_id),
-                    author_type: AuthorType::Agent,
-                    body: a.body,
-                };
-                let added = blocking_write(&self.store, move |s| {
-                    s.add_comment(&a.task_id, new, Scope::team(team.as_deref()))
-                })
-                .await?;
-                Ok(added
-                    .map(|comment| json_result(&CommentOut { comment: &comment }))
-                    .unwrap_or_else(|e| store_error(e, None)))
-            }
-            "link_task" => {
-                let a: LinkTaskArgs = parse_args(args)?;
-                let linked = blocking_write(&self.store, move |s| {
-                    s.link_task(
-                        &a.task_id,
-                        &a.depends_on_task_id,
-                        Scope::team(team.as_deref()),
-                    )
-                    .map(|()| LinkOut {
-                        task_id: a.task_id,
-                        depends_on_task_id: a.depends_on_task_id,
-                    })
-                })
-                .await?;
-                Ok(linked
-                    .map(|v| json_result(&v))
-                    .unwrap_or_else(|e| store_error(e, None)))
-            }
-            other => Ok(unknown_tool(other)),
-        }
+    fn binding(&self) -> &Binding {
+        &self.config.binding
     }
 
-    /// Append up to [`INBOX_BATCH`] undelivered inbox rows for the bound agent to a
-    /// successful result, marking them delivered.
-    async fn piggyback_inbox(&self, mut result: CallToolResult) -> CallToolResult {
-        let Some(agent) = self.bound_agent().map(str::to_owned) else {
-            return result;
-        };
-        if result.is_error == Some(true) {
-            return result;
+    fn read_only(&self) -> bool {
+        self.config.read_only
+    }
+
+    fn inbox(&self) -> Option<&Arc<Store>> {
+        Some(&self.store)
+    }
+
+    async fn handle(&self, call: TasksCall, ctx: CallContext<'_>) -> Outcome {
+        let ctx = &ctx;
+        match call {
+            TasksCall::ListTasks(a) => self.list_tasks(ctx, a).await,
+            TasksCall::GetTask(a) => self.get_task(ctx, a).await,
+            TasksCall::CreateTask(a) => self.create_task(ctx, a).await,
+            TasksCall::CreateSubtask(a) => self.create_subtask(ctx, a).await,
+            // assign_task is claim_task under the name some agents look for.
+            TasksCall::ClaimTask(a) | TasksCall::AssignTask(a) => self.claim_task(ctx, a).await,
+            TasksCall::ReleaseTask(a) => self.release_task(ctx, a).await,
+            TasksCall::UpdateTaskStatus(a) => self.update_task_status(ctx, a).await,
+            TasksCall::BlockTask(a) => self.block_task(ctx, a).await,
+            TasksCall::UnblockTask(a) => self.unblock_task(ctx, a).await,
+            TasksCall::AddComment(a) => self.add_comment(ctx, a).await,
+            TasksCall::LinkTask(a) => self.link_task(ctx, a).await,
         }
-        let team = self.config.binding.team_id.clone();
-        let (agent_read, team_read) = (agent.clone(), team.clone());
-        let pending = blocking(&self.store, move |s| {
-            s.has_pending_inbox(&agent_read, team_read.as_deref())
-        })
-        .await;
-        if matches!(pending, Ok(Ok(false))) {
-            return result;
-        }
-        match blocking_write(&self.store, move |s| {
-            s.take_inbox(&agent, team.as_deref(), INBOX_BATCH, "mcp")
-        })
-        .await
-        {
-            Ok(Ok(items)) if !items.is_empty() => {
-                let mut text = String::from("\n[team updates — delivered with this tool result]");
-                for item in items {
-                    text.push_str("\n- ");
-                    text.push_str(&item.body);
-                }
-                result.content.push(ContentBlock::text(text));
-            }
-            Ok(Err(e)) => tracing::warn!(error = %e, "inbox piggyback failed; rows stay queued"),
-            _ => {}
-        }
-        result
     }
 }
 
-impl ToolSet for TasksServer {
-    fn server_name(&self) -> &'static str {
-        "clawboo-tasks"
+impl TasksServer {
+    async fn list_tasks(&self, ctx: &CallContext<'_>, a: ListTasksArgs) -> Outcome {
+        let limit = match a.limit {
+            None => DEFAULT_PAGE,
+            Some(n) if (1..=MAX_PAGE).contains(&(n as usize)) => n as usize,
+            Some(n) => {
+                return Err(invalid_args(format!(
+                    "limit must be between 1 and {MAX_PAGE} (got {n})"
+                )));
+            }
+        };
+        let after = a
+            .cursor
+            .as_deref()
+            .map(BoardCursor::decode)
+            .transpose()
+            .map_err(|e| store_error(e, None))?;
+        let filter = TaskFilter {
+            scoped: ctx.binding.team_id.is_some(),
+            team_id: ctx.binding.team_id.clone().or(a.team_id),
+            status: a.status.map(Status::from),
+            ready: a.ready.unwrap_or(false),
+            include_dropped: false,
+        };
+        let page = blocking(&self.store, move |s| {
+            s.list_tasks_page(&filter, after.as_ref(), limit)
+        })
+        .await?;
+        Ok(page
+            .map(|page| {
+                json_result(&TasksOut {
+                    tasks: &page.tasks,
+                    next_cursor: page.next.as_ref().map(BoardCursor::encode),
+                })
+            })
+            .unwrap_or_else(|e| store_error(e, None)))
     }
 
-    fn tools(&self) -> Vec<Tool> {
-        tool_list(self.config.read_only)
+    async fn get_task(&self, ctx: &CallContext<'_>, a: TaskIdArgs) -> Outcome {
+        let team = ctx.binding.team_id.clone();
+        let id = a.task_id.clone();
+        let detail = blocking(&self.store, move |s| {
+            s.task_detail(&a.task_id, Scope::team(team.as_deref()))
+        })
+        .await?;
+        Ok(match detail {
+            Ok(Some(detail)) => json_result(&detail),
+            Ok(None) => store_error(StoreError::NotFound(id), None),
+            Err(e) => store_error(e, None),
+        })
     }
 
-    async fn call<'a>(
-        &'a self,
-        name: &'a str,
-        args: JsonObject,
-        _ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        let result = self
-            .dispatch(name, args)
+    async fn create_task(&self, ctx: &CallContext<'_>, a: CreateTaskArgs) -> Outcome {
+        if let Some(p) = &a.parent_task_id {
+            non_empty("parentTaskId", p)?;
+        }
+        let new = NewTask {
+            title: a.title,
+            description: a.description,
+            status: a.status.map(Status::from),
+            priority: a.priority,
+            team_id: a.team_id,
+            parent_task_id: a.parent_task_id,
+            assignee_runtime: a.assignee_runtime,
+            ..NewTask::default()
+        };
+        self.insert_task(ctx, new).await
+    }
+
+    async fn create_subtask(&self, ctx: &CallContext<'_>, a: CreateSubtaskArgs) -> Outcome {
+        non_empty("parentTaskId", &a.parent_task_id)?;
+        let new = NewTask {
+            title: a.title,
+            description: a.description,
+            parent_task_id: Some(a.parent_task_id),
+            ..NewTask::default()
+        };
+        self.insert_task(ctx, new).await
+    }
+
+    /// `create_task` and `create_subtask`: capped, in the bound team and tenant.
+    async fn insert_task(&self, ctx: &CallContext<'_>, new: NewTask) -> Outcome {
+        non_empty("title", &new.title)?;
+        let new = NewTask {
+            tenant_id: ctx.binding.tenant_id.clone(),
+            ..new
+        };
+        let team = ctx.binding.team_id.clone();
+        let created = blocking_write(&self.store, move |s| {
+            s.create_task_in(new, CreatePolicy::Capped, Scope::team(team.as_deref()))
+        })
+        .await?;
+        Ok(created
+            .map(|task| json_result(&TaskOut { task: &task }))
+            .unwrap_or_else(|e| store_error(e, None)))
+    }
+
+    /// `claim_task` and `assign_task`: the bound agent claims, whatever the arguments say.
+    async fn claim_task(&self, ctx: &CallContext<'_>, a: ClaimArgs) -> Outcome {
+        let agent = ctx.binding.agent_id.clone().unwrap_or(a.assignee_agent_id);
+        non_empty("assigneeAgentId", &agent)?;
+        let team = ctx.binding.team_id.clone();
+        let claimed = blocking_write(&self.store, move |s| {
+            s.claim_task_in(
+                &a.task_id,
+                &agent,
+                a.assignee_runtime.as_deref(),
+                Scope::team(team.as_deref()),
+            )
+        })
+        .await?;
+        Ok(claimed
+            .map(|task| json_result(&TaskOut { task: &task }))
+            .unwrap_or_else(|e| store_error(e, Some("claim failed"))))
+    }
+
+    async fn release_task(&self, ctx: &CallContext<'_>, a: TaskIdArgs) -> Outcome {
+        self.move_task(ctx, a.task_id, Move::Release, "release failed")
             .await
-            .unwrap_or_else(|refusal| refusal);
-        self.piggyback_inbox(result).await
+    }
+
+    async fn update_task_status(&self, ctx: &CallContext<'_>, a: UpdateStatusArgs) -> Outcome {
+        let target = Move::SetStatus(Status::from(a.status));
+        self.move_task(ctx, a.task_id, target, "status change failed")
+            .await
+    }
+
+    async fn block_task(&self, ctx: &CallContext<'_>, a: TaskIdArgs) -> Outcome {
+        let target = Move::SetStatus(Status::Blocked);
+        self.move_task(ctx, a.task_id, target, "block failed").await
+    }
+
+    async fn unblock_task(&self, ctx: &CallContext<'_>, a: TaskIdArgs) -> Outcome {
+        self.move_task(ctx, a.task_id, Move::Unblock, "unblock failed")
+            .await
+    }
+
+    /// A status move by the bound agent (if any); a refusal reads `<verb> failed: <code>`.
+    async fn move_task(
+        &self,
+        ctx: &CallContext<'_>,
+        task_id: String,
+        target: Move,
+        failed: &str,
+    ) -> Outcome {
+        let team = ctx.binding.team_id.clone();
+        let actor = ctx.binding.agent_id.clone();
+        let moved = blocking_write(&self.store, move |s| {
+            let actor = actor.as_deref();
+            let scope = Scope::bound(team.as_deref(), actor);
+            match target {
+                Move::Release => s.release_task(&task_id, actor, scope),
+                Move::Unblock => s.unblock_task(&task_id, actor, scope),
+                Move::SetStatus(status) => s.set_status(&task_id, status, actor, scope),
+            }
+        })
+        .await?;
+        Ok(moved
+            .map(|task| json_result(&TaskOut { task: &task }))
+            .unwrap_or_else(|e| store_error(e, Some(failed))))
+    }
+
+    async fn add_comment(&self, ctx: &CallContext<'_>, a: AddCommentArgs) -> Outcome {
+        non_empty("body", &a.body)?;
+        let new = NewComment {
+            author_agent_id: ctx.binding.agent_id.clone().or(a.author_agent_id),
+            author_type: AuthorType::Agent,
+            body: a.body,
+        };
+        let team = ctx.binding.team_id.clone();
+        let added = blocking_write(&self.store, move |s| {
+            s.add_comment(&a.task_id, new, Scope::team(team.as_deref()))
+        })
+        .await?;
+        Ok(added
+            .map(|comment| json_result(&CommentOut { comment: &comment }))
+            .unwrap_or_else(|e| store_error(e, None)))
+    }
+
+    async fn link_task(&self, ctx: &CallContext<'_>, a: LinkTaskArgs) -> Outcome {
+        let team = ctx.binding.team_id.clone();
+        let linked = blocking_write(&self.store, move |s| {
+            s.link_task(
+                &a.task_id,
+                &a.depends_on_task_id,
+                Scope::team(team.as_deref()),
+            )
+            .map(|()| LinkOut {
+                task_id: a.task_id,
+                depends_on_task_id: a.depends_on_task_id,
+            })
+        })
+        .await?;
+        Ok(linked
+            .map(|v| json_result(&v))
+            .unwrap_or_else(|e| store_error(e, None)))
     }
 }
