@@ -23,8 +23,8 @@ use serde_json::{Value, json};
 
 use crate::binding::Binding;
 use crate::protocol::{
-    Effect, blocking_write, internal_error, invalid_args, json_result, parse_args, tool,
-    tool_error, unknown_tool,
+    Effect, blocking_write, internal_error, invalid_args, json_result, parse_args, store_failure,
+    tool, tool_error, unknown_tool,
 };
 use crate::server::ToolSet;
 
@@ -139,7 +139,7 @@ fn store_error(e: StoreError) -> CallToolResult {
             tool_error("entirely_redacted", what)
         }
         StoreError::Invalid(what) => invalid_args(what),
-        other => internal_error(other),
+        other => store_failure(other),
     }
 }
 

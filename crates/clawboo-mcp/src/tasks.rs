@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::binding::Binding;
 use crate::protocol::{
-    Effect, blocking, blocking_write, denied, internal_error, invalid_args, json_result,
-    parse_args, tool, tool_error, unknown_tool,
+    Effect, blocking, blocking_write, denied, invalid_args, json_result, parse_args, store_failure,
+    tool, tool_error, unknown_tool,
 };
 use crate::server::ToolSet;
 
@@ -293,8 +293,8 @@ fn tool_list(read_only: bool) -> Vec<Tool> {
 /// state-machine operations (`claim failed: conflict`, `block failed: illegal_transition`).
 fn store_error(e: StoreError, prefix: Option<&str>) -> CallToolResult {
     match (&e, prefix) {
-        (StoreError::Sqlite(_) | StoreError::Io(_) | StoreError::NewerSchema { .. }, _) => {
-            internal_error(e)
+        (StoreError::Backend(_) | StoreError::Io(_) | StoreError::NewerSchema { .. }, _) => {
+            store_failure(e)
         }
         (StoreError::Invalid(what), _) => invalid_args(what),
         (StoreError::Cap { reason, message }, _) => {

@@ -27,7 +27,7 @@ use serde_json::json;
 use crate::binding::Binding;
 use crate::envelope::{PeerPost, format_peer_post};
 use crate::protocol::{
-    Effect, blocking_wait, blocking_write, internal_error, invalid_args, json_result, parse_args,
+    Effect, blocking_wait, blocking_write, invalid_args, json_result, parse_args, store_failure,
     tool, tool_error, unknown_tool,
 };
 use crate::server::ToolSet;
@@ -161,8 +161,8 @@ fn tool_list(with_delegate: bool) -> Vec<Tool> {
 fn store_error(e: StoreError) -> CallToolResult {
     match e {
         StoreError::Invalid(what) => invalid_args(what),
-        StoreError::Sqlite(_) | StoreError::Io(_) | StoreError::NewerSchema { .. } => {
-            internal_error(e)
+        StoreError::Backend(_) | StoreError::Io(_) | StoreError::NewerSchema { .. } => {
+            store_failure(e)
         }
         other => tool_error(other.code(), other.to_string()),
     }
