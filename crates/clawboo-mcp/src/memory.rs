@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use crate::binding::Binding;
 use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
 use crate::protocol::{
-    Effect, blocking_write, internal_error, invalid_args, json_result, tool_error,
+    Effect, blocking_write, internal_error, invalid_args, json_result, store_failure, tool_error,
 };
 
 /// Settings of a Memory server.
@@ -146,7 +146,7 @@ fn store_error(e: StoreError) -> CallToolResult {
             tool_error("entirely_redacted", what)
         }
         StoreError::Invalid(what) => invalid_args(what),
-        other => internal_error(other),
+        other => store_failure(other),
     }
 }
 

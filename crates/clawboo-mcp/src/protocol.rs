@@ -242,6 +242,22 @@ pub fn internal_error(e: impl std::fmt::Display) -> CallToolResult {
     )
 }
 
+/// The tool-error for a store failure that is no refusal (the database backend, the
+/// filesystem, a newer schema): `backend_unavailable` when the database cannot be
+/// reached (retrying once it is back will do), `internal` otherwise.
+pub fn store_failure(e: StoreError) -> CallToolResult {
+    if e.code() == "backend_unavailable" {
+        tracing::warn!(error = %e, "the database is unavailable");
+        return tool_error(
+            "backend_unavailable",
+            format!(
+                "the database is unavailable ({e}); the call changed nothing, retry it once the database is back"
+            ),
+        );
+    }
+    internal_error(e)
+}
+
 /// Run one quick store read; a panic inside becomes an internal tool-error instead of
 /// taking the process down.
 ///

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::binding::Binding;
 use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
 use crate::protocol::{
-    Effect, blocking, blocking_write, denied, internal_error, invalid_args, json_result, tool_error,
+    Effect, blocking, blocking_write, denied, invalid_args, json_result, store_failure, tool_error,
 };
 
 /// `list_tasks`' page when no `limit` is given.
@@ -302,8 +302,8 @@ fn tool_table() -> ToolTable<TasksServer> {
 /// state-machine operations (`claim failed: conflict`, `block failed: illegal_transition`).
 fn store_error(e: StoreError, prefix: Option<&str>) -> CallToolResult {
     match (&e, prefix) {
-        (StoreError::Sqlite(_) | StoreError::Io(_) | StoreError::NewerSchema { .. }, _) => {
-            internal_error(e)
+        (StoreError::Backend(_) | StoreError::Io(_) | StoreError::NewerSchema { .. }, _) => {
+            store_failure(e)
         }
         (StoreError::Invalid(what), _) => invalid_args(what),
         (StoreError::Cap { reason, message }, _) => {

@@ -26,7 +26,7 @@ use crate::binding::Binding;
 use crate::envelope::{PeerPost, format_peer_post};
 use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
 use crate::protocol::{
-    Effect, blocking_wait, blocking_write, internal_error, invalid_args, json_result, tool_error,
+    Effect, blocking_wait, blocking_write, invalid_args, json_result, store_failure, tool_error,
     unknown_tool,
 };
 
@@ -167,8 +167,8 @@ fn tool_table() -> ToolTable<TeamChatServer> {
 fn store_error(e: StoreError) -> CallToolResult {
     match e {
         StoreError::Invalid(what) => invalid_args(what),
-        StoreError::Sqlite(_) | StoreError::Io(_) | StoreError::NewerSchema { .. } => {
-            internal_error(e)
+        StoreError::Backend(_) | StoreError::Io(_) | StoreError::NewerSchema { .. } => {
+            store_failure(e)
         }
         other => tool_error(other.code(), other.to_string()),
     }

@@ -6,7 +6,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
-use clawboo_store::StoreError;
+use clawboo_store::{BackendError, BackendErrorKind, StoreError};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
@@ -58,7 +58,11 @@ impl From<StoreError> for AppError {
             | StoreError::Cycle { .. }
             | StoreError::Cap { .. } => StatusCode::CONFLICT,
             StoreError::Invalid(_) => StatusCode::BAD_REQUEST,
-            StoreError::Sqlite(_) | StoreError::Io(_) | StoreError::NewerSchema { .. } => {
+            StoreError::Backend(BackendError {
+                kind: BackendErrorKind::Unavailable | BackendErrorKind::Busy,
+                ..
+            }) => StatusCode::SERVICE_UNAVAILABLE,
+            StoreError::Backend(_) | StoreError::Io(_) | StoreError::NewerSchema { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
         };
@@ -74,6 +78,12 @@ impl From<StoreError> for AppError {
             StoreError::NotReady => {
                 "not_ready: a dependency is not done yet; claim it once its dependencies are done"
                     .into()
+            }
+            StoreError::Backend(_) if status == StatusCode::SERVICE_UNAVAILABLE => {
+                tracing::warn!("store unavailable: {e}");
+                format!(
+                    "the database is unavailable ({e}); nothing was written, retry once it is back"
+                )
             }
             other => other.to_string(),
         };

@@ -31,7 +31,32 @@ impl fmt::Display for CapReason {
     }
 }
 
-/// Every failure a store operation can report. Variants other than `Sqlite` and `Io`
+/// What kind of failure the database backend reported, so a caller can act on it without
+/// knowing which backend (SQLite today) runs underneath.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendErrorKind {
+    /// Another writer held the database past the busy timeout: retrying may succeed.
+    Busy,
+    /// The database cannot be reached, opened or written (I/O, permissions, a full disk):
+    /// nothing was written; retry once it is back.
+    Unavailable,
+    /// The database file is damaged or is not a clawboo database.
+    Corrupt,
+    /// Any other backend failure (a bug, a constraint the domain did not foresee).
+    Other,
+}
+
+/// A failure of the database backend itself, as text plus a kind a caller can act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct BackendError {
+    /// What kind of failure it is.
+    pub kind: BackendErrorKind,
+    /// The backend's own description.
+    pub message: String,
+}
+
+/// Every failure a store operation can report. Variants other than `Backend` and `Io`
 /// are domain refusals that leave the store unchanged.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -62,9 +87,9 @@ pub enum StoreError {
     /// Input the store refuses to write (the text says what is wrong).
     #[error("invalid: {0}")]
     Invalid(String),
-    /// The database itself failed.
+    /// The database backend itself failed.
     #[error("database error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Backend(BackendError),
     /// The filesystem failed (creating the database folder).
     #[error("io error: {0}")]
     Io(#[from] std::io::Error),
@@ -88,7 +113,11 @@ impl StoreError {
             StoreError::Cycle { .. } => "cycle",
             StoreError::Cap { reason, .. } => reason.code(),
             StoreError::Invalid(_) => "invalid_args",
-            StoreError::Sqlite(_) | StoreError::Io(_) | StoreError::NewerSchema { .. } => {
+            StoreError::Backend(BackendError {
+                kind: BackendErrorKind::Unavailable,
+                ..
+            }) => "backend_unavailable",
+            StoreError::Backend(_) | StoreError::Io(_) | StoreError::NewerSchema { .. } => {
                 "internal"
             }
         }

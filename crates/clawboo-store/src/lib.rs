@@ -1,4 +1,4 @@
-//! Clawboo's one SQLite store and every domain rule.
+//! Clawboo's store and every domain rule, over SQLite (the `sqlite` module) today.
 //!
 //! The store knows nothing of MCP, JSON-RPC or HTTP: it exposes typed operations
 //! (`Store::claim_task`, `Store::link_task`, …) and typed errors ([`StoreError`]) whose
@@ -18,7 +18,6 @@ pub mod activity;
 pub mod board;
 pub mod broker;
 pub mod chat;
-mod db;
 mod error;
 pub mod inbox;
 pub mod memory;
@@ -27,10 +26,11 @@ pub mod normalize;
 mod path;
 pub mod scrub;
 pub mod settings;
+mod sqlite;
 pub mod teams;
 
-pub use db::{Clock, QueuedWrite, SettleWrite, Store, StoreConfig};
-pub use error::{CapReason, StoreError};
+pub use error::{BackendError, BackendErrorKind, CapReason, StoreError};
+pub use sqlite::{Clock, QueuedWrite, SettleWrite, Store, StoreConfig};
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = migrations::LATEST;
 
@@ -39,4 +39,19 @@ pub use path::{DB_PATH_ENV, default_db_path, resolve_db_path};
 /// A fresh sortable identifier (UUID v7, lowercase hyphenated).
 pub fn new_id() -> String {
     uuid::Uuid::now_v7().to_string()
+}
+
+impl Store {
+    /// Open (creating when missing) the database at `path` and apply pending migrations.
+    pub fn open(path: &std::path::Path) -> Result<Store, StoreError> {
+        Store::open_with(path, StoreConfig::default())
+    }
+
+    /// [`Store::open`] with explicit settings. The domain modules that attach work to the
+    /// backend's commits register it here, so the backend itself knows none of them.
+    pub fn open_with(path: &std::path::Path, config: StoreConfig) -> Result<Store, StoreError> {
+        let mut hooks = sqlite::hooks::Hooks::default();
+        memory::register_sqlite_hooks(&mut hooks);
+        Store::open_sqlite(path, config, hooks)
+    }
 }

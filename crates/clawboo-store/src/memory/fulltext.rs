@@ -26,8 +26,8 @@ use rusqlite::Connection;
 use super::search::ScopeKey;
 use super::{Memory, ScopeFilter};
 use crate::Store;
-use crate::db::ChangeToken;
 use crate::error::Result;
+use crate::sqlite::ChangeToken;
 
 /// The tokenizer of `memory_facts_fts` (migration 0002); the twin table must match it.
 const TOKENIZER: &str = "porter unicode61";

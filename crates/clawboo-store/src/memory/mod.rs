@@ -22,6 +22,7 @@ pub use search::{MAX_QUERY_CHARS, MatchedVia, SearchHit, SearchMode, SearchOutco
 
 use crate::error::{Result, StoreError};
 use crate::scrub::{is_only_redactions, scrub_text};
+use crate::sqlite::hooks::{Hooks, PreCommitHook};
 use crate::{Store, new_id};
 
 /// Longest accepted fact title, in characters.
@@ -237,7 +238,7 @@ impl std::fmt::Debug for Memory {
 /// otherwise write an index segment per fact, at each write's savepoint); every write
 /// transaction of the store runs this just before it commits, so the index never lags the
 /// committed facts. Returns whether it indexed any.
-pub(crate) fn index_pending_facts(conn: &rusqlite::Connection) -> Result<bool> {
+fn index_pending_facts(conn: &rusqlite::Connection) -> Result<bool> {
     if !has_pending_facts(conn)? {
         return Ok(false);
     }
@@ -261,7 +262,7 @@ const FTS_MERGE_STEP_PAGES: i64 = 128;
 /// indexing transaction and merges them only a few at a time, so an index grown by many
 /// commits keeps several segments, and every query term reads each of them: a search over
 /// 10k facts spent a fifth of its time opening segment iterators.
-pub(crate) fn merge_fts_step(conn: &rusqlite::Connection) -> Result<bool> {
+fn merge_fts_step(conn: &rusqlite::Connection) -> Result<bool> {
     let before = conn.total_changes();
     // A negative page count puts every segment on one level first, so all of them merge
     // (FTS5's incremental 'optimize').
@@ -274,10 +275,30 @@ pub(crate) fn merge_fts_step(conn: &rusqlite::Connection) -> Result<bool> {
 }
 
 /// Whether facts wait for [`index_pending_facts`].
-pub(crate) fn has_pending_facts(conn: &rusqlite::Connection) -> Result<bool> {
+fn has_pending_facts(conn: &rusqlite::Connection) -> Result<bool> {
     Ok(conn
         .prepare_cached("SELECT EXISTS(SELECT 1 FROM memory_facts_fts_pending)")?
         .query_row([], |r| r.get(0))?)
+}
+
+/// Attach memory's work to the SQLite backend's transactions (called where the store is
+/// opened): index the noted facts before every commit, merge the full-text index when the
+/// store is idle after commits that indexed some.
+pub(crate) fn register_sqlite_hooks(hooks: &mut Hooks) {
+    hooks
+        .before_commit(PreCommitHook {
+            pending: has_pending_facts,
+            run: index_pending_facts,
+        })
+        .when_idle(merge_fts_step);
+}
+
+impl Store {
+    /// Merge the full-text index into one segment now, a bounded step per transaction
+    /// (what the store does by itself once idle after writing facts).
+    pub fn merge_search_index(&self) -> Result<()> {
+        self.run_idle_work()
+    }
 }
 
 /// Columns of a fact row, in the order [`fact_from_row`] reads them.

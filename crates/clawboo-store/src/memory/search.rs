@@ -13,8 +13,8 @@ use super::{
     FACT_COLUMNS, Fact, MAX_SEARCH_LIMIT, Memory, ScopeFilter, blob_to_vector, check_len,
     check_limit, fact_from_row,
 };
-use crate::db::ChangeToken;
 use crate::error::{Result, StoreError};
+use crate::sqlite::ChangeToken;
 
 /// Longest accepted query, in characters.
 pub const MAX_QUERY_CHARS: usize = 2_000;

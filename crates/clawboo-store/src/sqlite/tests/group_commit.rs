@@ -6,8 +6,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use clawboo_store::board::{CreatePolicy, NewTask, Status, TaskFilter};
-use clawboo_store::{QueuedWrite, Store, StoreError};
+use crate::board::{CreatePolicy, NewTask, Status, TaskFilter};
+use crate::{QueuedWrite, Store, StoreError};
 
 /// What a queued write reported: its own result, or the group's failure.
 type Outcome<T> = Arc<Mutex<Option<Result<T, String>>>>;
@@ -198,7 +198,7 @@ fn exactly_one_caller_is_told_to_drain_until_the_queue_is_empty() {
 
 #[test]
 fn facts_of_a_group_are_all_indexed_at_its_commit_and_a_failed_one_nowhere() {
-    use clawboo_store::memory::{Memory, NewFact, ScopeFilter};
+    use crate::memory::{Memory, NewFact, ScopeFilter};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("facts.db");
     let store = Arc::new(Store::open(&path).unwrap());

@@ -8,9 +8,9 @@
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use clawboo_store::Store;
-use clawboo_store::board::{CreatePolicy, NewTask, TaskFilter};
-use clawboo_store::memory::{Memory, NewFact, ScopeFilter, SearchMode};
+use crate::Store;
+use crate::board::{CreatePolicy, NewTask, TaskFilter};
+use crate::memory::{Memory, NewFact, ScopeFilter, SearchMode};
 
 fn titles(store: &Store) -> Vec<String> {
     let mut titles: Vec<String> = store
@@ -44,7 +44,7 @@ fn a_read_runs_beside_an_open_write_and_sees_the_last_commit() {
                     assert_eq!(titles(&store), ["committed", "uncommitted"]);
                     opened.send(task.id).unwrap();
                     may_finish.recv_timeout(Duration::from_secs(30)).unwrap();
-                    Ok::<_, clawboo_store::StoreError>(())
+                    Ok::<_, crate::StoreError>(())
                 })
                 .unwrap();
         })
@@ -68,7 +68,7 @@ fn a_read_runs_beside_an_open_write_and_sees_the_last_commit() {
         std::thread::spawn(move || {
             store.snapshot(|c| {
                 c.query_row("SELECT count(*) FROM tasks", [], |r| r.get::<_, i64>(0))
-                    .map_err(clawboo_store::StoreError::from)
+                    .map_err(crate::StoreError::from)
             })
         })
         .join()
@@ -100,7 +100,7 @@ fn index_is_sound(store: &Store) {
             c.execute_batch(
                 "INSERT INTO memory_facts_fts(memory_facts_fts) VALUES ('integrity-check')",
             )
-            .map_err(clawboo_store::StoreError::from)
+            .map_err(crate::StoreError::from)
         })
         .unwrap();
 }

@@ -3,8 +3,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-use clawboo_store::Store;
-use clawboo_store::board::{CreatePolicy, NewTask};
+use crate::Store;
+use crate::board::{CreatePolicy, NewTask};
 
 #[test]
 fn many_commits_keep_the_wal_bounded() {

@@ -1,20 +1,34 @@
+//! The SQLite backend: one writer connection behind a re-entrant lock, read-only
+//! connections beside it ([`readers`]), group commit, a checkpoint thread
+//! ([`checkpointer`]), the hooks other modules attach to commits ([`hooks`]) and SQLite's
+//! errors as the store's ([`error`]). Nothing outside this module sees a connection.
+
+mod checkpointer;
+mod error;
+pub(crate) mod hooks;
+mod readers;
+#[cfg(test)]
+mod tests;
+
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, mpsc};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::{ReentrantMutex, ReentrantMutexGuard};
 use rusqlite::Connection;
 use rusqlite::config::DbConfig;
 
-use crate::error::{Result, StoreError};
-use crate::memory::{has_pending_facts, index_pending_facts, merge_fts_step};
+use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use crate::migrations;
+use checkpointer::{CHECKPOINT_EVERY, Checkpointer, INLINE_CHECKPOINT_PAGES};
+use hooks::Hooks;
+use readers::{Lent, Readers};
 
 /// How much of the database file reads map into memory (`PRAGMA mmap_size`).
-const MMAP_BYTES: i64 = 256 << 20;
+pub(super) const MMAP_BYTES: i64 = 256 << 20;
 
 /// A source of "now" in epoch milliseconds; injectable so time-window rules are testable.
 pub type Clock = fn() -> i64;
@@ -36,7 +50,7 @@ static BUSY_BUDGET_MS: AtomicU64 = AtomicU64::new(0);
 /// of microseconds per claim, sits free, and throughput collapses to a few hundred writes
 /// per second. This one naps 10 µs doubling to 1 ms, jittered so processes do not retry in
 /// lockstep, until the budget since the first try of this lock attempt is spent.
-fn retry_when_busy(attempt: i32) -> bool {
+pub(super) fn retry_when_busy(attempt: i32) -> bool {
     thread_local! {
         static FIRST_TRY: Cell<Option<Instant>> = const { Cell::new(None) };
     }
@@ -113,241 +127,15 @@ pub struct Store {
     /// Write transactions this store committed (its own commits do not move
     /// `PRAGMA data_version`, which counts other connections' commits).
     commits: Arc<AtomicU64>,
-    /// Commits that added facts to the full-text index (the [`Checkpointer`] merges the
-    /// index once the store is idle after them).
-    fts_commits: Arc<AtomicU64>,
+    /// Commits whose pre-commit hooks left idle work (the [`Checkpointer`] runs it once
+    /// the store is idle after them).
+    idle_work_commits: Arc<AtomicU64>,
+    /// What other modules run before each commit and when the store is idle.
+    hooks: Arc<Hooks>,
     /// Started by the first commit; `None` inside until then.
     checkpointer: OnceLock<Option<Checkpointer>>,
     /// Read-only connections for reads that find the writer's connection busy.
     readers: Readers,
-}
-
-/// The most read-only connections a store opens beside the writer's: one per core (at
-/// most 8), since reads are CPU work on mapped pages and more connections than cores would
-/// only add memory (each maps the file anew). A read that finds all of them lent waits for
-/// the writer's connection, as every read did before readers existed.
-fn max_readers() -> u64 {
-    static MAX: OnceLock<u64> = OnceLock::new();
-    *MAX.get_or_init(|| {
-        std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 8) as u64)
-    })
-}
-
-/// Read-only connections to the store's file, opened on first need and kept for reuse.
-/// In WAL mode they read the last committed state while the writer's connection is in a
-/// transaction, so reads on other threads run beside a write group instead of queueing
-/// behind it, and two searches can use two cores.
-struct Readers {
-    /// Only a database in WAL mode lets readers run beside the writer (and only a file
-    /// can be opened twice: `:memory:` would open another, empty, database).
-    enabled: bool,
-    idle: Mutex<Vec<Connection>>,
-    /// Connections opened so far (idle or lent out).
-    opened: AtomicU64,
-}
-
-impl Readers {
-    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Connection>> {
-        self.idle.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Whether a read now would find a reader (idle, or one more may be opened).
-    fn available(&self) -> bool {
-        self.enabled
-            && (!self.idle().is_empty() || self.opened.load(Ordering::Relaxed) < max_readers())
-    }
-
-    /// An idle reader, or a new one while fewer than [`max_readers`] exist; `None` when all
-    /// are lent out or opening one failed.
-    fn lend(&self, path: &Path) -> Option<Lent<'_>> {
-        if !self.enabled {
-            return None;
-        }
-        if let Some(conn) = self.idle().pop() {
-            return Some(Lent {
-                readers: self,
-                conn: Some(conn),
-            });
-        }
-        let claimed = self
-            .opened
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < max_readers()).then_some(n + 1)
-            })
-            .is_ok();
-        if !claimed {
-            return None;
-        }
-        match open_reader(path) {
-            Ok(conn) => Some(Lent {
-                readers: self,
-                conn: Some(conn),
-            }),
-            Err(e) => {
-                self.opened.fetch_sub(1, Ordering::Relaxed);
-                tracing::debug!(error = %e, "no read-only connection; reading on the writer's");
-                None
-            }
-        }
-    }
-}
-
-/// A reader lent to one read; goes back to the idle list when dropped (after a panic too:
-/// dropping the read's statements left the connection with no transaction open).
-struct Lent<'r> {
-    readers: &'r Readers,
-    conn: Option<Connection>,
-}
-
-impl std::ops::Deref for Lent<'_> {
-    type Target = Connection;
-    fn deref(&self) -> &Connection {
-        // Taken only in `drop`.
-        self.conn
-            .as_ref()
-            .expect("a lent reader holds its connection until dropped")
-    }
-}
-
-impl Drop for Lent<'_> {
-    fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            self.readers.idle().push(conn);
-        }
-    }
-}
-
-/// A read-only connection configured like the writer's for reads.
-fn open_reader(path: &Path) -> Result<Connection> {
-    use rusqlite::OpenFlags;
-    let mut conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    conn.busy_handler(Some(retry_when_busy))?;
-    conn.set_prepared_statement_cache_capacity(128);
-    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
-    conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
-    Ok(conn)
-}
-
-/// Commits between two wake-ups of the [`Checkpointer`] (SQLite's own auto-checkpoint
-/// runs every 1,000 WAL pages; a claim writes about five).
-const CHECKPOINT_EVERY: u64 = 128;
-
-/// WAL size (pages) at which a commit checkpoints inline, finishing what the
-/// [`Checkpointer`] copied. A PASSIVE checkpoint on another connection never lets SQLite
-/// start the WAL over while writes keep coming, so commits still must, now and then.
-const INLINE_CHECKPOINT_PAGES: u32 = 4_000;
-
-/// Copies the WAL back into the database on a thread of its own (with its own connection).
-/// SQLite's auto-checkpoint (every 1,000 pages) runs inside whichever commit crosses the
-/// threshold, copy and fsync included, which stalled every call queued behind it for
-/// milliseconds (claim p99 6.9 ms with it, 2.0 ms with this thread and the backstop). The
-/// checkpoint is PASSIVE: it never waits for, nor blocks, readers or writers of any process.
-///
-/// The same thread merges the full-text index into one segment once this store has
-/// committed nothing for a whole round ([`IDLE_ROUND`]) after writing facts, a bounded
-/// step at a time, stopping as soon as this store commits again: searches then read one
-/// segment per term instead of several, without a write ever waiting for a whole merge.
-struct Checkpointer {
-    wake: mpsc::SyncSender<()>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Checkpointer {
-    fn start(
-        path: &Path,
-        commits: Arc<AtomicU64>,
-        fts_commits: Arc<AtomicU64>,
-    ) -> Option<Checkpointer> {
-        let conn = match Connection::open(path) {
-            Ok(conn) => conn,
-            Err(e) => {
-                tracing::warn!(error = %e, "no checkpoint connection; SQLite checkpoints inline");
-                return None;
-            }
-        };
-        let (wake, woken) = mpsc::sync_channel::<()>(1);
-        let thread = std::thread::Builder::new()
-            .name("clawboo-checkpoint".into())
-            .spawn(move || {
-                let checkpoint = || {
-                    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)") {
-                        tracing::debug!(error = %e, "WAL checkpoint failed; retrying later");
-                    }
-                };
-                let mut checkpointed = 0;
-                let mut merged = 0;
-                loop {
-                    let woke = woken.recv_timeout(IDLE_ROUND);
-                    let stopping = matches!(woke, Err(mpsc::RecvTimeoutError::Disconnected));
-                    let now = commits.load(Ordering::Relaxed);
-                    let facts = fts_commits.load(Ordering::Relaxed);
-                    let idle = woke.is_err() && now == checkpointed;
-                    if idle && !stopping && facts != merged {
-                        // Writers are back, or the store is closing.
-                        let interrupted = || {
-                            commits.load(Ordering::Relaxed) != now
-                                || matches!(woken.try_recv(), Err(mpsc::TryRecvError::Disconnected))
-                        };
-                        match merge_until_interrupted(&conn, interrupted) {
-                            Ok(true) => {
-                                merged = facts;
-                                checkpoint();
-                            }
-                            Ok(false) => {}
-                            Err(e) => {
-                                tracing::debug!(error = %e, "full-text merge failed; retrying when idle");
-                            }
-                        }
-                    }
-                    if now != checkpointed {
-                        checkpointed = now;
-                        checkpoint();
-                    }
-                    if stopping {
-                        return;
-                    }
-                }
-            });
-        match thread {
-            Ok(thread) => Some(Checkpointer {
-                wake,
-                thread: Some(thread),
-            }),
-            Err(e) => {
-                tracing::warn!(error = %e, "no checkpoint thread; SQLite checkpoints inline");
-                None
-            }
-        }
-    }
-}
-
-/// How long the [`Checkpointer`] sleeps between rounds when not woken; a round that saw no
-/// commit of this store counts as idle.
-const IDLE_ROUND: Duration = Duration::from_secs(1);
-
-/// Merge the full-text index step by step until one segment is left (`Ok(true)`) or
-/// `interrupted` says writers are back (`Ok(false)`).
-fn merge_until_interrupted(conn: &Connection, interrupted: impl Fn() -> bool) -> Result<bool> {
-    while merge_fts_step(conn)? {
-        if interrupted() {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-impl Drop for Checkpointer {
-    fn drop(&mut self) {
-        // Closing the channel makes the thread run a last checkpoint and end.
-        let (closed, _) = mpsc::sync_channel(0);
-        drop(std::mem::replace(&mut self.wake, closed));
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }
 
 /// A value that changes whenever the database may have changed: a commit through this
@@ -368,13 +156,9 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Open (creating when missing) the database at `path` and apply pending migrations.
-    pub fn open(path: &Path) -> Result<Store> {
-        Store::open_with(path, StoreConfig::default())
-    }
-
-    /// [`Store::open`] with explicit settings.
-    pub fn open_with(path: &Path, config: StoreConfig) -> Result<Store> {
+    /// Open (creating when missing) the SQLite file at `path`, apply pending migrations and
+    /// run `hooks`' pre-commit work left by plain SQL ([`Store::open_with`] registers them).
+    pub(crate) fn open_sqlite(path: &Path, config: StoreConfig, hooks: Hooks) -> Result<Store> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)?;
         }
@@ -396,9 +180,11 @@ impl Store {
         // page cache, shared by every process on the file (they show as file-backed RSS).
         conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
         migrations::apply(&mut conn)?;
-        // Facts written around the store (plain SQL) may still wait to be indexed.
-        if has_pending_facts(&conn)? {
-            in_transaction(&conn, Bracket::IMMEDIATE, index_pending_facts)?;
+        // Rows written around the store (plain SQL) may still wait for pre-commit work.
+        if hooks.pending(&conn)? {
+            in_transaction(&conn, Bracket::IMMEDIATE, |conn| {
+                hooks.before_commit_run(conn)
+            })?;
         }
         Ok(Store {
             conn: ReentrantMutex::new(conn),
@@ -406,7 +192,8 @@ impl Store {
             path: path.to_path_buf(),
             clock: config.clock,
             commits: Arc::new(AtomicU64::new(0)),
-            fts_commits: Arc::new(AtomicU64::new(0)),
+            idle_work_commits: Arc::new(AtomicU64::new(0)),
+            hooks: Arc::new(hooks),
             checkpointer: OnceLock::new(),
             readers: Readers {
                 enabled: mode.eq_ignore_ascii_case("wal"),
@@ -426,18 +213,19 @@ impl Store {
         (self.clock)()
     }
 
-    /// Count a commit (and whether it indexed facts); wake (or, at the first commit,
+    /// Count a commit (and whether it left idle work); wake (or, at the first commit,
     /// start) the checkpointer.
-    fn committed(&self, conn: &Connection, indexed_facts: bool) {
-        if indexed_facts {
-            self.fts_commits.fetch_add(1, Ordering::Relaxed);
+    fn committed(&self, conn: &Connection, left_idle_work: bool) {
+        if left_idle_work {
+            self.idle_work_commits.fetch_add(1, Ordering::Relaxed);
         }
         let n = self.commits.fetch_add(1, Ordering::Relaxed) + 1;
         let checkpointer = self.checkpointer.get_or_init(|| {
             let started = Checkpointer::start(
                 &self.path,
                 Arc::clone(&self.commits),
-                Arc::clone(&self.fts_commits),
+                Arc::clone(&self.idle_work_commits),
+                Arc::clone(&self.hooks),
             );
             // From here on that thread does the checkpoints' work; a commit checkpoints
             // only when the WAL outgrew [`INLINE_CHECKPOINT_PAGES`] (nearly all of it is
@@ -467,9 +255,9 @@ impl Store {
     /// Run `f` inside one `BEGIN IMMEDIATE` transaction: committed when `f` returns `Ok`,
     /// rolled back otherwise. Use for every read-modify-write. Inside a group commit
     /// ([`Store::run_queued_writes`]) the transaction is a savepoint of the group's, so a
-    /// failing operation still changes nothing. Facts the transaction wrote are full-text
-    /// indexed just before it commits (the group's, once for all its writes).
-    pub fn write<T, E>(&self, f: impl FnOnce(&Connection) -> Result<T, E>) -> Result<T, E>
+    /// failing operation still changes nothing. The pre-commit hooks run just before it
+    /// commits (the group's, once for all its writes).
+    pub(crate) fn write<T, E>(&self, f: impl FnOnce(&Connection) -> Result<T, E>) -> Result<T, E>
     where
         E: From<StoreError>,
     {
@@ -477,19 +265,19 @@ impl Store {
         if !conn.is_autocommit() {
             return in_transaction(&conn, Bracket::SAVEPOINT, f);
         }
-        let (value, indexed) =
+        let (value, left_idle_work) =
             in_transaction(&conn, Bracket::IMMEDIATE, |conn| -> Result<(T, bool), E> {
                 let value = f(conn)?;
-                Ok((value, index_pending_facts(conn)?))
+                Ok((value, self.hooks.before_commit_run(conn)?))
             })?;
-        self.committed(&conn, indexed);
+        self.committed(&conn, left_idle_work);
         Ok(value)
     }
 
-    /// Merge the full-text index into one segment now, a bounded step per transaction
-    /// (what the checkpoint thread does once the store is idle after writing facts).
-    pub fn merge_search_index(&self) -> Result<()> {
-        while self.write(merge_fts_step)? {}
+    /// Run the registered idle work to its end now, a bounded step per transaction (what
+    /// the checkpoint thread does once the store is idle after commits that left some).
+    pub(crate) fn run_idle_work(&self) -> Result<()> {
+        while self.write(|conn| self.hooks.idle_step(conn))? {}
         Ok(())
     }
 
@@ -597,16 +385,20 @@ impl Store {
             }
         }
         let outcome = if group_lost {
-            Err(StoreError::Sqlite(rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
-                Some("SQLite rolled the shared write transaction back".into()),
-            )))
+            Err(StoreError::Backend(BackendError {
+                kind: BackendErrorKind::Unavailable,
+                message: "SQLite rolled the shared write transaction back (a full disk or an \
+                          I/O error); nothing of it was written"
+                    .into(),
+            }))
         } else {
-            let committed = index_pending_facts(conn)
-                .and_then(|indexed| run_cached(conn, "COMMIT").map(|()| indexed));
+            let committed = self
+                .hooks
+                .before_commit_run(conn)
+                .and_then(|left_idle_work| run_cached(conn, "COMMIT").map(|()| left_idle_work));
             match committed {
-                Ok(indexed) => {
-                    self.committed(conn, indexed);
+                Ok(left_idle_work) => {
+                    self.committed(conn, left_idle_work);
                     Ok(())
                 }
                 Err(e) => {
@@ -640,7 +432,7 @@ impl Store {
     /// use [`Store::snapshot`] when several statements must agree). Inside a write on this
     /// thread that is the writer's connection (so `f` sees the write's own changes); when
     /// another thread holds that one, a read-only connection, which sees the last commit.
-    pub fn read<T, E>(&self, f: impl FnOnce(&Connection) -> Result<T, E>) -> Result<T, E> {
+    pub(crate) fn read<T, E>(&self, f: impl FnOnce(&Connection) -> Result<T, E>) -> Result<T, E> {
         match self.connection_for_read() {
             ReadConnection::Writer(conn) => f(&conn),
             ReadConnection::Reader(reader) => f(&reader),
@@ -661,7 +453,7 @@ impl Store {
 
     /// Run `f` inside one deferred (read) transaction, so several statements see one
     /// snapshot (inside a group commit, the group's transaction is that snapshot).
-    pub fn snapshot<T, E>(&self, f: impl FnOnce(&Connection) -> Result<T, E>) -> Result<T, E>
+    pub(crate) fn snapshot<T, E>(&self, f: impl FnOnce(&Connection) -> Result<T, E>) -> Result<T, E>
     where
         E: From<StoreError>,
     {
@@ -777,76 +569,4 @@ impl Drop for Undo<'_> {
 fn run_cached(conn: &Connection, sql: &str) -> Result<()> {
     conn.prepare_cached(sql)?.execute([])?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use rusqlite::StatementStatus;
-
-    #[test]
-    fn reads_map_the_database_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("mmap.db")).unwrap();
-        let mapped: i64 = store
-            .read(|c| c.query_row("PRAGMA mmap_size", [], |r| r.get(0)))
-            .unwrap();
-        assert_eq!(mapped, MMAP_BYTES);
-    }
-
-    /// An in-memory database cannot be opened twice: reads wait for the writer's
-    /// connection instead of borrowing a reader that would see another, empty, database.
-    #[test]
-    fn an_in_memory_store_reads_through_its_one_connection() {
-        let store = Arc::new(Store::open(Path::new(":memory:")).unwrap());
-        store
-            .write(|c| {
-                c.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
-                    .map_err(StoreError::from)
-            })
-            .unwrap();
-        let (held, holding) = mpsc::channel();
-        let writer = {
-            let store = Arc::clone(&store);
-            std::thread::spawn(move || {
-                store
-                    .write(|_| {
-                        held.send(()).unwrap();
-                        std::thread::sleep(Duration::from_millis(50));
-                        Ok::<_, StoreError>(())
-                    })
-                    .unwrap();
-            })
-        };
-        holding.recv().unwrap();
-        let x: i64 = store
-            .read(|c| c.query_row("SELECT x FROM t", [], |r| r.get(0)))
-            .unwrap();
-        assert_eq!(x, 1);
-        writer.join().unwrap();
-    }
-
-    /// Without the planner stability guarantee SQLite re-prepared this cached statement
-    /// (the comments of `get_task`) on every new `task_id`.
-    #[test]
-    fn rebinding_a_cached_statement_never_reprepares_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("qpsg.db")).unwrap();
-        let sql = "SELECT id FROM task_comments WHERE task_id = ?1 ORDER BY created_at, id";
-        let reprepares = store
-            .snapshot(|c| {
-                for id in ["a", "b", "c", "d"] {
-                    let mut stmt = c.prepare_cached(sql)?;
-                    let rows = stmt.query_map([id], |_| Ok(()))?;
-                    assert_eq!(rows.count(), 0);
-                }
-                Ok::<_, StoreError>(
-                    c.prepare_cached(sql)?
-                        .get_status(StatementStatus::RePrepare),
-                )
-            })
-            .unwrap();
-        assert_eq!(reprepares, 0);
-    }
 }
