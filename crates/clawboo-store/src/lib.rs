@@ -34,7 +34,7 @@ pub use sqlite::{Clock, QueuedWrite, SettleWrite, Store, StoreConfig};
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = migrations::LATEST;
 
-pub use path::{DB_PATH_ENV, default_db_path, resolve_db_path};
+pub use path::{DB_PATH_ENV, DbLocation, LocationError, default_db_path, resolve_db};
 
 /// A fresh sortable identifier (UUID v7, lowercase hyphenated).
 pub fn new_id() -> String {

@@ -72,8 +72,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         delegate: args.delegate,
     };
     scope.check_for(server)?;
-    let db_path = clawboo_store::resolve_db_path(args.db.as_deref())
-        .context("cannot create the database folder")?;
+    let db_path = crate::resolve_db_file(args.db.as_deref())?;
     let target = match transport {
         Transport::Http => {
             // Always signed, an unbound URL too: behind the access gate the signature is

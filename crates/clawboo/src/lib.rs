@@ -8,11 +8,11 @@ pub mod memory;
 pub mod serve;
 pub mod stdio;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use clawboo_store::Store;
+use clawboo_store::{DbLocation, Store};
 
 /// Send logs to stderr (stdout belongs to JSON-RPC on stdio), filtered by `RUST_LOG`
 /// (default `warn`).
@@ -26,10 +26,22 @@ pub fn init_logging() {
         .try_init();
 }
 
-/// Open the store at the path every binary resolves the same way (`--db`, else
-/// `CLAWBOO_DB_PATH`, else `~/.clawboo/clawboo.db`).
+/// The database file every binary resolves the same way (`--db`, else `CLAWBOO_DB_PATH`,
+/// else `~/.clawboo/clawboo.db`). A PostgreSQL URL is recognised, and refused with a clear
+/// error: this build has no PostgreSQL backend.
+pub fn resolve_db_file(db: Option<&Path>) -> anyhow::Result<PathBuf> {
+    match clawboo_store::resolve_db(db)? {
+        DbLocation::File(path) => Ok(path),
+        DbLocation::Postgres(_) => anyhow::bail!(
+            "this build of clawboo has no PostgreSQL backend: give a SQLite file path with \
+             --db or CLAWBOO_DB_PATH"
+        ),
+    }
+}
+
+/// Open the store at the file [`resolve_db_file`] names.
 pub fn open_store(db: Option<&Path>) -> anyhow::Result<Arc<Store>> {
-    let path = clawboo_store::resolve_db_path(db).context("cannot create the database folder")?;
+    let path = resolve_db_file(db)?;
     let store = Store::open(&path)
         .with_context(|| format!("cannot open the database {}", path.display()))?;
     Ok(Arc::new(store))

@@ -23,8 +23,7 @@ pub struct ServeArgs {
 /// Serve until Ctrl-C. Prints `clawboo listening on <url>` on stdout once the socket is
 /// bound, so scripts (and tests) learn the real port.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let db_path = clawboo_store::resolve_db_path(args.db.as_deref())
-        .context("cannot create the database folder")?;
+    let db_path = crate::resolve_db_file(args.db.as_deref())?;
     let launcher = crate::attach::stdio_launcher()?;
     // Every setting is read (and a bad one refused) before anything is opened.
     let mut options = ServerOptions::new(args.bind, db_path.clone(), launcher).with_env()?;
