@@ -384,7 +384,7 @@ fn clamp_rewrites_the_limit_before_approval_and_execution() {
 }
 
 #[test]
-fn the_store_runs_echo_and_note_itself_and_a_denied_call_reaches_no_executor() {
+fn the_store_runs_echo_and_note_itself_and_a_refused_call_reaches_no_executor() {
     let h = harness();
     let broker = h.default_broker();
     completed(call(
@@ -401,14 +401,6 @@ fn the_store_runs_echo_and_note_itself_and_a_denied_call_reaches_no_executor() {
     )))
     .unwrap();
     assert_eq!(noted["noted"], json!(true));
-    let (outcome, _) = call_deciding(
-        &broker,
-        &agent("a1"),
-        "delete_path",
-        json!({"path": "/tmp/z"}),
-        Decision::Deny,
-    );
-    denial(outcome);
     denial(call(
         &broker,
         &agent("a1"),
@@ -491,6 +483,8 @@ fn approval_allow_deny_and_expiry() {
             .unwrap_err(),
         ApprovalError::NotFound(_)
     ));
+    // Only the allowed call reached the executor.
+    assert_eq!(h.executor.seen.lock().len(), 1);
 }
 
 #[test]
@@ -610,7 +604,6 @@ fn a_decision_from_another_thread_wakes_the_waiter_without_polling() {
         poll_interval: Duration::from_secs(300),
         progress_interval: Duration::from_secs(300),
         approval_wait: Duration::from_secs(600),
-        ..BrokerConfig::default()
     });
     let (tx, rx) = std::sync::mpsc::channel();
     let waiter = std::thread::spawn(move || {
