@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use clawboo_store::Store;
 use clawboo_store::broker::{
-    Broker, BrokerConfig, CallOutcome, Caller, MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, MAX_PATH_CHARS,
-    MAX_QUERY_CHARS, Risk, ToolSpec, WaitControl, WaitProgress,
+    Broker, BrokerConfig, CallOutcome, Caller, Executor, MAX_MESSAGE_CHARS, MAX_NOTE_CHARS,
+    MAX_PATH_CHARS, MAX_QUERY_CHARS, Risk, ToolSpec, WaitControl, WaitProgress,
 };
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ProgressNotificationParam, Tool};
@@ -23,12 +23,14 @@ use crate::protocol::{Effect, denied, described, internal_error, tool_error};
 use crate::server::ToolSet;
 
 /// Settings of a Tools server.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ToolsConfig {
     /// The caller: audit rows, blocklists and remembered approvals use its agent and team.
     pub binding: Binding,
-    /// The broker's settings (approval wait, Tavily base URL).
+    /// The broker's settings (approval wait, polling, environment).
     pub broker: BrokerConfig,
+    /// Runs the builtins that act outside the store (web search, the filesystem).
+    pub executor: Arc<dyn Executor>,
 }
 
 /// The Tools tool set over one store.
@@ -44,7 +46,7 @@ impl ToolsServer {
     /// A Tools server over `store`.
     pub fn new(store: Arc<Store>, config: ToolsConfig) -> ToolsServer {
         ToolsServer {
-            broker: Broker::new(store, config.broker),
+            broker: Broker::new(store, config.broker, config.executor),
             caller: Caller {
                 agent_id: config.binding.agent_id,
                 team_id: config.binding.team_id,

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clawboo_embed::HashedEmbedder;
+use clawboo_exec::Builtins;
 use clawboo_mcp::binding::Binding;
 use clawboo_mcp::memory::{MemoryConfig, MemoryServer};
 use clawboo_mcp::server::McpServer;
@@ -629,7 +630,6 @@ fn tools_broker_decodes_any_arguments() {
     let broker = BrokerConfig {
         approval_wait: Duration::from_millis(1),
         poll_interval: Duration::from_millis(1),
-        tavily_base_url: "http://127.0.0.1:9".to_owned(),
         env: |name| (name == "TAVILY_API_KEY").then(|| "fuzz-key".to_owned()),
         ..BrokerConfig::default()
     };
@@ -638,6 +638,9 @@ fn tools_broker_decodes_any_arguments() {
         ToolsConfig {
             binding: Binding::default(),
             broker,
+            executor: Arc::new(Builtins {
+                tavily_base_url: "http://127.0.0.1:9".to_owned(),
+            }),
         },
     );
     let target = Target {

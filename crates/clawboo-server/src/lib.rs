@@ -16,6 +16,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::middleware::from_fn_with_state;
 use axum::response::Response;
+use clawboo_exec::Builtins;
 use clawboo_mcp::attach::StdioLauncher;
 use clawboo_mcp::signing::ScopeSigner;
 use clawboo_store::Store;
@@ -229,7 +230,11 @@ impl AppState {
     ) -> AppState {
         let host_policy = HostPolicy::new(options.bind, &options.extra_hosts, options.public_https);
         let rate_limiter = PeerRateLimiter::new(options.rate_limit);
-        let broker = Broker::new(store.clone(), BrokerConfig::from_env());
+        let broker = Broker::new(
+            store.clone(),
+            BrokerConfig::from_env(),
+            Arc::new(Builtins::from_env()),
+        );
         AppState {
             shared: Arc::new(Shared {
                 memory,

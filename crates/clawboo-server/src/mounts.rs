@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use clawboo_exec::Builtins;
 use clawboo_mcp::attach::McpServerName;
 use clawboo_mcp::memory::{MemoryConfig, MemoryServer};
 use clawboo_mcp::server::McpServer;
@@ -11,7 +12,7 @@ use clawboo_mcp::tasks::{TasksConfig, TasksServer};
 use clawboo_mcp::teamchat::TeamChatServer;
 use clawboo_mcp::tools::{ToolsConfig, ToolsServer};
 use clawboo_store::Store;
-use clawboo_store::broker::BrokerConfig;
+use clawboo_store::broker::{BrokerConfig, Executor};
 use clawboo_store::memory::Memory;
 
 use crate::mcp_http::McpHttpConfig;
@@ -29,6 +30,7 @@ pub fn default_mounts(
     let tools_store = store.clone();
     let memory = memory.clone();
     let broker = BrokerConfig::from_env();
+    let executor: Arc<dyn Executor> = Arc::new(Builtins::from_env());
     vec![
         McpMount::new(
             McpServerName::Tasks,
@@ -58,6 +60,7 @@ pub fn default_mounts(
                 let config = ToolsConfig {
                     binding,
                     broker: broker.clone(),
+                    executor: executor.clone(),
                 };
                 McpServer::new(ToolsServer::new(tools_store.clone(), config))
             },

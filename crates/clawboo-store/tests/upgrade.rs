@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use clawboo_embed::HashedEmbedder;
 use clawboo_store::board::{CreatePolicy, NewTask, Scope, Status, TaskFilter};
-use clawboo_store::broker::{Broker, BrokerConfig, Caller, Subject};
+use clawboo_store::broker::{Broker, BrokerConfig, Caller, Executor, Invocation, Output, Subject};
 use clawboo_store::chat::{ChatQuery, PostKind};
 use clawboo_store::memory::{Memory, NewFact, NewProcedure, ScopeFilter, SearchMode, TeamFilter};
 use clawboo_store::{SCHEMA_VERSION, Store, StoreError};
@@ -384,8 +384,26 @@ fn chat_works(store: &Store, version: i64) {
     assert_eq!(post.seq, expected);
 }
 
+/// The upgrade checks list tools and run none outside the store.
+#[derive(Debug)]
+struct RunsNothing;
+
+impl Executor for RunsNothing {
+    fn execute(&self, _: &Invocation, _: &Caller) -> Output {
+        Output::error("the upgrade test runs no tool outside the store".to_string())
+    }
+}
+
+fn broker(store: &Arc<Store>) -> Broker {
+    Broker::new(
+        store.clone(),
+        BrokerConfig::default(),
+        Arc::new(RunsNothing),
+    )
+}
+
 fn tools_are_intact(store: &Arc<Store>) {
-    let broker = Broker::new(store.clone(), BrokerConfig::default());
+    let broker = broker(store);
     let tools = broker.tools().unwrap();
     let web = tools.iter().find(|t| t.name == "web_search").unwrap();
     assert!(!web.enabled);
@@ -436,7 +454,7 @@ fn tools_work(store: &Arc<Store>, version: i64) {
             .unblock_tool(&Subject::Team(TEAM_BETA.into()), "delete_path")
             .unwrap()
     );
-    let broker = Broker::new(store.clone(), BrokerConfig::default());
+    let broker = broker(store);
     assert!(broker.tools().unwrap().iter().all(|t| t.enabled));
     let alice_in_alpha = Caller {
         agent_id: Some(AGENT_ALICE.into()),

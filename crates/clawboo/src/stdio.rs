@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::bail;
 use clap::{Args, Parser};
@@ -147,6 +148,7 @@ pub fn serve_tools(args: StdioArgs) -> anyhow::Result<()> {
     let config = ToolsConfig {
         binding: args.binding(),
         broker: clawboo_store::broker::BrokerConfig::from_env(),
+        executor: Arc::new(clawboo_exec::Builtins::from_env()),
     };
     serve_on_this_thread(McpServer::new(ToolsServer::new(store, config)))
 }

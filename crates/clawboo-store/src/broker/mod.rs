@@ -3,15 +3,27 @@
 //! clamp, risk) → approval when required → execute → compaction → audit.
 //!
 //! Domain logic only: the MCP server in `clawboo-mcp` turns [`CallOutcome`] into wire
-//! shapes. Every method blocks (SQLite, the approval wait, the Tavily request): run it off
+//! shapes. The builtins that act outside the store (web search, the filesystem) run behind
+//! the [`Executor`] the broker is built with, so the store itself touches neither network
+//! nor filesystem. Every method blocks (SQLite, the approval wait, the executor): run it off
 //! the async executor.
 //!
 //! ```
 //! use std::sync::Arc;
-//! use clawboo_store::{Store, broker::{Broker, BrokerConfig, Caller, CallOutcome, WaitControl}};
+//! use clawboo_store::Store;
+//! use clawboo_store::broker::{
+//!     Broker, BrokerConfig, CallOutcome, Caller, Executor, Invocation, Output, WaitControl,
+//! };
+//! #[derive(Debug)]
+//! struct Offline;
+//! impl Executor for Offline {
+//!     fn execute(&self, _: &Invocation, _: &Caller) -> Output {
+//!         Output::error("this broker runs nothing outside the store".into())
+//!     }
+//! }
 //! let dir = tempfile::tempdir().unwrap();
 //! let store = Arc::new(Store::open(&dir.path().join("clawboo.db")).unwrap());
-//! let broker = Broker::new(store, BrokerConfig::default());
+//! let broker = Broker::new(store, BrokerConfig::default(), Arc::new(Offline));
 //! let args = serde_json::json!({"message": "hi"});
 //! let outcome = broker
 //!     .call(&Caller::anonymous(), "echo", args.as_object().unwrap(), &mut |_| WaitControl::Continue)
@@ -33,7 +45,10 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use approvals::{Approval, ApprovalError, ApprovalStatus, Decision, WaitControl, WaitProgress};
-pub use exec::{MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, MAX_PATH_CHARS, MAX_QUERY_CHARS};
+pub use exec::{
+    Executor, Invocation, MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, MAX_PATH_CHARS, MAX_QUERY_CHARS,
+    Output,
+};
 pub use registry::{Requirement, Risk, ToolSpec};
 
 use crate::scrub::{scrub_json, scrub_text};
@@ -45,8 +60,6 @@ use inspect::SecurityVerdict;
 pub const APPROVAL_WAIT_ENV: &str = "CLAWBOO_APPROVAL_WAIT_MS";
 /// The default approval wait: under the 60 s after which common MCP clients give up.
 pub const DEFAULT_APPROVAL_WAIT: Duration = Duration::from_secs(55);
-/// The environment variable overriding Tavily's base URL.
-pub const TAVILY_BASE_URL_ENV: &str = "TAVILY_BASE_URL";
 /// Audit text columns keep at most this many characters.
 pub const AUDIT_MAX_CHARS: usize = 4000;
 
@@ -59,8 +72,6 @@ pub struct BrokerConfig {
     pub poll_interval: Duration,
     /// How often a waiting call reports progress.
     pub progress_interval: Duration,
-    /// Tavily's API base URL.
-    pub tavily_base_url: String,
     /// Reads environment variables (availability, the Tavily key); injectable for tests.
     pub env: fn(&str) -> Option<String>,
 }
@@ -75,15 +86,14 @@ impl Default for BrokerConfig {
             approval_wait: DEFAULT_APPROVAL_WAIT,
             poll_interval: Duration::from_millis(200),
             progress_interval: Duration::from_secs(1),
-            tavily_base_url: exec::TAVILY_DEFAULT_BASE_URL.to_string(),
             env: process_env,
         }
     }
 }
 
 impl BrokerConfig {
-    /// The defaults, with `CLAWBOO_APPROVAL_WAIT_MS` and `TAVILY_BASE_URL` applied from the
-    /// process environment (an unparsable wait is ignored with a warning).
+    /// The defaults, with `CLAWBOO_APPROVAL_WAIT_MS` applied from the process environment
+    /// (an unparsable wait is ignored with a warning).
     pub fn from_env() -> BrokerConfig {
         let mut config = BrokerConfig::default();
         if let Some(raw) = process_env(APPROVAL_WAIT_ENV) {
@@ -94,9 +104,6 @@ impl BrokerConfig {
                     "{APPROVAL_WAIT_ENV} is not a positive number of milliseconds; using 55000"
                 ),
             }
-        }
-        if let Some(base) = process_env(TAVILY_BASE_URL_ENV).filter(|b| !b.trim().is_empty()) {
-            config.tavily_base_url = base;
         }
         config
     }
@@ -315,12 +322,17 @@ struct CallRecord<'a> {
 pub struct Broker {
     store: Arc<Store>,
     config: BrokerConfig,
+    executor: Arc<dyn Executor>,
 }
 
 impl Broker {
-    /// A broker over `store`.
-    pub fn new(store: Arc<Store>, config: BrokerConfig) -> Broker {
-        Broker { store, config }
+    /// A broker over `store`, running the builtins that act outside it through `executor`.
+    pub fn new(store: Arc<Store>, config: BrokerConfig, executor: Arc<dyn Executor>) -> Broker {
+        Broker {
+            store,
+            config,
+            executor,
+        }
     }
 
     /// The store it writes.
@@ -390,20 +402,35 @@ impl Broker {
         Ok(values)
     }
 
-    fn tavily(&self) -> Result<exec::Tavily, StoreError> {
+    /// The Tavily key: the environment first, then the setting, as availability checks.
+    fn tavily_api_key(&self) -> Result<Option<String>, StoreError> {
         let from_env =
             (self.config.env)(registry::TAVILY_API_KEY_ENV).filter(|k| !k.trim().is_empty());
-        let api_key = match from_env {
-            Some(key) => Some(key),
-            None => self
+        match from_env {
+            Some(key) => Ok(Some(key)),
+            None => Ok(self
                 .store
                 .setting(registry::TAVILY_API_KEY_SETTING)?
-                .filter(|k| !k.trim().is_empty()),
+                .filter(|k| !k.trim().is_empty())),
+        }
+    }
+
+    /// Run a call that passed every check: `echo` and `note` here, the rest through the
+    /// executor.
+    fn run(&self, caller: &Caller, call: exec::Validated) -> Result<Output, StoreError> {
+        let invocation = match call {
+            exec::Validated::Echo { message } => return Ok(Output::ok(message)),
+            exec::Validated::Note { note } => {
+                return Ok(exec::record_note(&self.store, caller, &note));
+            }
+            exec::Validated::WebSearch { query, limit } => Invocation::WebSearch {
+                query,
+                limit,
+                api_key: self.tavily_api_key()?,
+            },
+            exec::Validated::DeletePath { path } => Invocation::DeletePath { path },
         };
-        Ok(exec::Tavily {
-            base_url: self.config.tavily_base_url.clone(),
-            api_key,
-        })
+        Ok(self.executor.execute(&invocation, caller))
     }
 
     /// Run one call through the whole pipeline. `observer` hears about an approval wait
@@ -437,8 +464,7 @@ impl Broker {
                     .as_ref()
                     .map(|_| "approval:allow".to_string());
                 self.audit_before(&record, "allow", reason.as_deref())?;
-                let tavily = self.tavily()?;
-                let output = exec::execute(&self.store, caller, &invocation, &tavily);
+                let output = self.run(caller, invocation)?;
                 let text = compact::compact(&output.text);
                 self.audit_after(&record, &text, output.is_error)?;
                 Ok(CallOutcome::Completed {
@@ -455,7 +481,7 @@ impl Broker {
         &self,
         record: &mut CallRecord<'_>,
         observer: &mut dyn FnMut(&WaitProgress) -> WaitControl,
-    ) -> Result<Result<exec::Invocation, Denial>, StoreError> {
+    ) -> Result<Result<exec::Validated, Denial>, StoreError> {
         let tool = record.tool;
         // 1. unknown / disabled / unavailable
         let Some(spec) = registry::builtin(tool) else {

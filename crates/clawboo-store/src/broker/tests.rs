@@ -10,12 +10,39 @@ use super::*;
 struct Harness {
     _dir: tempfile::TempDir,
     store: Arc<Store>,
+    executor: Arc<Recorder>,
 }
 
 fn harness() -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(&dir.path().join("t.db")).unwrap());
-    Harness { _dir: dir, store }
+    Harness {
+        _dir: dir,
+        store,
+        executor: Arc::default(),
+    }
+}
+
+/// An executor that touches neither network nor filesystem: it keeps what the broker
+/// handed it, says what `delete_path` was given, and fails every `web_search` as an
+/// unreachable Tavily would.
+#[derive(Debug, Default)]
+struct Recorder {
+    seen: parking_lot::Mutex<Vec<(Invocation, Caller)>>,
+}
+
+impl Executor for Recorder {
+    fn execute(&self, invocation: &Invocation, caller: &Caller) -> Output {
+        self.seen.lock().push((invocation.clone(), caller.clone()));
+        match invocation {
+            Invocation::DeletePath { path } => Output::ok(format!(
+                "would delete {path} (test executor: nothing was deleted)"
+            )),
+            Invocation::WebSearch { .. } => {
+                Output::error("web_search failed: Tavily did not answer".to_string())
+            }
+        }
+    }
 }
 
 fn no_env(_: &str) -> Option<String> {
@@ -28,7 +55,7 @@ fn tavily_env(name: &str) -> Option<String> {
 
 impl Harness {
     fn broker(&self, config: BrokerConfig) -> Broker {
-        Broker::new(self.store.clone(), config)
+        Broker::new(self.store.clone(), config, self.executor.clone())
     }
 
     fn default_broker(&self) -> Broker {
@@ -310,11 +337,10 @@ fn scope_denies_blocklisted_tools_per_agent_and_per_team() {
 #[test]
 fn clamp_rewrites_the_limit_before_approval_and_execution() {
     let h = harness();
-    // Tavily is unreachable here (port 9 discards), so the search itself fails; the
-    // point is what was asked for approval and audited.
+    // The test executor fails every search; the point is what was asked for approval,
+    // audited and handed to the executor.
     let broker = h.broker(BrokerConfig {
         env: tavily_env,
-        tavily_base_url: "http://127.0.0.1:9".into(),
         ..BrokerConfig::default()
     });
     let (outcome, asked) = call_deciding(
@@ -344,6 +370,44 @@ fn clamp_rewrites_the_limit_before_approval_and_execution() {
         vec!["clamp:limit", "approval:allow_once"]
     );
     assert_eq!(before.reason.as_deref(), Some("approval:allow"));
+    assert_eq!(
+        *h.executor.seen.lock(),
+        vec![(
+            Invocation::WebSearch {
+                query: "rust".into(),
+                limit: Some(1000),
+                api_key: Some("tvly-unused".into()),
+            },
+            agent("a1"),
+        )]
+    );
+}
+
+#[test]
+fn the_store_runs_echo_and_note_itself_and_a_refused_call_reaches_no_executor() {
+    let h = harness();
+    let broker = h.default_broker();
+    completed(call(
+        &broker,
+        &agent("a1"),
+        "echo",
+        json!({"message": "hi"}),
+    ));
+    let noted: Value = serde_json::from_str(&completed(call(
+        &broker,
+        &agent("a1"),
+        "note",
+        json!({"note": "n"}),
+    )))
+    .unwrap();
+    assert_eq!(noted["noted"], json!(true));
+    denial(call(
+        &broker,
+        &agent("a1"),
+        "delete_path",
+        json!({"path": "rm -rf /"}),
+    ));
+    assert!(h.executor.seen.lock().is_empty());
 }
 
 #[test]
@@ -419,6 +483,8 @@ fn approval_allow_deny_and_expiry() {
             .unwrap_err(),
         ApprovalError::NotFound(_)
     ));
+    // Only the allowed call reached the executor.
+    assert_eq!(h.executor.seen.lock().len(), 1);
 }
 
 #[test]
@@ -538,7 +604,6 @@ fn a_decision_from_another_thread_wakes_the_waiter_without_polling() {
         poll_interval: Duration::from_secs(300),
         progress_interval: Duration::from_secs(300),
         approval_wait: Duration::from_secs(600),
-        ..BrokerConfig::default()
     });
     let (tx, rx) = std::sync::mpsc::channel();
     let waiter = std::thread::spawn(move || {
