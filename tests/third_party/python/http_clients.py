@@ -1,7 +1,8 @@
 """The Python `mcp` package against the real `clawboo serve` over Streamable HTTP.
 
-Works with mcp 1.x (`streamablehttp_client` + `ClientSession`) and 2.x (`mcp.Client`,
-which first probes the initialize-less 2026 protocol and must fall back to `initialize`).
+Works with mcp 1.x (`streamablehttp_client` + `ClientSession`) and 2.x (`mcp.Client` with
+`mode="legacy"`): the initialize family (2024-11-05 … 2025-11-25) and its sessions. The
+2.x default, the initialize-less 2026-07-28 protocol, is protocol_2026.py's.
 Prints `PASS <check>` / `FAIL <check>: <detail>` lines and exits non-zero on any failure.
 Needs CLAWBOO_BIN_DIR (the folder holding the built `clawboo`).
 """
@@ -111,7 +112,7 @@ def v2_factory():
 
     @asynccontextmanager
     async def factory(url):
-        async with Client(url) as client:
+        async with Client(url, mode="legacy") as client:
             yield client, client.server_info.name, str(client.protocol_version)
 
     return factory
