@@ -89,6 +89,33 @@ async def drive(session_factory, base):
         check("a signed URL binds the session to its team", teams == {"green"}, teams)
 
 
+async def elicitation(session_factory, base):
+    """A client that declares elicitation decides a tool approval in its own window: the
+    form offers the three decisions, and the operator's list says who decided."""
+    from mcp import types
+
+    forms = []
+
+    async def answer(_context, params):
+        forms.append(params)
+        return types.ElicitResult(action="accept", content={"decision": "allow_once"})
+
+    async with session_factory(f"{base}/api/mcp/tools", answer) as (client, _, _):
+        result = await client.call_tool("delete_path", {"path": "/srv/from-python"})
+        is_error = getattr(result, "isError", None)
+        if is_error is None:
+            is_error = getattr(result, "is_error", None)
+        check("an approval asked by elicitation lets the call run", is_error is False and len(forms) == 1, result)
+        schema = (getattr(forms[0], "requestedSchema", None) or forms[0].requested_schema) if forms else {}
+        if not isinstance(schema, dict):
+            schema = schema.model_dump(by_alias=True)
+        choices = [c["const"] for c in schema.get("properties", {}).get("decision", {}).get("oneOf", [])]
+        check("the form offers allow once, allow always, deny", choices == ["allow_once", "allow_always", "deny"], schema)
+    with urllib.request.urlopen(f"{base}/api/tools/approvals?status=all") as r:
+        deciders = [a["decidedBy"] for a in json.load(r)["approvals"]]
+    check("the approval records it was decided by elicitation", deciders == ["elicitation"], deciders)
+
+
 def v1_factory():
     from contextlib import asynccontextmanager
 
@@ -96,9 +123,9 @@ def v1_factory():
     from mcp.client.streamable_http import streamablehttp_client
 
     @asynccontextmanager
-    async def factory(url):
+    async def factory(url, elicitation_callback=None):
         async with streamablehttp_client(url) as (read, write, _session_id):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, elicitation_callback=elicitation_callback) as session:
                 init = await session.initialize()
                 yield session, init.serverInfo.name, str(init.protocolVersion)
 
@@ -111,8 +138,8 @@ def v2_factory():
     from mcp import Client
 
     @asynccontextmanager
-    async def factory(url):
-        async with Client(url, mode="legacy") as client:
+    async def factory(url, elicitation_callback=None):
+        async with Client(url, mode="legacy", elicitation_callback=elicitation_callback) as client:
             yield client, client.server_info.name, str(client.protocol_version)
 
     return factory
@@ -124,6 +151,7 @@ def main():
         factory = v1_factory() if MAJOR < 2 else v2_factory()
         try:
             asyncio.run(drive(factory, base))
+            asyncio.run(elicitation(factory, base))
         except Exception as e:  # a client crash is a failed check, with the reason
             check("client run completed", False, repr(e))
     finally:
