@@ -78,28 +78,20 @@ async fn every_initialize_version_negotiates_and_2026_only_without_initialize() 
         let msg = message_with_id(&r.text().await.unwrap(), 1);
         assert_eq!(msg["result"]["protocolVersion"], agreed, "{asked}");
     }
+    let with_header = |version: &'static str| {
+        http.post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", version)
+            .body(initialize_body(1).to_string())
+            .send()
+    };
     // An `initialize` whose header names another version than its body is refused.
-    let r = http
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .body(initialize_body(1).to_string())
-        .send()
-        .await
-        .unwrap();
+    let r = with_header("2026-07-28").await.unwrap();
     assert_eq!(r.status(), 400);
     assert!(r.headers().get("mcp-session-id").is_none());
     // So is a header naming a version this server does not speak.
-    let r = http
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2027-01-01")
-        .body(initialize_body(1).to_string())
-        .send()
-        .await
-        .unwrap();
+    let r = with_header("2027-01-01").await.unwrap();
     let (status, body) = error_of(r).await;
     assert_eq!(status, 400);
     assert!(

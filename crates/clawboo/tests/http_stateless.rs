@@ -6,7 +6,9 @@
 
 mod http_support;
 
-use http_support::{MODERN, ModernAnswer, Server, attach, client, create_task, post_modern};
+use http_support::{
+    MODERN, ModernAnswer, Server, client, create_task, post_modern, signed_tasks_url,
+};
 use serde_json::{Value, json};
 
 /// The JSON of a successful tool result's first text block.
@@ -36,23 +38,7 @@ async fn two_replicas_answer_one_signed_url_alternately_with_its_binding() {
     let first = Server::start(&[]);
     let second = Server::start_on(&first.db, "127.0.0.1:0", &[]);
     let theirs = create_task(&first, "team B work", "team-b").await;
-    let config = attach(
-        &first.db,
-        &[
-            "--server",
-            "tasks",
-            "--team",
-            "team-a",
-            "--agent",
-            "alice",
-            "--url",
-            &first.base,
-        ],
-    );
-    let signed = config["structured"]["clawboo-tasks"]["url"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let signed = signed_tasks_url(&first, "team-a", "alice");
     let query = &signed[signed.find('?').unwrap()..];
     // One signed URL, as a client holds it, served by either replica.
     let replicas = [
@@ -117,44 +103,18 @@ async fn two_replicas_answer_one_signed_url_alternately_with_its_binding() {
 
     // A claim through one replica is the bound agent's whatever the arguments say, and the
     // holder's move through the other is allowed.
-    let claimed = call(
-        &replicas[0],
-        40,
-        "claim_task",
-        json!({"taskId": mine[1], "assigneeAgentId": "mallory"}),
-    )
-    .await;
+    let claim = json!({"taskId": mine[1], "assigneeAgentId": "mallory"});
+    let claimed = call(&replicas[0], 40, "claim_task", claim).await;
     assert_eq!(tool_json(&claimed)["task"]["assigneeAgentId"], "alice");
-    let moved = call(
-        &replicas[1],
-        41,
-        "update_task_status",
-        json!({"taskId": mine[1], "status": "in_review"}),
-    )
-    .await;
+    let review = json!({"taskId": mine[1], "status": "in_review"});
+    let moved = call(&replicas[1], 41, "update_task_status", review).await;
     assert_eq!(tool_json(&moved)["task"]["status"], "in_review");
 }
 
 #[tokio::test]
 async fn a_modern_request_is_refused_unless_its_own_url_verifies() {
     let server = Server::start(&[]);
-    let config = attach(
-        &server.db,
-        &[
-            "--server",
-            "tasks",
-            "--team",
-            "team-a",
-            "--agent",
-            "alice",
-            "--url",
-            &server.base,
-        ],
-    );
-    let signed = config["structured"]["clawboo-tasks"]["url"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let signed = signed_tasks_url(&server, "team-a", "alice");
     for url in [
         signed.replace("team-a", "team-b"),
         format!("{signed}&delegate=1"),

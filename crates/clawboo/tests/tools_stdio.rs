@@ -444,18 +444,31 @@ fn spawn_eliciting(db: &Path, args: &[&str]) -> StdioClient {
     client
 }
 
-/// Wait for the server's `elicitation/create` request (keeping anything else in backlog)
-/// and answer it with `result`; returns the request.
-fn answer_form(client: &mut StdioClient, result: Value) -> Value {
-    let request = loop {
+/// Wait for the server's `elicitation/create` request, keeping anything else in backlog.
+fn next_form(client: &mut StdioClient) -> Value {
+    loop {
         let message = client.recv();
         if message["method"] == "elicitation/create" {
-            break message;
+            return message;
         }
         client.backlog.push(message);
-    };
+    }
+}
+
+/// Wait for the server's `elicitation/create` request and answer it with `result`;
+/// returns the request.
+fn answer_form(client: &mut StdioClient, result: Value) -> Value {
+    let request = next_form(client);
     client.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": result}));
     request
+}
+
+/// Whether anything the client set aside was a form.
+fn was_asked(client: &StdioClient) -> bool {
+    client
+        .backlog
+        .iter()
+        .any(|m| m["method"] == "elicitation/create")
 }
 
 /// Who decided approval `id`, as the operator's list shows it.
@@ -531,13 +544,7 @@ fn a_client_that_declares_elicitation_decides_approvals_in_its_own_window() {
 
     // The board or CLI first: the late form answer changes nothing.
     start_call(&mut client, 5, "delete_path", json!({"path": "/srv/five"}));
-    let form = loop {
-        let message = client.recv();
-        if message["method"] == "elicitation/create" {
-            break message;
-        }
-        client.backlog.push(message);
-    };
+    let form = next_form(&mut client);
     let listed = approvals_json(&db, &["list", "--json"]);
     let approval = listed["approvals"][0]["id"]
         .as_str()
@@ -556,14 +563,7 @@ fn a_client_that_declares_elicitation_decides_approvals_in_its_own_window() {
     assert_ne!(answer(&mut client, 6)["isError"], true);
     let again = client.call_tool("delete_path", json!({"path": "/srv/seven"}));
     assert_ne!(again["isError"], true, "{again}");
-    assert!(
-        !client
-            .backlog
-            .iter()
-            .any(|m| m["method"] == "elicitation/create"),
-        "{:?}",
-        client.backlog
-    );
+    assert!(!was_asked(&client), "{:?}", client.backlog);
     assert_eq!(client.close(), Some(0));
 
     // A client that did not declare elicitation is never asked.
@@ -572,12 +572,5 @@ fn a_client_that_declares_elicitation_decides_approvals_in_its_own_window() {
     let approval = wait_until_pending(&mut plain, &db, 8);
     approvals_json(&db, &["deny", &approval, "--json"]);
     assert_denied(&answer(&mut plain, 8), "approval:deny", "approval");
-    assert!(
-        !plain
-            .backlog
-            .iter()
-            .any(|m| m["method"] == "elicitation/create"),
-        "{:?}",
-        plain.backlog
-    );
+    assert!(!was_asked(&plain), "{:?}", plain.backlog);
 }

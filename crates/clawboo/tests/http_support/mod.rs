@@ -103,6 +103,26 @@ pub fn attach(db: &Path, args: &[&str]) -> Value {
     v["config"].clone()
 }
 
+/// The signed tasks URL `clawboo attach` mints for `team` and `agent` on `server`.
+pub fn signed_tasks_url(server: &Server, team: &str, agent: &str) -> String {
+    let args = [
+        "--server",
+        "tasks",
+        "--team",
+        team,
+        "--agent",
+        agent,
+        "--url",
+        &server.base,
+    ];
+    let config = attach(&server.db, &args);
+    let url = config["structured"]["clawboo-tasks"]["url"]
+        .as_str()
+        .unwrap();
+    assert!(url.contains("scopeSig="), "{url}");
+    url.to_owned()
+}
+
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
