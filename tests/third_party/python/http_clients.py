@@ -48,9 +48,17 @@ def start_server():
     return proc, line[len(prefix):]
 
 
-def signed_url(base, team, agent):
-    with urllib.request.urlopen(f"{base}/api/mcp/config?server=tasks&scopeTeamId={team}&scopeAgentId={agent}") as r:
-        return json.load(r)["config"]["structured"]["clawboo-tasks"]["url"]
+def signed_url(base, team, agent, server="tasks"):
+    with urllib.request.urlopen(f"{base}/api/mcp/config?server={server}&scopeTeamId={team}&scopeAgentId={agent}") as r:
+        return json.load(r)["config"]["structured"][f"clawboo-{server}"]["url"]
+
+
+def rest(base, method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"{base}{path}", data=data, method=method)
+    req.add_header("content-type", "application/json")
+    with urllib.request.urlopen(req) as r:
+        return json.load(r)
 
 
 def payload(result):
@@ -90,30 +98,52 @@ async def drive(session_factory, base):
 
 
 async def elicitation(session_factory, base):
-    """A client that declares elicitation decides a tool approval in its own window: the
-    form offers the three decisions, and the operator's list says who decided."""
+    """A client that declares elicitation decides tool approvals in its own window: allow
+    once, deny, cancel (the approval then waits for REST, which decides it), allow always
+    (the next call asks no one); the operator's list says who decided each."""
     from mcp import types
 
     forms = []
+    answers = iter(["allow_once", "deny", None, "allow_always"])
+
+    def allow_pending():
+        for approval in rest(base, "GET", "/api/tools/approvals")["approvals"]:
+            rest(base, "POST", f"/api/tools/approvals/{approval['id']}/resolve", {"decision": "allow_once"})
 
     async def answer(_context, params):
         forms.append(params)
-        return types.ElicitResult(action="accept", content={"decision": "allow_once"})
+        decision = next(answers)
+        if decision is None:
+            # Cancelled here: the approval stays pending, and an operator answers it.
+            asyncio.get_running_loop().run_in_executor(None, allow_pending)
+            return types.ElicitResult(action="cancel")
+        return types.ElicitResult(action="accept", content={"decision": decision})
 
-    async with session_factory(f"{base}/api/mcp/tools", answer) as (client, _, _):
-        result = await client.call_tool("delete_path", {"path": "/srv/from-python"})
+    def failed(result):
         is_error = getattr(result, "isError", None)
-        if is_error is None:
-            is_error = getattr(result, "is_error", None)
-        check("an approval asked by elicitation lets the call run", is_error is False and len(forms) == 1, result)
+        return getattr(result, "is_error", None) if is_error is None else is_error
+
+    url = signed_url(base, "green", "py-asker", server="tools")
+    async with session_factory(url, answer) as (client, _, _):
+        outcomes = []
+        for path in ("once", "denied", "cancelled", "always", "remembered"):
+            outcomes.append(failed(await client.call_tool("delete_path", {"path": f"/srv/{path}"})))
+        check(
+            "approvals answered by elicitation: allow once, deny, cancel, allow always",
+            outcomes == [False, True, False, False, False] and len(forms) == 4,
+            (outcomes, len(forms)),
+        )
         schema = (getattr(forms[0], "requestedSchema", None) or forms[0].requested_schema) if forms else {}
         if not isinstance(schema, dict):
             schema = schema.model_dump(by_alias=True)
         choices = [c["const"] for c in schema.get("properties", {}).get("decision", {}).get("oneOf", [])]
         check("the form offers allow once, allow always, deny", choices == ["allow_once", "allow_always", "deny"], schema)
-    with urllib.request.urlopen(f"{base}/api/tools/approvals?status=all") as r:
-        deciders = [a["decidedBy"] for a in json.load(r)["approvals"]]
-    check("the approval records it was decided by elicitation", deciders == ["elicitation"], deciders)
+    deciders = [a["decidedBy"] for a in rest(base, "GET", "/api/tools/approvals?status=all")["approvals"]]
+    check(
+        "each approval records who decided it",
+        deciders == ["elicitation", "api", "elicitation", "elicitation"],
+        deciders,
+    )
 
 
 def v1_factory():
