@@ -1,7 +1,8 @@
 //! Streamable HTTP for one MCP server, over rmcp's `StreamableHttpService`, wrapped so the
 //! session rules and error answers are the contract's (SPEC §7), not rmcp's defaults:
 //!
-//! - a POST without `mcp-session-id` must be `initialize`; it builds a fresh server from
+//! - a POST without `mcp-session-id` must be `initialize` (or a 2026-07-28 request, see
+//!   below); it builds a fresh server from
 //!   the factory, which sees that request's URI (so the session is bound from its URL)
 //!   and may refuse it (a URL whose scope signature does not verify → 403, -32001);
 //!   anything else → 400 JSON-RPC error (id null, -32000)
