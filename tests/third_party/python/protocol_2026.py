@@ -249,7 +249,7 @@ async def parity(transport, base, db):
                         {"decision": "allow_once"},
                     )
 
-        result = await client.call_tool("delete_path", {"path": f"/tmp/{transport}"}, progress_callback=on_progress)
+        result = await client.call_tool("delete_path", {"path": f"/srv/{transport}"}, progress_callback=on_progress)
         check(
             f"{label}: an approval wait sends progress and the REST decision lets the call run",
             heard and not result.is_error,
