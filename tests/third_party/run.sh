@@ -2,7 +2,9 @@
 # Third-party clients against the real clawboo binaries:
 #   - the official TypeScript SDK over stdio (StdioClientTransport, `clawboo-mcp-tasks`) and
 #     over Streamable HTTP (StreamableHTTPClientTransport, `clawboo serve`);
-#   - the Python `mcp` package, 1.x (streamablehttp_client) and 2.x (Client), likewise;
+#   - the Python `mcp` package, 1.x (streamablehttp_client) and 2.x (Client), likewise over
+#     HTTP; 2.x also at protocol 2026-07-28, pinned and in its default mode, over stdio and
+#     HTTP behind wire taps (python/protocol_2026.py, stdio-tap.mjs);
 #   - the real agent CLIs, Claude Code's (`claude`) and Codex's (`codex`), from npm: the
 #     snippets `clawboo attach` prints, run as printed in a temporary HOME/CODEX_HOME for
 #     every server over stdio and HTTP, then `claude mcp list` (every server Connected) and
@@ -74,10 +76,12 @@ if [ "$ts_rc" -ne 0 ] && [ "${ts_fail:-0}" -eq 0 ]; then
   failed=$((failed + 1))
 fi
 
-# --- Python mcp 1.x and 2.x over HTTP --------------------------------------------------
-for major in 1 2; do
-  echo "== Python mcp $major.x against clawboo serve"
-  py_out="$("$HERE/.venv-mcp$major/bin/python" "$HERE/python/http_clients.py" 2>/dev/null)"
+# --- Python mcp 1.x and 2.x over HTTP; 2.x at protocol 2026-07-28 over stdio and HTTP ----
+for run in 1:http_clients 2:http_clients 2:protocol_2026; do
+  major="${run%%:*}"
+  script="${run#*:}"
+  echo "== Python mcp $major.x: $script.py"
+  py_out="$("$HERE/.venv-mcp$major/bin/python" "$HERE/python/$script.py" 2>/dev/null)"
   py_rc=$?
   echo "$py_out"
   py_pass=$(echo "$py_out" | grep -c '^PASS ')

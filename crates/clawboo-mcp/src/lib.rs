@@ -22,6 +22,7 @@
 
 pub mod attach;
 pub mod binding;
+mod elicit;
 pub mod envelope;
 mod handlers;
 pub mod memory;

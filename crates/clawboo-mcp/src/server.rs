@@ -38,10 +38,11 @@ pub trait ToolSet: Send + Sync + 'static {
     ) -> impl Future<Output = rmcp::model::CallToolResult> + Send + 'a;
 }
 
-/// The protocol versions every server negotiates. The initialize-less 2026-07-28 protocol
-/// is not offered: bindings and sessions hang on `initialize`.
+/// The protocol versions every server speaks: 2024-11-05 … 2025-11-25 through
+/// `initialize`, and the initialize-less 2026-07-28 through `server/discover` and
+/// per-request `_meta` (an `initialize` naming 2026-07-28 still negotiates 2025-11-25).
 pub fn supported_protocol_versions() -> &'static [ProtocolVersion] {
-    ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25)
+    ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28)
 }
 
 /// An MCP server over a [`ToolSet`]. Cheap to clone.

@@ -1,10 +1,13 @@
 //! Serve an MCP server over stdio: newline-delimited JSON-RPC on stdin/stdout.
 //!
-//! rmcp's own stdio transport ignores non-JSON lines silently, answers requests sent
-//! before `initialize` as if they used the initialize-less 2026 protocol, and errors when
-//! stdin closes before `initialize`. This module reads the lines itself and hands rmcp
-//! only what it should see, through a [`Transport`] of its own: a malformed line gets a
-//! -32700 parse error, anything before `initialize` gets a JSON-RPC error at once, a
+//! rmcp's own stdio transport ignores non-JSON lines silently, stops serving on a stray
+//! notification before a lifecycle, and errors when stdin closes before one. This module
+//! reads the lines itself and hands rmcp only what it should see, through a [`Transport`]
+//! of its own: a malformed line gets a -32700 parse error; until a lifecycle is chosen
+//! (an `initialize`, or a 2026-07-28 request carrying the protocol `_meta`) rmcp sees only
+//! what can choose one or is answered before one (`server/discover`, `ping` with that
+//! `_meta`), any other request gets a JSON-RPC error at once and notifications and
+//! responses are dropped; a
 //! request rmcp could not decode (params of the wrong shape, an id no `i64` holds) gets its
 //! error here, with its id (rmcp would answer it without one, or stop serving after such an
 //! `initialize`), and EOF always ends the process cleanly. Every line rmcp sends and every error this module
@@ -14,9 +17,10 @@
 use std::io;
 
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientRequest, InitializeRequestParams, JsonRpcMessage, RequestId,
-    ServerJsonRpcMessage,
+    ClientJsonRpcMessage, ClientRequest, GetMeta, InitializeRequestParams, JsonRpcMessage,
+    ProtocolVersion, RequestId, ServerJsonRpcMessage,
 };
+use rmcp::service::ServerInitializeError;
 use rmcp::transport::Transport;
 use rmcp::{RoleServer, ServerHandler, ServiceExt};
 use serde::Deserialize;
@@ -31,6 +35,9 @@ pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 /// JSON-RPC code for a request sent before `initialize`.
 const NOT_INITIALIZED: i64 = -32002;
+
+/// The answer to a request sent before any lifecycle was chosen.
+const NOT_INITIALIZED_TEXT: &str = "Server not initialized: send an initialize request first, or (protocol 2026-07-28) carry io.modelcontextprotocol/protocolVersion and clientCapabilities in the request's _meta";
 
 /// The answer to a request whose id rmcp cannot hold.
 const INVALID_ID: &str = "Invalid Request: id must be a string or a signed 64-bit integer";
@@ -57,38 +64,34 @@ where
     let writer = tokio::spawn(write_lines(out_rx, output));
     let out = Outbound(out_tx);
     let mut inbound = Inbound::new(input, out.clone());
-    // Before `initialize`: answer everything here; rmcp has not started.
-    let initialize = loop {
+    let supported = handler.supported_protocol_versions();
+    // Before a lifecycle: answer everything here until a message rmcp should see.
+    let first = loop {
         match inbound.next_message().await {
             None => break None,
-            Some((message, Kind::Initialize)) => match initialize_error(&message) {
-                None => break Some(message),
-                Some((code, why)) => out.error(&scalar_id(&message), code, &why),
+            Some((message, kind)) => match gate(&message, &kind, &out, &supported) {
+                Gate::Deliver { starts } => break Some((message, starts)),
+                Gate::Held => {}
             },
-            Some((message, Kind::Request)) => {
-                let id = message.get("id").cloned().unwrap_or(Value::Null);
-                out.error(
-                    &id,
-                    NOT_INITIALIZED,
-                    "Server not initialized: send an initialize request first",
-                );
-            }
-            Some(_) => {
-                tracing::debug!("dropping a notification or response sent before initialize");
-            }
         }
     };
-    if let Some(initialize) = initialize {
+    if let Some((first, started)) = first {
         let (give_back, given_back) = oneshot::channel();
         let transport = LineTransport {
             inbound: Some(inbound),
-            first: Some(initialize),
+            first: Some(first),
+            started,
+            supported: supported.into_owned(),
             out: out.clone(),
             give_back: Some(give_back),
         };
         match handler.serve(transport).await {
             Ok(running) => {
                 let _ = running.waiting().await;
+            }
+            // A client that only probed (`server/discover`) and left.
+            Err(ServerInitializeError::ConnectionClosed(_)) => {
+                tracing::debug!("input ended before a lifecycle was chosen");
             }
             Err(e) => tracing::warn!(error = %e, "MCP session ended during initialize"),
         }
@@ -293,13 +296,72 @@ fn classify(message: &Value) -> Result<Kind, &'static str> {
     }
 }
 
+/// What to do with a message that arrives before a lifecycle is chosen.
+enum Gate {
+    /// Hand it to rmcp; `starts` when it chooses the lifecycle (rmcp then serves it).
+    Deliver { starts: bool },
+    /// Answered or dropped here.
+    Held,
+}
+
+/// Decide, as rmcp's own pre-lifecycle loop would, whether `message` reaches rmcp before a
+/// lifecycle exists: a decodable `initialize` (which starts one); a request whose `_meta`
+/// carries the 2026-07-28 protocol fields (`server/discover` and `ping` are answered and
+/// leave the choice open; any other starts a session at a supported version, an
+/// unsupported one being refused by rmcp with the supported list). Other requests get an
+/// error here; notifications and responses are dropped.
+fn gate(message: &Value, kind: &Kind, out: &Outbound, supported: &[ProtocolVersion]) -> Gate {
+    match kind {
+        Kind::Initialize => match initialize_error(message) {
+            None => Gate::Deliver { starts: true },
+            Some((code, why)) => {
+                out.error(&scalar_id(message), code, &why);
+                Gate::Held
+            }
+        },
+        Kind::Request => {
+            let inline = match ClientJsonRpcMessage::deserialize(message) {
+                Ok(JsonRpcMessage::Request(request)) => {
+                    let meta = request.request.get_meta();
+                    let complete = meta
+                        .missing_required_keys(&ProtocolVersion::V_2026_07_28)
+                        .is_empty();
+                    meta.protocol_version().filter(|_| complete).map(|version| {
+                        let probe = matches!(
+                            request.request,
+                            ClientRequest::DiscoverRequest(_) | ClientRequest::PingRequest(_)
+                        );
+                        !probe && supported.contains(&version)
+                    })
+                }
+                _ => None,
+            };
+            match inline {
+                Some(starts) => Gate::Deliver { starts },
+                None => {
+                    let id = message.get("id").cloned().unwrap_or(Value::Null);
+                    out.error(&id, NOT_INITIALIZED, NOT_INITIALIZED_TEXT);
+                    Gate::Held
+                }
+            }
+        }
+        Kind::Notification | Kind::Response => {
+            tracing::debug!("dropping a notification or response sent before a lifecycle");
+            Gate::Held
+        }
+    }
+}
+
 /// rmcp's view of the session: messages straight from [`Inbound`], answers straight to
 /// the writer, with no copy of the stream in between.
 struct LineTransport<R> {
     /// `None` only while being handed back on drop.
     inbound: Option<Inbound<R>>,
-    /// The `initialize` request that started the session, delivered first.
+    /// The message that started rmcp, delivered first.
     first: Option<Value>,
+    /// A lifecycle has been chosen; until then messages pass through [`gate`].
+    started: bool,
+    supported: Vec<ProtocolVersion>,
     out: Outbound,
     give_back: Option<oneshot::Sender<Inbound<R>>>,
 }
@@ -357,7 +419,13 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
             return Some(message);
         }
         loop {
-            let (message, _kind) = self.inbound.as_mut()?.next_message().await?;
+            let (message, kind) = self.inbound.as_mut()?.next_message().await?;
+            if !self.started {
+                match gate(&message, &kind, &self.out, &self.supported) {
+                    Gate::Deliver { starts } => self.started = starts,
+                    Gate::Held => continue,
+                }
+            }
             if let Some(message) = self.to_rmcp(message) {
                 return Some(message);
             }

@@ -4,7 +4,8 @@
 //! broker's pipeline in `clawboo_store::broker`. This module maps the outcome to the wire:
 //! a denial is a tool-error `denied: <reason> — <what to do>` with `_meta.denied` (the
 //! reason) and `_meta.error` (its class); while a call waits for a human, progress
-//! notifications flow when the client sent a progress token.
+//! notifications flow when the client sent a progress token, and a client that declared
+//! form elicitation is asked too (`elicit`).
 
 use std::sync::{Arc, Mutex};
 
@@ -19,6 +20,7 @@ use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 
 use crate::binding::Binding;
+use crate::elicit;
 use crate::protocol::{Effect, denied, described, internal_error, tool_error};
 use crate::server::ToolSet;
 
@@ -222,8 +224,12 @@ impl ToolSet for ToolsServer {
             (outcome, available)
         });
         // The sender is dropped when the blocking call returns, which ends this loop.
+        let mut asking = None;
         while let Some(progress) = progress_rx.recv().await {
             tracing::debug!(tool = name, approval = %progress.approval_id, "waiting for approval");
+            if asking.is_none() {
+                asking = elicit::ask(&ctx.peer, self.broker.store(), &progress.approval_id, name);
+            }
             if let Some(token) = &progress_token {
                 let param =
                     ProgressNotificationParam::new(token.clone(), progress.waited_ms as f64)
@@ -233,6 +239,10 @@ impl ToolSet for ToolsServer {
                     tracing::debug!(%error, "progress notification not delivered");
                 }
             }
+        }
+        // Decided (or expired) elsewhere: the form's answer no longer matters.
+        if let Some(form) = asking {
+            form.abort();
         }
         let (outcome, available) = match run.await {
             Ok(done) => done,

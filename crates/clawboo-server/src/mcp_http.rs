@@ -1,7 +1,8 @@
 //! Streamable HTTP for one MCP server, over rmcp's `StreamableHttpService`, wrapped so the
 //! session rules and error answers are the contract's (SPEC §7), not rmcp's defaults:
 //!
-//! - a POST without `mcp-session-id` must be `initialize`; it builds a fresh server from
+//! - a POST without `mcp-session-id` must be `initialize` (or a 2026-07-28 request, see
+//!   below); it builds a fresh server from
 //!   the factory, which sees that request's URI (so the session is bound from its URL)
 //!   and may refuse it (a URL whose scope signature does not verify → 403, -32001);
 //!   anything else → 400 JSON-RPC error (id null, -32000)
@@ -12,8 +13,12 @@
 //! - an unknown or expired session id → 404 with the same body;
 //! - malformed JSON → 400 with -32700; a body that is JSON but not JSON-RPC → 400 -32600;
 //! - a transport failure → 500 `{"error": …}`;
-//! - `MCP-Protocol-Version` must be one of the versions this server speaks (the
-//!   initialize-less 2026 protocol is not offered);
+//! - `MCP-Protocol-Version` must be one of the versions this server speaks;
+//! - a request of the initialize-less 2026-07-28 protocol (`server/discover`, or a request
+//!   whose `_meta` or `MCP-Protocol-Version` names it) has no session: it is served by a
+//!   server of its own, built from the factory for that request's URI as an `initialize`
+//!   is, so its own URL's signature binds it and any replica on the same store can answer
+//!   it; a plain answer comes back as one JSON body, one that streams first as SSE;
 //! - a request of a session goes straight to its session (`mcp_sessions`: our own
 //!   `SessionManager`, which rmcp's service uses too) once rmcp's own POST checks are
 //!   known to pass it, and is answered with one JSON body when its answer is
@@ -33,12 +38,13 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use clawboo_mcp::attach::ScopeRefused;
 use clawboo_mcp::protocol::plain_tools_call;
+use clawboo_mcp::server::supported_protocol_versions;
 use futures::{Stream, StreamExt};
 use http_body_util::BodyExt;
 use rmcp::ServerHandler;
 use rmcp::model::{
     ClientJsonRpcMessage, ClientRequest, GetExtensions, GetMeta, JsonRpcMessage, JsonRpcRequest,
-    ServerJsonRpcMessage,
+    ProtocolVersion, ServerJsonRpcMessage,
 };
 use rmcp::transport::common::server_side_http::ServerSseMessage;
 use rmcp::transport::streamable_http_server::SessionId;
@@ -48,10 +54,6 @@ use serde_json::json;
 use sse_stream::{KeepAlive, Sse, SseBody};
 
 use crate::mcp_sessions::Sessions;
-
-/// The protocol versions served (all negotiate through `initialize`).
-pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] =
-    ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
 /// Body text of a non-initialize POST without a (valid) session.
 pub const NO_SESSION: &str = "No valid session; send an initialize request first.";
@@ -95,6 +97,8 @@ type Factory<S> = Arc<dyn Fn(&Uri) -> Result<S, ScopeRefused> + Send + Sync>;
 pub struct McpHttpService<S> {
     manager: Arc<Sessions>,
     rmcp_config: StreamableHttpServerConfig,
+    /// rmcp's settings for a 2026-07-28 request: a plain answer as one JSON body.
+    stateless_config: StreamableHttpServerConfig,
     factory: Factory<S>,
     /// Serves requests of existing sessions (its own factory is never used for a session).
     shared: StreamableHttpService<S, Sessions>,
@@ -106,6 +110,7 @@ impl<S> Clone for McpHttpService<S> {
         McpHttpService {
             manager: self.manager.clone(),
             rmcp_config: self.rmcp_config.clone(),
+            stateless_config: self.stateless_config.clone(),
             factory: self.factory.clone(),
             shared: self.shared.clone(),
             max_body_bytes: self.max_body_bytes,
@@ -157,15 +162,20 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
             config.max_sessions,
         ));
         let factory: Factory<S> = Arc::new(factory);
-        let unbound = factory.clone();
         let shared = StreamableHttpService::new(
-            // Never called for a session (see `shared`); refused, it fails the request.
-            move || unbound(&Uri::default()).map_err(std::io::Error::other),
+            // A session already has its server and a stateless request gets its own: an
+            // unbound server from here would ignore the request's URL.
+            || {
+                Err(std::io::Error::other(
+                    "this service serves existing sessions only",
+                ))
+            },
             manager.clone(),
             rmcp_config.clone(),
         );
         McpHttpService {
             manager,
+            stateless_config: rmcp_config.clone().with_json_response(true),
             rmcp_config,
             factory,
             shared,
@@ -194,13 +204,15 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
                 .insert(header::HOST, HeaderValue::from_static("localhost"));
         }
         if let Some(version) = req.headers().get(PROTOCOL_HEADER) {
+            let supported = supported_protocol_versions();
             let known = version
                 .to_str()
-                .is_ok_and(|v| SUPPORTED_PROTOCOL_VERSIONS.contains(&v));
+                .is_ok_and(|v| supported.iter().any(|s| s.as_str() == v));
             if !known {
+                let names: Vec<&str> = supported.iter().map(ProtocolVersion::as_str).collect();
                 let text = format!(
                     "Unsupported MCP-Protocol-Version; this server speaks {}.",
-                    SUPPORTED_PROTOCOL_VERSIONS.join(", ")
+                    names.join(", ")
                 );
                 return jsonrpc_error(StatusCode::BAD_REQUEST, SERVER_ERROR, &text);
             }
@@ -302,18 +314,21 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
                 HeaderValue::from_static("application/json, text/event-stream"),
             );
         }
+        let stateless = is_stateless(&message, &parts.headers);
         let req = Request::from_parts(parts, Body::from(bytes));
+        if stateless {
+            let server = match (self.factory)(req.uri()) {
+                Ok(server) => server,
+                Err(refused) => return scope_refused(&refused),
+            };
+            let service = one_server_service(server, &self.manager, &self.stateless_config);
+            return finish(service.handle(req).await).await;
+        }
         match session {
             None if is_initialize => {
                 let server = match (self.factory)(req.uri()) {
                     Ok(server) => server,
-                    Err(refused) => {
-                        return jsonrpc_error(
-                            StatusCode::FORBIDDEN,
-                            INVALID_SCOPE,
-                            &refused.to_string(),
-                        );
-                    }
+                    Err(refused) => return scope_refused(&refused),
                 };
                 if let Err(e) = self.manager.make_room() {
                     tracing::warn!("MCP initialize refused: {e}");
@@ -327,18 +342,7 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
                         .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
                     return response;
                 }
-                // rmcp's service asks its factory once per new session: hand it this one.
-                let server = parking_lot::Mutex::new(Some(server));
-                let service = StreamableHttpService::new(
-                    move || {
-                        server
-                            .lock()
-                            .take()
-                            .ok_or_else(|| std::io::Error::other("one server per initialize"))
-                    },
-                    self.manager.clone(),
-                    self.rmcp_config.clone(),
-                );
+                let service = one_server_service(server, &self.manager, &self.rmcp_config);
                 finish(service.handle(req).await).await
             }
             None => jsonrpc_error(StatusCode::BAD_REQUEST, SERVER_ERROR, NO_SESSION),
@@ -380,6 +384,63 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
             }
         }
     }
+}
+
+/// The 403 refusing a URL whose scope signature does not verify.
+fn scope_refused(refused: &ScopeRefused) -> Response {
+    jsonrpc_error(StatusCode::FORBIDDEN, INVALID_SCOPE, &refused.to_string())
+}
+
+/// rmcp's service for one request (an `initialize` or a stateless request): rmcp asks its
+/// factory once, for that request, and gets `server`.
+fn one_server_service<S: ServerHandler + Send + 'static>(
+    server: S,
+    manager: &Arc<Sessions>,
+    config: &StreamableHttpServerConfig,
+) -> StreamableHttpService<S, Sessions> {
+    let server = parking_lot::Mutex::new(Some(server));
+    StreamableHttpService::new(
+        move || {
+            server
+                .lock()
+                .take()
+                .ok_or_else(|| std::io::Error::other("one server per request"))
+        },
+        manager.clone(),
+        config.clone(),
+    )
+}
+
+/// Whether rmcp serves `message` without a session, as the 2026-07-28 protocol has none
+/// (the routing rmcp applies, so the request reaches rmcp's stateless path with a server
+/// built for it): `server/discover`, a request whose `_meta` carries the protocol fields,
+/// or any message whose version (`_meta` first, else the header) has no `initialize`.
+/// rmcp answers a malformed one (a discover without `_meta`, a header that contradicts
+/// the `_meta`) with its JSON-RPC error.
+fn is_stateless(message: &ClientJsonRpcMessage, headers: &HeaderMap) -> bool {
+    let mut version = None;
+    if let ClientJsonRpcMessage::Request(request) = message {
+        match &request.request {
+            ClientRequest::InitializeRequest(_) => return false,
+            ClientRequest::DiscoverRequest(_) => return true,
+            other => {
+                let meta = other.get_meta();
+                if meta
+                    .missing_required_keys(&ProtocolVersion::V_2026_07_28)
+                    .is_empty()
+                {
+                    return true;
+                }
+                version = meta.protocol_version();
+            }
+        }
+    }
+    let header = headers.get(PROTOCOL_HEADER).and_then(|v| v.to_str().ok());
+    version
+        .as_ref()
+        .map(ProtocolVersion::as_str)
+        .or(header)
+        .is_some_and(|v| v >= ProtocolVersion::NO_INITIALIZE.as_str())
 }
 
 /// The request, when rmcp's own checks of a session POST would pass it unchanged and it can

@@ -58,10 +58,12 @@ async fn initialize_list_and_call_tools_over_http() {
 }
 
 #[tokio::test]
-async fn every_protocol_version_negotiates_and_2026_is_not_offered() {
+async fn every_initialize_version_negotiates_and_2026_only_without_initialize() {
     let server = Server::start(&[]);
     let http = client();
     let url = server.url("/api/mcp/tasks");
+    // 2026-07-28 has no `initialize`: an `initialize` naming it gets the newest version
+    // that has one (the initialize-less protocol is in http_stateless.rs).
     for (asked, agreed) in [
         ("2024-11-05", "2024-11-05"),
         ("2025-03-26", "2025-03-26"),
@@ -76,22 +78,29 @@ async fn every_protocol_version_negotiates_and_2026_is_not_offered() {
         let msg = message_with_id(&r.text().await.unwrap(), 1);
         assert_eq!(msg["result"]["protocolVersion"], agreed, "{asked}");
     }
-    // The 2026 initialize-less entry point gets an error at once.
-    let discover = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}});
-    let (status, body) = error_of(post(&http, &url, None, &discover).await).await;
-    assert_eq!(status, 400);
-    assert_session_error(&body, -32000, NO_SESSION);
-    // So does a request naming an unsupported protocol version in its header.
-    let r = http
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .body(initialize_body(1).to_string())
-        .send()
-        .await
-        .unwrap();
+    let with_header = |version: &'static str| {
+        http.post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", version)
+            .body(initialize_body(1).to_string())
+            .send()
+    };
+    // An `initialize` whose header names another version than its body is refused.
+    let r = with_header("2026-07-28").await.unwrap();
     assert_eq!(r.status(), 400);
+    assert!(r.headers().get("mcp-session-id").is_none());
+    // So is a header naming a version this server does not speak.
+    let r = with_header("2027-01-01").await.unwrap();
+    let (status, body) = error_of(r).await;
+    assert_eq!(status, 400);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("2026-07-28"),
+        "{body}"
+    );
 }
 
 #[tokio::test]

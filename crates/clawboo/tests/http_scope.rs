@@ -7,7 +7,9 @@
 
 mod http_support;
 
-use http_support::{Server, Session, attach, client, create_task, initialize_body, post};
+use http_support::{
+    Server, Session, attach, client, create_task, initialize_body, post, signed_tasks_url,
+};
 use serde_json::{Value, json};
 
 /// Assert that `initialize` at `url` is refused as a bad signature, and opens no session.
@@ -56,24 +58,7 @@ impl Board {
             .as_str()
             .unwrap()
             .to_owned();
-        let config = attach(
-            &server.db,
-            &[
-                "--server",
-                "tasks",
-                "--team",
-                "team-a",
-                "--agent",
-                "alice",
-                "--url",
-                &server.base,
-            ],
-        );
-        let signed = config["structured"]["clawboo-tasks"]["url"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        assert!(signed.contains("scopeSig="), "{signed}");
+        let signed = signed_tasks_url(&server, "team-a", "alice");
         Board {
             server,
             a,

@@ -768,6 +768,73 @@ fn stdio_framing_errors_before_initialize_and_clean_exit() {
     assert_eq!(c.close(), Some(0));
 }
 
+/// The `_meta` a 2026-07-28 request carries in place of `initialize`.
+fn modern_meta(version: &str) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    })
+}
+
+#[test]
+fn protocol_2026_over_stdio_and_discover_leaves_initialize_open() {
+    let (_dir, db) = temp_db();
+    // A probe, stray messages, then the fallback a legacy client makes: still served.
+    let mut legacy = StdioClient::spawn(BIN, &db, &[]);
+    let discovered = legacy.request(
+        "server/discover",
+        json!({"_meta": modern_meta("2026-07-28")}),
+    );
+    let result = &discovered["result"];
+    assert!(
+        result["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("2026-07-28")),
+        "{discovered}"
+    );
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "clawboo-tasks",
+        "{result}"
+    );
+    legacy.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    legacy.send(&json!({"jsonrpc": "2.0", "id": 99, "result": {}}));
+    let early = legacy.request("tools/list", json!({}));
+    assert_eq!(early["error"]["code"], -32002, "{early}");
+    assert_eq!(legacy.initialize()["protocolVersion"], "2025-06-18");
+    assert_eq!(legacy.tool_names().len(), 12);
+    assert_eq!(legacy.close(), Some(0));
+
+    // An unsupported version is refused with the list, and the choice stays open.
+    let mut modern = StdioClient::spawn(BIN, &db, &["--team", "t26", "--agent", "a26"]);
+    let refused = modern.request("tools/list", json!({"_meta": modern_meta("2027-01-01")}));
+    assert_eq!(refused["error"]["code"], -32022, "{refused}");
+    // Requests carrying the 2026-07-28 `_meta` are served without initialize, bound by
+    // the flags.
+    let created = modern.request(
+        "tools/call",
+        json!({"name": "create_task", "arguments": {"title": "inline", "teamId": "other"},
+               "_meta": modern_meta("2026-07-28")}),
+    );
+    let task: Value = serde_json::from_str(first_text(&created["result"])).expect("a task as JSON");
+    assert_eq!(task["task"]["teamId"], "t26", "{created}");
+    let missing = modern.request(
+        "tools/call",
+        json!({"name": "get_task", "arguments": {"taskId": "nope"},
+               "_meta": modern_meta("2026-07-28")}),
+    );
+    assert_refused(&missing["result"], "not found: nope", "not_found");
+    assert_eq!(modern.close(), Some(0));
+
+    // A client that only probes and leaves ends the process cleanly.
+    let mut probe = StdioClient::spawn(BIN, &db, &[]);
+    probe.request(
+        "server/discover",
+        json!({"_meta": modern_meta("2026-07-28")}),
+    );
+    assert_eq!(probe.close(), Some(0));
+}
+
 #[test]
 fn stdout_carries_only_json_rpc() {
     let (_dir, db) = temp_db();
@@ -804,7 +871,7 @@ fn stdout_carries_only_json_rpc() {
 }
 
 #[test]
-fn unsupported_protocol_versions_negotiate_down_and_2026_is_not_offered() {
+fn an_initialize_naming_2026_negotiates_the_newest_version_with_initialize() {
     let (_dir, db) = temp_db();
     for (asked, expected) in [
         ("2024-11-05", "2024-11-05"),

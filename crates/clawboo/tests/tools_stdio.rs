@@ -429,3 +429,148 @@ fn web_search_is_approved_then_calls_tavily_with_the_clamped_limit() {
             .expect("JSON");
     assert_eq!(args, json!({"limit": 1000, "query": "rust book"}));
 }
+
+/// A tools server whose client declares form elicitation, as Claude Code does.
+fn spawn_eliciting(db: &Path, args: &[&str]) -> StdioClient {
+    let mut client = StdioClient::spawn_with_env(TOOLS_BIN, db, args, &[("TAVILY_API_KEY", "")]);
+    let answer = client.request(
+        "initialize",
+        json!({"protocolVersion": "2025-11-25",
+               "capabilities": {"elicitation": {"form": {}}},
+               "clientInfo": {"name": "eliciting-test", "version": "0"}}),
+    );
+    assert_eq!(answer["result"]["serverInfo"]["name"], "clawboo-tools");
+    client.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    client
+}
+
+/// Wait for the server's `elicitation/create` request, keeping anything else in backlog.
+fn next_form(client: &mut StdioClient) -> Value {
+    loop {
+        let message = client.recv();
+        if message["method"] == "elicitation/create" {
+            return message;
+        }
+        client.backlog.push(message);
+    }
+}
+
+/// Wait for the server's `elicitation/create` request and answer it with `result`;
+/// returns the request.
+fn answer_form(client: &mut StdioClient, result: Value) -> Value {
+    let request = next_form(client);
+    client.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": result}));
+    request
+}
+
+/// Whether anything the client set aside was a form.
+fn was_asked(client: &StdioClient) -> bool {
+    client
+        .backlog
+        .iter()
+        .any(|m| m["method"] == "elicitation/create")
+}
+
+/// Who decided approval `id`, as the operator's list shows it.
+fn decided_by(db: &Path, id: &str) -> Value {
+    let listed = approvals_json(db, &["list", "--all", "--json"]);
+    let approval = listed["approvals"]
+        .as_array()
+        .expect("approvals")
+        .iter()
+        .find(|a| a["id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("no approval {id}: {listed}"));
+    approval["decidedBy"].clone()
+}
+
+fn accept(decision: &str) -> Value {
+    json!({"action": "accept", "content": {"decision": decision}})
+}
+
+#[test]
+fn a_client_that_declares_elicitation_decides_approvals_in_its_own_window() {
+    let (_dir, db) = temp_db();
+    let mut client = spawn_eliciting(&db, &["--agent", "a1", "--team", "t1"]);
+
+    // Deny in the form: the call is denied and the audit says where it came from.
+    start_call(&mut client, 1, "delete_path", json!({"path": "/srv/one"}));
+    let form = answer_form(&mut client, accept("deny"));
+    let schema = &form["params"]["requestedSchema"]["properties"]["decision"]["oneOf"];
+    let offered: Vec<&str> = schema
+        .as_array()
+        .expect("choices")
+        .iter()
+        .map(|c| c["const"].as_str().expect("const"))
+        .collect();
+    assert_eq!(offered, ["allow_once", "allow_always", "deny"], "{form}");
+    let denied = answer(&mut client, 1);
+    assert_denied(&denied, "approval:deny", "approval");
+    let listed = approvals_json(&db, &["list", "--all", "--json"]);
+    let first = listed["approvals"][0]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    assert_eq!(decided_by(&db, &first), "elicitation");
+
+    // Allow once in the form: the call runs.
+    start_call(&mut client, 2, "delete_path", json!({"path": "/srv/two"}));
+    answer_form(&mut client, accept("allow_once"));
+    let allowed = answer(&mut client, 2);
+    assert_ne!(allowed["isError"], true, "{allowed}");
+    let approval = allowed["_meta"]["approvalId"].as_str().expect("approvalId");
+    assert_eq!(decided_by(&db, approval), "elicitation");
+
+    // Cancel (and decline) decide nothing: the approval waits for the other surfaces.
+    for (id, action) in [(3, "cancel"), (4, "decline")] {
+        start_call(
+            &mut client,
+            id,
+            "delete_path",
+            json!({"path": "/srv/three"}),
+        );
+        answer_form(&mut client, json!({"action": action}));
+        // rmcp routes the form's answer before it reads the ping behind it.
+        assert!(client.request("ping", json!({})).get("error").is_none());
+        let listed = approvals_json(&db, &["list", "--json"]);
+        let pending = listed["approvals"].as_array().expect("approvals");
+        assert_eq!(pending.len(), 1, "{action} left it pending: {listed}");
+        let approval = pending[0]["id"].as_str().expect("id").to_owned();
+        approvals_json(&db, &["allow", &approval, "--json"]);
+        let result = answer(&mut client, id);
+        assert_ne!(result["isError"], true, "{result}");
+        assert_eq!(decided_by(&db, &approval), "cli");
+    }
+
+    // The board or CLI first: the late form answer changes nothing.
+    start_call(&mut client, 5, "delete_path", json!({"path": "/srv/five"}));
+    let form = next_form(&mut client);
+    let listed = approvals_json(&db, &["list", "--json"]);
+    let approval = listed["approvals"][0]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    approvals_json(&db, &["allow", &approval, "--json"]);
+    let result = answer(&mut client, 5);
+    assert_ne!(result["isError"], true, "{result}");
+    client.send(&json!({"jsonrpc": "2.0", "id": form["id"], "result": accept("deny")}));
+    assert!(client.request("ping", json!({})).get("error").is_none());
+    assert_eq!(decided_by(&db, &approval), "cli");
+
+    // Allow always in the form: the next call of that tool by this identity asks no one.
+    start_call(&mut client, 6, "delete_path", json!({"path": "/srv/six"}));
+    answer_form(&mut client, accept("allow_always"));
+    assert_ne!(answer(&mut client, 6)["isError"], true);
+    let again = client.call_tool("delete_path", json!({"path": "/srv/seven"}));
+    assert_ne!(again["isError"], true, "{again}");
+    assert!(!was_asked(&client), "{:?}", client.backlog);
+    assert_eq!(client.close(), Some(0));
+
+    // A client that did not declare elicitation is never asked.
+    let mut plain = spawn_tools(&db, &[], &[]);
+    start_call(&mut plain, 8, "delete_path", json!({"path": "/srv/eight"}));
+    let approval = wait_until_pending(&mut plain, &db, 8);
+    approvals_json(&db, &["deny", &approval, "--json"]);
+    assert_denied(&answer(&mut plain, 8), "approval:deny", "approval");
+    assert!(!was_asked(&plain), "{:?}", plain.backlog);
+}

@@ -8,7 +8,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
-import { appendFileSync, mkdirSync, mkdtempSync } from "node:fs";
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
@@ -19,6 +19,7 @@ assert.ok(binDir, "CLAWBOO_BIN_DIR must name the folder with the built binaries"
 const clawboo = join(binDir, "clawboo");
 const cliBin = join(dirname(fileURLToPath(import.meta.url)), "..", "node_modules", ".bin");
 const SERVERS = ["tasks", "memory", "tools", "teamchat"];
+const tap = join(dirname(fileURLToPath(import.meta.url)), "..", "stdio-tap.mjs");
 
 let server;
 let base;
@@ -119,3 +120,30 @@ for (const transport of ["stdio", "http"]) {
     }
   });
 }
+
+test("claude mcp list is answered on its first probe: server/discover at 2026-07-28, no initialize (stdio tap)", () => {
+  const box = sandbox("claude-tap");
+  const logs = {};
+  for (const name of SERVERS) {
+    logs[name] = join(box.project, `${name}.tap`);
+    run(join(cliBin, "claude"), ["mcp", "add", `clawboo-${name}`, "--", process.execPath, tap, logs[name], clawboo, "mcp", name, "--db", db], box);
+  }
+  const listed = run(join(cliBin, "claude"), ["mcp", "list"], box);
+  for (const name of SERVERS) {
+    const line = listed.split("\n").find((l) => l.startsWith(`clawboo-${name}:`));
+    assert.match(line ?? "", /Connected/, `clawboo-${name} did not connect:\n${listed}`);
+    const wire = readFileSync(logs[name], "utf8").split("\n").filter(Boolean);
+    const sent = wire.filter((l) => l.startsWith("> ")).map((l) => JSON.parse(l.slice(2)));
+    const answers = wire.filter((l) => l.startsWith("< ")).map((l) => JSON.parse(l.slice(2)));
+    assert.equal(sent[0]?.method, "server/discover", `${name}: ${wire.join("\n")}`);
+    assert.equal(sent[0].params._meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+    const answer = answers.find((a) => a.id === sent[0].id);
+    assert.ok(answer?.result?.supportedVersions?.includes("2026-07-28"), `${name}: ${wire.join("\n")}`);
+    assert.equal(answer.result._meta["io.modelcontextprotocol/serverInfo"].name, `clawboo-${name}`);
+    assert.deepEqual(
+      sent.filter((m) => m.method === "initialize"),
+      [],
+      `${name}: the CLI fell back to initialize:\n${wire.join("\n")}`,
+    );
+  }
+});

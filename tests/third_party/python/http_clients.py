@@ -1,7 +1,8 @@
 """The Python `mcp` package against the real `clawboo serve` over Streamable HTTP.
 
-Works with mcp 1.x (`streamablehttp_client` + `ClientSession`) and 2.x (`mcp.Client`,
-which first probes the initialize-less 2026 protocol and must fall back to `initialize`).
+Works with mcp 1.x (`streamablehttp_client` + `ClientSession`) and 2.x (`mcp.Client` with
+`mode="legacy"`): the initialize family (2024-11-05 … 2025-11-25) and its sessions. The
+2.x default, the initialize-less 2026-07-28 protocol, is protocol_2026.py's.
 Prints `PASS <check>` / `FAIL <check>: <detail>` lines and exits non-zero on any failure.
 Needs CLAWBOO_BIN_DIR (the folder holding the built `clawboo`).
 """
@@ -47,9 +48,17 @@ def start_server():
     return proc, line[len(prefix):]
 
 
-def signed_url(base, team, agent):
-    with urllib.request.urlopen(f"{base}/api/mcp/config?server=tasks&scopeTeamId={team}&scopeAgentId={agent}") as r:
-        return json.load(r)["config"]["structured"]["clawboo-tasks"]["url"]
+def signed_url(base, team, agent, server="tasks"):
+    with urllib.request.urlopen(f"{base}/api/mcp/config?server={server}&scopeTeamId={team}&scopeAgentId={agent}") as r:
+        return json.load(r)["config"]["structured"][f"clawboo-{server}"]["url"]
+
+
+def rest(base, method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"{base}{path}", data=data, method=method)
+    req.add_header("content-type", "application/json")
+    with urllib.request.urlopen(req) as r:
+        return json.load(r)
 
 
 def payload(result):
@@ -88,6 +97,55 @@ async def drive(session_factory, base):
         check("a signed URL binds the session to its team", teams == {"green"}, teams)
 
 
+async def elicitation(session_factory, base):
+    """A client that declares elicitation decides tool approvals in its own window: allow
+    once, deny, cancel (the approval then waits for REST, which decides it), allow always
+    (the next call asks no one); the operator's list says who decided each."""
+    from mcp import types
+
+    forms = []
+    answers = iter(["allow_once", "deny", None, "allow_always"])
+
+    def allow_pending():
+        for approval in rest(base, "GET", "/api/tools/approvals")["approvals"]:
+            rest(base, "POST", f"/api/tools/approvals/{approval['id']}/resolve", {"decision": "allow_once"})
+
+    async def answer(_context, params):
+        forms.append(params)
+        decision = next(answers)
+        if decision is None:
+            # Cancelled here: the approval stays pending, and an operator answers it.
+            asyncio.get_running_loop().run_in_executor(None, allow_pending)
+            return types.ElicitResult(action="cancel")
+        return types.ElicitResult(action="accept", content={"decision": decision})
+
+    def failed(result):
+        is_error = getattr(result, "isError", None)
+        return getattr(result, "is_error", None) if is_error is None else is_error
+
+    url = signed_url(base, "green", "py-asker", server="tools")
+    async with session_factory(url, answer) as (client, _, _):
+        outcomes = []
+        for path in ("once", "denied", "cancelled", "always", "remembered"):
+            outcomes.append(failed(await client.call_tool("delete_path", {"path": f"/srv/{path}"})))
+        check(
+            "approvals answered by elicitation: allow once, deny, cancel, allow always",
+            outcomes == [False, True, False, False, False] and len(forms) == 4,
+            (outcomes, len(forms)),
+        )
+        schema = (getattr(forms[0], "requestedSchema", None) or forms[0].requested_schema) if forms else {}
+        if not isinstance(schema, dict):
+            schema = schema.model_dump(by_alias=True)
+        choices = [c["const"] for c in schema.get("properties", {}).get("decision", {}).get("oneOf", [])]
+        check("the form offers allow once, allow always, deny", choices == ["allow_once", "allow_always", "deny"], schema)
+    deciders = [a["decidedBy"] for a in rest(base, "GET", "/api/tools/approvals?status=all")["approvals"]]
+    check(
+        "each approval records who decided it",
+        deciders == ["elicitation", "api", "elicitation", "elicitation"],
+        deciders,
+    )
+
+
 def v1_factory():
     from contextlib import asynccontextmanager
 
@@ -95,9 +153,9 @@ def v1_factory():
     from mcp.client.streamable_http import streamablehttp_client
 
     @asynccontextmanager
-    async def factory(url):
+    async def factory(url, elicitation_callback=None):
         async with streamablehttp_client(url) as (read, write, _session_id):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, elicitation_callback=elicitation_callback) as session:
                 init = await session.initialize()
                 yield session, init.serverInfo.name, str(init.protocolVersion)
 
@@ -110,8 +168,8 @@ def v2_factory():
     from mcp import Client
 
     @asynccontextmanager
-    async def factory(url):
-        async with Client(url) as client:
+    async def factory(url, elicitation_callback=None):
+        async with Client(url, mode="legacy", elicitation_callback=elicitation_callback) as client:
             yield client, client.server_info.name, str(client.protocol_version)
 
     return factory
@@ -123,6 +181,7 @@ def main():
         factory = v1_factory() if MAJOR < 2 else v2_factory()
         try:
             asyncio.run(drive(factory, base))
+            asyncio.run(elicitation(factory, base))
         except Exception as e:  # a client crash is a failed check, with the reason
             check("client run completed", False, repr(e))
     finally:

@@ -103,6 +103,26 @@ pub fn attach(db: &Path, args: &[&str]) -> Value {
     v["config"].clone()
 }
 
+/// The signed tasks URL `clawboo attach` mints for `team` and `agent` on `server`.
+pub fn signed_tasks_url(server: &Server, team: &str, agent: &str) -> String {
+    let args = [
+        "--server",
+        "tasks",
+        "--team",
+        team,
+        "--agent",
+        agent,
+        "--url",
+        &server.base,
+    ];
+    let config = attach(&server.db, &args);
+    let url = config["structured"]["clawboo-tasks"]["url"]
+        .as_str()
+        .unwrap();
+    assert!(url.contains("scopeSig="), "{url}");
+    url.to_owned()
+}
+
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
@@ -211,4 +231,55 @@ pub async fn create_task(server: &Server, title: &str, team: &str) -> Value {
         .unwrap();
     assert_eq!(r.status(), 201);
     r.json::<Value>().await.unwrap()["task"].clone()
+}
+
+/// The 2026-07-28 protocol, which has no `initialize` and no session.
+pub const MODERN: &str = "2026-07-28";
+
+/// An answer to one 2026-07-28 request.
+pub struct ModernAnswer {
+    pub status: u16,
+    /// The `mcp-session-id` header, which a 2026-07-28 answer must not carry.
+    pub session: Option<String>,
+    /// The JSON-RPC message (from a JSON or SSE body).
+    pub message: Value,
+}
+
+/// POST one 2026-07-28 request, as such clients send it: the protocol fields in `_meta`
+/// (beside `params`), the version and method (and a tool's name) in headers, no session.
+pub async fn post_modern(
+    http: &reqwest::Client,
+    url: &str,
+    id: i64,
+    method: &str,
+    mut params: Value,
+) -> ModernAnswer {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "clawboo-test", "version": "0"},
+    });
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let mut req = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", method)
+        .body(body.to_string());
+    if let Some(name) = params["name"].as_str() {
+        req = req.header("mcp-name", name);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let session = resp
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let message = message_with_id(&resp.text().await.unwrap(), id);
+    ModernAnswer {
+        status,
+        session,
+        message,
+    }
 }
