@@ -198,6 +198,13 @@ impl ToolSet for ToolsServer {
         args: JsonObject,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        crate::handlers::record_call(
+            self.broker.store(),
+            self.caller.agent_id.as_deref(),
+            self.caller.team_id.as_deref(),
+            &args,
+        )
+        .await;
         let progress_token = ctx.meta.get_progress_token();
         let cancelled = ctx.ct.clone();
         let broker = self.broker.clone();

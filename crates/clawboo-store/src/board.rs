@@ -801,8 +801,10 @@ impl Store {
         })
     }
 
-    /// Tasks matching `filter`, highest priority first, then oldest first.
+    /// Tasks matching `filter`, highest priority first, then oldest first (expired leases
+    /// reclaimed first).
     pub fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>> {
+        self.expire_leases()?;
         let where_clause = filter_clause(filter);
         let status = filter.status.map(Status::as_str);
         let columns = filter_columns(filter);

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use clawboo_store::Store;
+use clawboo_store::{Store, StoreConfig};
 
 /// Send logs to stderr (stdout belongs to JSON-RPC on stdio), filtered by `RUST_LOG`
 /// (default `warn`).
@@ -27,10 +27,15 @@ pub fn init_logging() {
 }
 
 /// Open the store at the path every binary resolves the same way (`--db`, else
-/// `CLAWBOO_DB_PATH`, else `~/.clawboo/clawboo.db`).
+/// `CLAWBOO_DB_PATH`, else `~/.clawboo/clawboo.db`), with the claim lease
+/// `CLAWBOO_LEASE_SECS` sets (read once, here).
 pub fn open_store(db: Option<&Path>) -> anyhow::Result<Arc<Store>> {
     let path = clawboo_store::resolve_db_path(db).context("cannot create the database folder")?;
-    let store = Store::open(&path)
+    let config = StoreConfig {
+        lease: clawboo_store::leases::lease_from_env()?,
+        ..StoreConfig::default()
+    };
+    let store = Store::open_with(&path, config)
         .with_context(|| format!("cannot open the database {}", path.display()))?;
     Ok(Arc::new(store))
 }

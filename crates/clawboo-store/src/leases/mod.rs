@@ -52,7 +52,8 @@ pub struct Reclaimed {
 
 /// What every claim statement sets besides the holder and the lease: the next fencing
 /// token, and the reclaimed marker cleared.
-pub(crate) const GRANT_LEASE: &str = "claim_token = claim_token + 1, reclaimed_at = NULL, reclaimed_from = NULL";
+pub(crate) const GRANT_LEASE: &str =
+    "claim_token = claim_token + 1, reclaimed_at = NULL, reclaimed_from = NULL";
 
 /// The expiry rule, inside the caller's write transaction: every `in_progress` task whose
 /// lease ran out by `now` goes back to `todo` without an assignee, in one conditional

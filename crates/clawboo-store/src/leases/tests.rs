@@ -76,7 +76,10 @@ fn a_claim_is_a_lease_with_a_growing_token_and_reclaiming_your_own_renews_it() {
     let done = store
         .set_status(&t.id, Status::Done, None, Scope::ALL)
         .unwrap();
-    assert_eq!(done.lease_expires_at, None, "only in_progress holds a lease");
+    assert_eq!(
+        done.lease_expires_at, None,
+        "only in_progress holds a lease"
+    );
 }
 
 #[test]
@@ -102,10 +105,22 @@ fn an_expired_lease_is_reclaimed_once_with_a_comment_an_inbox_row_and_a_room_pos
     let notes = comments(&store, &t.id);
     assert_eq!(notes.len(), 1);
     assert_eq!(notes[0].0, AuthorType::System);
-    assert!(notes[0].1.contains("alice's lease ran out at 2023-11-14T22:14:20Z"), "{}", notes[0].1);
-    let inbox = store.take_inbox("alice", Some("alpha"), 10, "test").unwrap();
+    assert!(
+        notes[0]
+            .1
+            .contains("alice's lease ran out at 2023-11-14T22:14:20Z"),
+        "{}",
+        notes[0].1
+    );
+    let inbox = store
+        .take_inbox("alice", Some("alpha"), 10, "test")
+        .unwrap();
     assert_eq!(inbox.len(), 1);
-    assert!(inbox[0].body.contains("claim it again"), "{}", inbox[0].body);
+    assert!(
+        inbox[0].body.contains("claim it again"),
+        "{}",
+        inbox[0].body
+    );
     let room = store
         .read_chat(&ChatQuery {
             room_id: &chat::team_room("alpha"),
@@ -146,8 +161,17 @@ fn calls_renew_leases_only_once_less_than_half_remains() {
     store.claim_task(&t.id, "alice", None).unwrap();
     assert!(store.call_record_due("alice"), "never recorded");
     store.record_call("alice", None).unwrap();
-    let lease = |s: &Store| s.get_task(&t.id, Scope::ALL).unwrap().unwrap().lease_expires_at;
-    assert_eq!(lease(&store), Some(T0 + LEASE_MS), "more than half left: kept");
+    let lease = |s: &Store| {
+        s.get_task(&t.id, Scope::ALL)
+            .unwrap()
+            .unwrap()
+            .lease_expires_at
+    };
+    assert_eq!(
+        lease(&store),
+        Some(T0 + LEASE_MS),
+        "more than half left: kept"
+    );
     assert!(!store.call_record_due("alice"));
     advance(LEASE_MS / 2 + 1);
     assert!(store.call_record_due("alice"));
@@ -163,7 +187,10 @@ fn calls_renew_leases_only_once_less_than_half_remains() {
     store.record_call("alice", None).unwrap();
     assert_eq!(store.expire_leases().unwrap().len(), 1);
     advance(LEASE_MS);
-    assert!(!store.agents_seen(None).unwrap()[0].alive, "silent for a lease");
+    assert!(
+        !store.agents_seen(None).unwrap()[0].alive,
+        "silent for a lease"
+    );
 }
 
 #[test]
@@ -196,7 +223,10 @@ fn a_stale_claim_token_is_refused_and_changes_nothing() {
         "stale_claim"
     );
     let still = store.get_task(&t.id, Scope::ALL).unwrap().unwrap();
-    assert_eq!((still.status, still.assignee_agent_id.as_deref()), (Status::InProgress, Some("bob")));
+    assert_eq!(
+        (still.status, still.assignee_agent_id.as_deref()),
+        (Status::InProgress, Some("bob"))
+    );
     assert_eq!(comments(&store, &t.id).len(), 1, "only the expiry's");
     let current = Scope::ALL.fenced(Some(second));
     store.add_comment(&t.id, comment, current).unwrap();
@@ -250,7 +280,11 @@ fn claim_next_takes_the_first_ready_task_in_scope_and_skips_other_runtimes() {
     };
     assert_eq!(next(claude("a")), Some(high.id));
     assert_eq!(next(claude("b")), Some(low.id.clone()));
-    assert_eq!(next(claude("c")), None, "codex's task and a waiting one are left");
+    assert_eq!(
+        next(claude("c")),
+        None,
+        "codex's task and a waiting one are left"
+    );
     let codex = Claimant {
         agent_id: "d",
         runtime: Some("codex"),
@@ -262,8 +296,17 @@ fn claim_next_takes_the_first_ready_task_in_scope_and_skips_other_runtimes() {
     assert_eq!((got.id, got.claim_token), (codex_only.id, 1));
     assert_eq!(got.lease_expires_at, Some(T0 + LEASE_MS));
     let seen = store.agents_seen(Some("alpha")).unwrap();
-    assert_eq!(seen.iter().find(|a| a.id == "d").unwrap().runtime.as_deref(), Some("codex"));
-    store.set_status(&low.id, Status::Done, None, Scope::ALL).unwrap();
+    assert_eq!(
+        seen.iter()
+            .find(|a| a.id == "d")
+            .unwrap()
+            .runtime
+            .as_deref(),
+        Some("codex")
+    );
+    store
+        .set_status(&low.id, Status::Done, None, Scope::ALL)
+        .unwrap();
     assert_eq!(next(claude("e")), Some(waiting.id));
 }
 
@@ -284,7 +327,12 @@ fn with_leases_off_claims_never_expire() {
     assert!(store.expire_leases().unwrap().is_empty());
     store.record_call("alice", None).unwrap();
     assert_eq!(
-        store.get_task(&t.id, Scope::ALL).unwrap().unwrap().assignee_agent_id.as_deref(),
+        store
+            .get_task(&t.id, Scope::ALL)
+            .unwrap()
+            .unwrap()
+            .assignee_agent_id
+            .as_deref(),
         Some("alice")
     );
 }
