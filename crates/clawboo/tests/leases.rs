@@ -290,3 +290,53 @@ fn two_sweepers_in_two_serve_processes_reclaim_each_task_once() {
         TASKS as i64
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_agents_api_and_the_board_cli_show_who_holds_what_until_when() {
+    let (_dir, db) = temp_db();
+    let server = Server::start_on(&db, "127.0.0.1:0", &[]);
+    let mut alice = spawn(
+        TASKS_BIN,
+        &db,
+        &["--agent", "alice", "--team", "core"],
+        "1800",
+    );
+    let id = create(&mut alice, "review the lease code");
+    let claimed = alice.call_ok(
+        "claim_task",
+        json!({"taskId": id, "assigneeAgentId": "alice", "assigneeRuntime": "codex"}),
+    );
+    let expires = claimed["task"]["leaseExpiresAt"].as_i64().unwrap();
+
+    let agents: Value = http_support::client()
+        .get(server.url("/api/agents?teamId=core"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let alice_seen = &agents["agents"][0];
+    assert_eq!(alice_seen["id"], "alice", "{agents}");
+    assert_eq!(alice_seen["runtime"], "codex");
+    assert_eq!(alice_seen["alive"], true);
+    assert!(alice_seen["lastSeenAt"].as_i64().is_some(), "{agents}");
+    assert_eq!(
+        alice_seen["held"],
+        json!([{"id": id, "title": "review the lease code", "status": "in_progress",
+                "leaseExpiresAt": expires, "claimToken": 1}])
+    );
+
+    let out = http_support::clawboo()
+        .args(["board", "list", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = text.lines().find(|l| l.starts_with(&id)).unwrap();
+    assert!(
+        line.contains("lease 29m") || line.contains("lease 30m00s"),
+        "{line}"
+    );
+}

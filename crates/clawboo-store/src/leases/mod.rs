@@ -188,6 +188,8 @@ pub struct AgentSeen {
     pub last_seen_at: Option<i64>,
     /// Seen within two of its recording intervals: its calls are still coming.
     pub alive: bool,
+    /// When it turns silent unless it calls again (epoch ms).
+    pub alive_until: Option<i64>,
     /// Its unfinished tasks, soonest lease first.
     pub held: Vec<HeldTask>,
 }
@@ -330,6 +332,7 @@ impl Store {
                         runtime: r.get(3)?,
                         last_seen_at,
                         alive: last_seen_at.is_some_and(|at| now - at < 2 * seen_every),
+                        alive_until: last_seen_at.map(|at| at + 2 * seen_every),
                         held: Vec::new(),
                     })
                 })?
@@ -367,6 +370,7 @@ impl Store {
                         runtime: None,
                         last_seen_at: None,
                         alive: false,
+                        alive_until: None,
                         held: vec![task],
                     }),
                 }
