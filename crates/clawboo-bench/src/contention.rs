@@ -40,7 +40,7 @@ pub fn run(
     if tasks == 0 || racers < 2 {
         bail!("a race needs at least one task and two racers");
     }
-    if claim_next && tasks % racers != 0 {
+    if claim_next && !tasks.is_multiple_of(racers) {
         bail!("with --claim-next, --tasks must be a multiple of the racers ({racers})");
     }
     // claim_next: each racer makes an equal share of the calls, one per task.

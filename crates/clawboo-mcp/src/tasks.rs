@@ -6,7 +6,7 @@ use clawboo_store::board::{
     AuthorType, BoardCursor, Comment, CreatePolicy, MAX_PAGE, NewComment, NewTask, Scope, Status,
     Task, TaskFilter,
 };
-use clawboo_store::leases::{Claimant, NextClaim};
+use clawboo_store::leases::Claimant;
 use clawboo_store::{Store, StoreError};
 use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
@@ -553,8 +553,8 @@ impl TasksServer {
         })
         .await?;
         Ok(match claimed {
-            Ok(NextClaim::Claimed(task)) => json_result(&TaskOut { task: &task }),
-            Ok(NextClaim::NothingReady) => json_result(&NothingReadyOut {
+            Ok(Some(task)) => json_result(&TaskOut { task: &task }),
+            Ok(None) => json_result(&NothingReadyOut {
                 task: None,
                 reason: "nothing_ready",
             }),

@@ -1,6 +1,8 @@
 //! Leases, `claim_next` and fencing (SPEC §12) across real processes: stdio servers with a
 //! short `CLAWBOO_LEASE_SECS`, killed, racing, and two `clawboo serve` sweepers on one file.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 mod http_support;
 

@@ -194,15 +194,6 @@ pub struct AgentSeen {
     pub held: Vec<HeldTask>,
 }
 
-/// What [`Store::claim_next`] found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NextClaim {
-    /// The task it claimed, with its lease.
-    Claimed(Task),
-    /// Nothing in scope was ready.
-    NothingReady,
-}
-
 /// Who asks [`Store::claim_next`] for work.
 #[derive(Debug, Clone, Copy)]
 pub struct Claimant<'a> {
@@ -271,9 +262,9 @@ impl Store {
     /// Claim the first ready task (priority, then age) in `scope`'s team for `who`, in one
     /// transaction: one conditional update whose target is the first ready row, so racing
     /// callers in any number of processes get distinct tasks, and none is told
-    /// [`NextClaim::NothingReady`] while a ready task is left. Tasks whose
-    /// `assigneeRuntime` names another runtime than `who`'s are skipped.
-    pub fn claim_next(&self, who: Claimant<'_>, scope: Scope<'_>) -> Result<NextClaim> {
+    /// nothing (`None`) while a ready task is left. Tasks whose `assigneeRuntime` names
+    /// another runtime than `who`'s are skipped.
+    pub fn claim_next(&self, who: Claimant<'_>, scope: Scope<'_>) -> Result<Option<Task>> {
         if who.agent_id.trim().is_empty() {
             return Err(StoreError::Invalid(
                 "assigneeAgentId must not be empty".into(),
@@ -303,12 +294,12 @@ impl Store {
                 )
                 .optional()?;
             let Some(id) = claimed else {
-                return Ok(NextClaim::NothingReady);
+                return Ok(None);
             };
             if who.runtime.is_some() {
                 seen_in(tx, who.agent_id, scope.team_id, who.runtime, now)?;
             }
-            require_task(tx, &id, scope).map(NextClaim::Claimed)
+            require_task(tx, &id, scope).map(Some)
         })
     }
 

@@ -274,10 +274,7 @@ fn claim_next_takes_the_first_ready_task_in_scope_and_skips_other_runtimes() {
         agent_id: agent,
         runtime: Some("claude-code"),
     };
-    let next = |who| match store.claim_next(who, alpha).unwrap() {
-        NextClaim::Claimed(t) => Some(t.id),
-        NextClaim::NothingReady => None,
-    };
+    let next = |who| store.claim_next(who, alpha).unwrap().map(|t| t.id);
     assert_eq!(next(claude("a")), Some(high.id));
     assert_eq!(next(claude("b")), Some(low.id.clone()));
     assert_eq!(
@@ -289,10 +286,10 @@ fn claim_next_takes_the_first_ready_task_in_scope_and_skips_other_runtimes() {
         agent_id: "d",
         runtime: Some("codex"),
     };
-    let got = match store.claim_next(codex, alpha).unwrap() {
-        NextClaim::Claimed(t) => t,
-        NextClaim::NothingReady => panic!("codex's task is ready"),
-    };
+    let got = store
+        .claim_next(codex, alpha)
+        .unwrap()
+        .expect("codex's task is ready");
     assert_eq!((got.id, got.claim_token), (codex_only.id, 1));
     assert_eq!(got.lease_expires_at, Some(T0 + LEASE_MS));
     let seen = store.agents_seen(Some("alpha")).unwrap();
