@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{StdioClient, first_text, temp_db};
+use common::{StdioClient, first_text, seed_subtasks, temp_db};
 use http_support::Server;
 use serde_json::{Value, json};
 
@@ -171,22 +171,7 @@ fn racing_claim_next_across_four_processes_hands_every_ready_task_out_once() {
     const TASKS: usize = PROCESSES * PER_PROCESS;
     let (_dir, db) = temp_db();
     let mut setup = spawn(TASKS_BIN, &db, &[], "1800");
-    let mut ids = Vec::new();
-    for i in 0..TASKS / 24 {
-        let parent = setup.call_ok(
-            "create_task",
-            json!({"title": format!("epic {i}"), "status": "backlog"}),
-        );
-        let parent = parent["task"]["id"].as_str().unwrap().to_owned();
-        for j in 0..24 {
-            let t = setup.call_ok(
-                "create_subtask",
-                json!({"parentTaskId": parent, "title": format!("task {i}.{j}")}),
-            );
-            ids.push(t["task"]["id"].as_str().unwrap().to_owned());
-        }
-    }
-    assert_eq!(ids.len(), TASKS);
+    let ids = seed_subtasks(&mut setup, TASKS);
 
     // As many calls as ready tasks, pipelined in every process at once: a single
     // `nothing_ready` would mean a ready task was left while someone was told none was.
@@ -310,14 +295,7 @@ async fn the_agents_api_and_the_board_cli_show_who_holds_what_until_when() {
     );
     let expires = claimed["task"]["leaseExpiresAt"].as_i64().unwrap();
 
-    let agents: Value = http_support::client()
-        .get(server.url("/api/agents?teamId=core"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let agents = http_support::get_json(&server.url("/api/agents?teamId=core")).await;
     let alice_seen = &agents["agents"][0];
     assert_eq!(alice_seen["id"], "alice", "{agents}");
     assert_eq!(alice_seen["runtime"], "codex");
