@@ -58,10 +58,12 @@ pub(crate) const GRANT_LEASE: &str =
 /// The expiry rule, inside the caller's write transaction: every `in_progress` task whose
 /// lease ran out by `now` goes back to `todo` without an assignee, in one conditional
 /// update (so a row is reclaimed once, whoever runs it); each gets a `system` comment, an
-/// inbox row for its former holder and a `system` post in its team's room.
+/// inbox row for its former holder and a `system` post in its team's room. Named index:
+/// otherwise SQLite walks every `in_progress` task through `tasks_by_status`, inside every
+/// claim's write lock.
 pub(crate) fn expire_in(tx: &Connection, now: i64) -> Result<Vec<Reclaimed>> {
     let mut stmt = tx.prepare_cached(
-        "UPDATE tasks SET status = 'todo', reclaimed_from = assignee_agent_id,
+        "UPDATE tasks INDEXED BY tasks_by_lease SET status = 'todo', reclaimed_from = assignee_agent_id,
              reclaimed_at = lease_expires_at, assignee_agent_id = NULL, lease_expires_at = NULL,
              updated_at = ?1
          WHERE status = 'in_progress' AND lease_expires_at <= ?1
@@ -208,7 +210,7 @@ impl Store {
         let now = self.now_ms();
         self.read(|c| {
             c.prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM tasks
+                "SELECT EXISTS (SELECT 1 FROM tasks INDEXED BY tasks_by_lease
                  WHERE status = 'in_progress' AND lease_expires_at <= ?1)",
             )?
             .query_row([now], |r| r.get::<_, bool>(0))

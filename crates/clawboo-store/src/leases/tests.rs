@@ -333,3 +333,26 @@ fn with_leases_off_claims_never_expire() {
         Some("alice")
     );
 }
+
+/// The expiry rule runs inside every claim: it must read only expired leases, never walk
+/// the claimed tasks.
+#[test]
+fn the_expiry_rule_reads_only_the_lease_index() {
+    let (_dir, store) = store();
+    let plan = store
+        .read(|c| {
+            let mut stmt = c.prepare(
+                "EXPLAIN QUERY PLAN UPDATE tasks INDEXED BY tasks_by_lease SET status = 'todo'
+                 WHERE status = 'in_progress' AND lease_expires_at <= ?1",
+            )?;
+            let rows = stmt.query_map([1], |r| r.get::<_, String>(3))?;
+            Ok::<_, StoreError>(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .unwrap()
+        .join(" | ");
+    assert!(plan.contains("USING INDEX tasks_by_lease (lease_expires_at<?)"), "{plan}");
+    // The statement the store runs is that one (a typo in the index name fails here).
+    assert!(store.expire_leases().unwrap().is_empty());
+    let t = task(&store, "a", None);
+    store.claim_task(&t.id, "alice", None).unwrap();
+}
