@@ -350,7 +350,10 @@ fn the_expiry_rule_reads_only_the_lease_index() {
         })
         .unwrap()
         .join(" | ");
-    assert!(plan.contains("USING INDEX tasks_by_lease (lease_expires_at<?)"), "{plan}");
+    assert!(
+        plan.contains("USING INDEX tasks_by_lease (lease_expires_at<?)"),
+        "{plan}"
+    );
     // The statement the store runs is that one (a typo in the index name fails here).
     assert!(store.expire_leases().unwrap().is_empty());
     let t = task(&store, "a", None);
