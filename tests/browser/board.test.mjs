@@ -46,12 +46,13 @@ function startServer(db, env = {}) {
   });
 }
 
-/** A real MCP agent: the TS SDK client over stdio to `clawboo-mcp-<server>`. */
-async function agent(server, args = []) {
+/** A real MCP agent: the TS SDK client over stdio to `clawboo-mcp-<server>` (on the shared
+ * database unless `options.db` names another, with `options.env` added). */
+async function agent(server, args = [], options = {}) {
   const transport = new StdioClientTransport({
     command: join(binDir, `clawboo-mcp-${server}`),
-    args: ["--db", db, ...args],
-    env: cleanEnv(),
+    args: ["--db", options.db || db, ...args],
+    env: cleanEnv(options.env),
     stderr: "inherit",
   });
   const client = new Client({ name: `browser-test-${server}`, version: "1.0.0" });
@@ -300,6 +301,50 @@ test("memory: newest facts, search by mode, procedures with their versions", asy
   // Those refreshes re-rendered the procedures; the one opened above is still open.
   await release.locator(".version", { hasText: "version 1" }).waitFor();
   assert.equal(await release.evaluate((details) => details.open), true);
+});
+
+test("the agents panel shows who is alive and what each holds; a lease counts down and its reclaim appears live", async () => {
+  const leaseDb = join(mkdtempSync(join(tmpdir(), "clawboo-browser-leases-")), "clawboo.db");
+  const env = { CLAWBOO_LEASE_SECS: "3" };
+  const leased = await startServer(leaseDb, env);
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  try {
+    const leasePage = await context.newPage();
+    leasePage.on("pageerror", (error) => { throw error; });
+    await leasePage.goto(`${leased.base}/#board`);
+    await leasePage.locator("#live.on").waitFor();
+    const hal = await agent("tasks", ["--agent", "hal", "--team", "red"], { db: leaseDb, env });
+    await call(hal, "create_task", { title: "Open the pod bay doors" });
+    const { task } = await call(hal, "claim_next", {});
+    assert.equal(task.title, "Open the pod bay doors");
+
+    const panel = leasePage.locator('.agent[data-agent-id="hal"]');
+    await panel.filter({ hasText: "alive" }).filter({ hasText: "Open the pod bay doors" }).waitFor();
+    const held = leasePage.locator('.column[data-status="in_progress"] .card', { hasText: "Open the pod bay doors" });
+    const lease = held.locator(".lease");
+    await lease.waitFor();
+    const shown = await lease.innerText();
+    assert.match(shown, /^lease 0:0\d$/);
+    // The countdown ticks on the page, without a refetch.
+    await leasePage.waitForFunction((first) => {
+      const now = document.querySelector('.column[data-status="in_progress"] .card .lease');
+      return now && now.textContent !== first;
+    }, shown);
+    await leasePage.screenshot({ path: join(outDir, "board-leases.png") });
+
+    // hal's process ends: nobody renews, the sweeper reclaims, and the card moves back live.
+    await hal.close();
+    const back = leasePage.locator('.column[data-status="todo"] .card', { hasText: "Open the pod bay doors" });
+    await back.filter({ hasText: "reclaimed from @hal" }).waitFor();
+    await panel.filter({ hasText: "silent" }).waitFor();
+    assert.equal(await held.count(), 0);
+    const detail = await (await fetch(`${leased.base}/api/board/${task.id}`)).json();
+    assert.match(detail.comments.map((c) => c.body).join("\n"), /hal's lease ran out/);
+    await leasePage.screenshot({ path: join(outDir, "board-reclaimed.png") });
+  } finally {
+    await context.close();
+    leased.child.kill();
+  }
 });
 
 test("readable on a narrow window: columns stack, nothing overflows sideways", async () => {

@@ -1,7 +1,11 @@
 //! Claims under contention: stdio server processes and HTTP sessions of one `clawboo serve`
-//! race to claim the same tasks on one database file. Every racer tries every task (each
-//! starting at a different place in the list); afterwards every task must have exactly one
-//! winner, and the database must name that winner as the assignee.
+//! race to claim the same tasks on one database file. With `claim_task` every racer tries
+//! every task (each starting at a different place in the list); with `claim_next` the racers
+//! make as many calls as there are tasks, so each call must get a task of its own.
+//! Afterwards every task must have exactly one winner, and the database must name that
+//! winner as the assignee.
+
+use std::collections::HashMap;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,11 +34,17 @@ pub fn run(
     stdio: usize,
     sessions: usize,
     window: usize,
+    claim_next: bool,
 ) -> anyhow::Result<()> {
     let racers = stdio + sessions;
     if tasks == 0 || racers < 2 {
         bail!("a race needs at least one task and two racers");
     }
+    if claim_next && !tasks.is_multiple_of(racers) {
+        bail!("with --claim-next, --tasks must be a multiple of the racers ({racers})");
+    }
+    // claim_next: each racer makes an equal share of the calls, one per task.
+    let per_racer = tasks / racers;
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("race.db");
     let ids = Arc::new(seed::board(&db, tasks)?);
@@ -47,14 +57,26 @@ pub fn run(
         servers.push(server);
     }
 
-    // Call number n is racer n / tasks claiming task n % tasks.
+    let index: Arc<HashMap<String, usize>> = Arc::new(
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| (id.clone(), i))
+            .collect(),
+    );
+    // claim_task: call number n is racer n / tasks claiming task n % tasks. claim_next:
+    // call n is racer n / per_racer asking for the next ready task.
     let make: Arc<MakeCall> = {
         let ids = ids.clone();
         Arc::new(move |n| {
-            (
-                "claim_task",
-                json!({"taskId": ids[n % tasks], "assigneeAgentId": format!("racer-{}", n / tasks)}),
-            )
+            if claim_next {
+                let agent = format!("racer-{}", n / per_racer);
+                ("claim_next", json!({ "assigneeAgentId": agent }))
+            } else {
+                (
+                    "claim_task",
+                    json!({"taskId": ids[n % tasks], "assigneeAgentId": format!("racer-{}", n / tasks)}),
+                )
+            }
         })
     };
     let tally = Arc::new(Tally {
@@ -64,11 +86,24 @@ pub fn run(
     let check: Arc<CheckAnswer> = {
         let tally = tally.clone();
         Arc::new(move |n, answer: &Value| {
-            let task = n % tasks;
+            let (task, racer) = if claim_next {
+                let text = answer["result"]["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or("");
+                let body: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+                let Some(&task) = body["task"]["id"].as_str().and_then(|id| index.get(id)) else {
+                    return Err(format!(
+                        "call {n} got no task while tasks were ready: {text}"
+                    ));
+                };
+                (task, n / per_racer)
+            } else {
+                (n % tasks, n / tasks)
+            };
             match answer_failure(answer) {
                 None => {
                     tally.wins[task].fetch_add(1, Ordering::SeqCst);
-                    tally.winner[task].store(n / tasks + 1, Ordering::SeqCst);
+                    tally.winner[task].store(racer + 1, Ordering::SeqCst);
                     Ok(())
                 }
                 Some(_) if answer["result"]["_meta"]["error"] == json!("conflict") => Ok(()),
@@ -76,8 +111,12 @@ pub fn run(
             }
         })
     };
-    // Racer r tries every task, starting at r / racers of the way through the list.
+    // claim_task: racer r tries every task, starting at r / racers of the way through the
+    // list. claim_next: racer r makes calls r * per_racer.. of its share.
     let plan_of = |r: usize| -> Vec<usize> {
+        if claim_next {
+            return (r * per_racer..(r + 1) * per_racer).collect();
+        }
         let offset = r * tasks / racers;
         (0..tasks)
             .map(|k| r * tasks + (k + offset) % tasks)
@@ -112,9 +151,13 @@ pub fn run(
     }
     drop(serve);
 
-    let attempts = tasks * racers;
+    let (attempts, tool) = if claim_next {
+        (tasks, "claim_next")
+    } else {
+        (tasks * racers, "claim_task")
+    };
     println!(
-        "contention: {stdio} stdio processes (window {window}) + {sessions} HTTP sessions racing for {tasks} tasks on one file: \
+        "contention ({tool}): {stdio} stdio processes (window {window}) + {sessions} HTTP sessions racing for {tasks} tasks on one file: \
          {:.0} claims/s won, {:.0} attempts/s, {:.2} s",
         tasks as f64 / elapsed.as_secs_f64(),
         attempts as f64 / elapsed.as_secs_f64(),

@@ -106,6 +106,9 @@ enum BenchCommand {
         /// Claims in flight per stdio racer.
         #[arg(long, default_value_t = 4)]
         window: usize,
+        /// Race `claim_next` (one call per task in all) instead of `claim_task`.
+        #[arg(long)]
+        claim_next: bool,
     },
     /// A steady rate of mixed calls against a real `clawboo serve` (loopback) for
     /// `--minutes`, sampling its RSS; fails on any error or RSS growth after warm-up.
@@ -148,6 +151,10 @@ struct LoadArgs {
     /// The order claim-task takes its tasks in.
     #[arg(long, value_enum, default_value = "board")]
     claim_order: ClaimOrder,
+    /// Bind every stdio server to this agent (`--agent`, as a spawner does), so each call
+    /// goes through the bound agent's renewal hook.
+    #[arg(long)]
+    agent: Option<String>,
 }
 
 /// Where the peer is.
@@ -248,7 +255,8 @@ fn main() -> anyhow::Result<()> {
             stdio,
             sessions,
             window,
-        } => contention::run(&env, tasks, stdio, sessions, window),
+            claim_next,
+        } => contention::run(&env, tasks, stdio, sessions, window, claim_next),
         BenchCommand::Soak(args) => soak::run(&env, &args),
         BenchCommand::EchoServer { transport, bind } => match transport {
             Transport::Stdio => echo::serve_stdio(),
@@ -354,7 +362,15 @@ fn stdio(env: &Env, load: &LoadArgs, window: usize, clients: usize) -> anyhow::R
     let make = make_call(&workload);
     let mut servers = Vec::with_capacity(clients);
     for _ in 0..clients.max(1) {
-        let mut server = StdioServer::spawn(env.stdio_command(workload.server(), workload.db())?)?;
+        let mut command = env.stdio_command(workload.server(), workload.db())?;
+        if let Some(agent) = load
+            .agent
+            .as_deref()
+            .filter(|_| workload.server() != "echo")
+        {
+            command.arg("--agent").arg(agent);
+        }
+        let mut server = StdioServer::spawn(command)?;
         server.initialize()?;
         servers.push(server);
     }

@@ -25,6 +25,8 @@ pub enum BenchTool {
     GetTask,
     /// `claim_task`, each call a different todo task.
     ClaimTask,
+    /// `claim_next`, each call taking the next ready task.
+    ClaimNext,
     /// `list_tasks` (whole board) on a board of `--tasks`.
     ListTasks,
     /// `create_subtask`, 24 under each parent (the child cap).
@@ -137,6 +139,10 @@ impl Workload {
                 }
                 fresh
             }
+            BenchTool::ClaimNext => {
+                seed::board(&fresh, spec.total_calls)?;
+                fresh
+            }
             BenchTool::CreateSubtask => {
                 ids = seed::board(&fresh, spec.total_calls / MAX_CHILDREN as usize + 1)?;
                 fresh
@@ -173,6 +179,7 @@ impl Workload {
         match self.spec.tool {
             BenchTool::GetTask
             | BenchTool::ClaimTask
+            | BenchTool::ClaimNext
             | BenchTool::ListTasks
             | BenchTool::CreateSubtask => "tasks",
             BenchTool::MemorySave | BenchTool::MemorySearch => "memory",
@@ -188,6 +195,7 @@ impl Workload {
             BenchTool::GetTask => format!("get_task, {} tasks", s.tasks),
             BenchTool::ListTasks => format!("list_tasks, {} tasks", s.tasks),
             BenchTool::ClaimTask => "claim_task".into(),
+            BenchTool::ClaimNext => "claim_next".into(),
             BenchTool::CreateSubtask => "create_subtask".into(),
             BenchTool::MemorySave => format!("memory_save ({} embedder)", s.embeddings),
             BenchTool::MemorySearch => format!(
@@ -213,6 +221,7 @@ impl Workload {
                 "claim_task",
                 json!({"taskId": self.ids[n % self.ids.len()], "assigneeAgentId": "bench"}),
             ),
+            BenchTool::ClaimNext => ("claim_next", json!({"assigneeAgentId": "bench"})),
             BenchTool::CreateSubtask => (
                 "create_subtask",
                 json!({"parentTaskId": self.ids[(n / MAX_CHILDREN as usize) % self.ids.len()],

@@ -53,6 +53,9 @@ pub(crate) trait Handlers: Send + Sync + Sized + 'static {
     /// The session's binding.
     fn binding(&self) -> &Binding;
 
+    /// The store every call of the session is recorded in ([`record_call`]).
+    fn store(&self) -> &Arc<Store>;
+
     /// Whether only reads ([`Effect::Read`]) are listed and served.
     fn read_only(&self) -> bool {
         false
@@ -149,31 +152,66 @@ impl<S: Handlers> ToolTable<S> {
 /// The one wrapper around every call of a table server: the tool's entry (an unknown name,
 /// or one this session is not served, is `unknown tool: <name>`), its arguments decoded into
 /// the handler's type, the handler run with the session's binding, and the inbox piggyback
-/// after a successful result. A per-call rule for every tool goes here.
+/// after a successful result, which is recorded first ([`record_call`]). A per-call rule
+/// for every tool goes here.
 pub(crate) async fn serve_call<S: Handlers>(
     server: &S,
     name: &str,
     args: JsonObject,
     request: RequestContext<RoleServer>,
 ) -> CallToolResult {
+    let binding = server.binding();
     let Some(entry) = S::table().servable(server, name) else {
         return unknown_tool(name);
     };
+    let agent = calling_agent(binding.agent_id.as_deref(), &args);
     let call = match (entry.decode)(args) {
         Ok(call) => call,
         Err(refusal) => return refusal,
     };
-    let binding = server.binding();
     let context = CallContext { binding, request };
     let result = server
         .handle(call, context)
         .await
         .unwrap_or_else(|refusal| refusal);
+    if result.is_error == Some(true) {
+        return result;
+    }
+    record_call(server.store(), agent, binding.team_id.as_deref()).await;
     match (server.inbox(), binding.agent_id.as_deref()) {
-        (Some(store), Some(agent)) if result.is_error != Some(true) => {
+        (Some(store), Some(agent)) => {
             piggyback_inbox(store, agent, binding.team_id.as_deref(), result).await
         }
         _ => result,
+    }
+}
+
+/// The agent a call is by, for [`record_call`]: the bound one, else the agent the
+/// arguments name as `assigneeAgentId` or `authorAgentId` (SPEC §12).
+pub(crate) fn calling_agent(bound: Option<&str>, args: &JsonObject) -> Option<String> {
+    let named = || {
+        ["assigneeAgentId", "authorAgentId"]
+            .iter()
+            .find_map(|key| args.get(*key)?.as_str())
+            .filter(|agent| !agent.trim().is_empty())
+    };
+    bound.or_else(named).map(str::to_owned)
+}
+
+/// The one per-call hook of every server (the tools server's own path calls it too), run
+/// after a call that did not fail (a refused call changes nothing): the calling agent was
+/// seen now, and its leases with less than half left renew. The store remembers when the
+/// next call must be recorded, so most calls write nothing; a failure is logged and the
+/// next due call tries again.
+pub(crate) async fn record_call(store: &Arc<Store>, agent: Option<String>, team: Option<&str>) {
+    let Some(agent) = agent.filter(|agent| store.call_record_due(agent)) else {
+        return;
+    };
+    let team = team.map(str::to_owned);
+    match blocking_write(store, move |s| s.record_call(&agent, team.as_deref())).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "recording a call failed; a later call renews"),
+        Err(_) => tracing::warn!("recording a call failed; a later call renews"),
     }
 }
 

@@ -9,11 +9,11 @@
 
 use std::sync::{Arc, LazyLock};
 
-use clawboo_store::StoreError;
 use clawboo_store::memory::{
     ENTIRELY_REDACTED, Memory, NewFact, NewProcedure, ScopeFilter, SearchMode, TITLE_REQUIRED,
     TeamFilter,
 };
+use clawboo_store::{Store, StoreError};
 use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -118,21 +118,21 @@ fn tool_table() -> ToolTable<MemoryServer> {
             "memory_save",
             "Save memory",
             Effect::Write,
-            "Save a fact (title + content) or, with procedureName, a procedure's next version; secrets are redacted.",
+            "Save a fact, or a procedure's next version (procedureName); secrets are redacted.",
             MemoryCall::Save,
         ),
         ToolEntry::new(
             "memory_search",
             "Search memory",
             Effect::Read,
-            "Search saved facts, best first; includeProcedures adds procedures.",
+            "Search saved facts, best first.",
             MemoryCall::Search,
         ),
         ToolEntry::new(
             "memory_browse",
             "Browse memory",
             Effect::Read,
-            "List saved facts, newest first; includeProcedures adds procedures.",
+            "List saved facts, newest first.",
             MemoryCall::Browse,
         ),
     ])
@@ -217,6 +217,10 @@ impl Handlers for MemoryServer {
     fn table() -> &'static ToolTable<MemoryServer> {
         static TABLE: LazyLock<ToolTable<MemoryServer>> = LazyLock::new(tool_table);
         &TABLE
+    }
+
+    fn store(&self) -> &Arc<Store> {
+        self.memory.store()
     }
 
     fn binding(&self) -> &Binding {

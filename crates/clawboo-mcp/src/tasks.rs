@@ -1,4 +1,4 @@
-//! The Tasks server (`clawboo-tasks`): the board's 12 tools.
+//! The Tasks server (`clawboo-tasks`): the board's 13 tools.
 
 use std::sync::{Arc, LazyLock};
 
@@ -6,6 +6,7 @@ use clawboo_store::board::{
     AuthorType, BoardCursor, Comment, CreatePolicy, MAX_PAGE, NewComment, NewTask, Scope, Status,
     Task, TaskFilter,
 };
+use clawboo_store::leases::Claimant;
 use clawboo_store::{Store, StoreError};
 use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
@@ -108,7 +109,7 @@ pub(crate) struct CreateTaskArgs {
     title: String,
     description: Option<String>,
     status: Option<StatusArg>,
-    /// Higher runs first.
+    /// Higher first.
     priority: Option<i64>,
     // Default: the parent's team.
     team_id: Option<String>,
@@ -139,10 +140,31 @@ pub(crate) struct ClaimArgs {
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct ClaimNextArgs {
+    // Ignored when the session is bound to a team.
+    team_id: Option<String>,
+    // The bound agent when the session is bound.
+    assignee_agent_id: Option<String>,
+    assignee_runtime: Option<String>,
+}
+
+// `claimToken` (the claim's, from claim_task or claim_next) fences a move or comment: it
+// is refused once the task was claimed again.
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct FencedTaskArgs {
+    task_id: String,
+    claim_token: Option<i64>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct UpdateStatusArgs {
     task_id: String,
     // The state machine decides what is legal.
     status: StatusArg,
+    claim_token: Option<i64>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -152,6 +174,7 @@ pub(crate) struct AddCommentArgs {
     body: String,
     // The bound agent when the session is bound.
     author_agent_id: Option<String>,
+    claim_token: Option<i64>,
     // Accepted for compatibility and ignored: a comment from MCP is always an agent's
     // (`user` is the operator's, `system` the server's own narration).
     #[serde(rename = "authorType")]
@@ -180,6 +203,13 @@ struct TaskOut<'a> {
     task: &'a Task,
 }
 
+/// `claim_next`'s answer when nothing is ready: `{task: null, reason}`, not an error.
+#[derive(Serialize)]
+struct NothingReadyOut {
+    task: Option<Task>,
+    reason: &'static str,
+}
+
 #[derive(Serialize)]
 struct CommentOut<'a> {
     comment: &'a Comment,
@@ -200,58 +230,66 @@ pub(crate) enum TasksCall {
     CreateSubtask(CreateSubtaskArgs),
     ClaimTask(ClaimArgs),
     AssignTask(ClaimArgs),
-    ReleaseTask(TaskIdArgs),
+    ClaimNext(ClaimNextArgs),
+    ReleaseTask(FencedTaskArgs),
     UpdateTaskStatus(UpdateStatusArgs),
-    BlockTask(TaskIdArgs),
+    BlockTask(FencedTaskArgs),
     UnblockTask(TaskIdArgs),
     AddComment(AddCommentArgs),
     LinkTask(LinkTaskArgs),
 }
 
-/// The 12 tools in listing order; read-only mode keeps the reads (`list_tasks`, `get_task`).
+/// The 13 tools in listing order; read-only mode keeps the reads (`list_tasks`, `get_task`).
 fn tool_table() -> ToolTable<TasksServer> {
     ToolTable::new(vec![
         ToolEntry::new(
             "list_tasks",
             "List tasks",
             Effect::Read,
-            "List tasks by priority (ready=true: claimable only); pass nextCursor as cursor for more.",
+            "List tasks by priority; ready=true: claimable only; more: cursor=nextCursor.",
             TasksCall::ListTasks,
         ),
         ToolEntry::new(
             "get_task",
             "Get task",
             Effect::Read,
-            "Get a task with its comments and ancestors.",
+            "A task with its comments and ancestors.",
             TasksCall::GetTask,
         ),
         ToolEntry::new(
             "create_task",
             "Create task",
             Effect::Write,
-            "Create a task; parentTaskId makes it a subtask (max 24 per parent, 2 levels deep); do not retry a cap refusal unchanged.",
+            "Create a task (parentTaskId: a subtask; max 24 per parent, depth 2).",
             TasksCall::CreateTask,
         ),
         ToolEntry::new(
             "create_subtask",
             "Create subtask",
             Effect::Write,
-            "Create a subtask under a parent, with create_task's caps.",
+            "Create a subtask (create_task's caps).",
             TasksCall::CreateSubtask,
         ),
         ToolEntry::new(
             "claim_task",
             "Claim task",
             Effect::Idempotent,
-            "Atomically claim a ready todo task; a conflict means another agent won: do not retry.",
+            "Claim a ready todo task; conflict: another agent won, do not retry.",
             TasksCall::ClaimTask,
         ),
         ToolEntry::new(
             "assign_task",
             "Assign task",
             Effect::Idempotent,
-            "Claim a todo task for an agent, as claim_task does.",
+            "As claim_task.",
             TasksCall::AssignTask,
+        ),
+        ToolEntry::new(
+            "claim_next",
+            "Claim next task",
+            Effect::Write,
+            "Claim the top ready task; null when none is.",
+            TasksCall::ClaimNext,
         ),
         ToolEntry::new(
             "release_task",
@@ -264,7 +302,7 @@ fn tool_table() -> ToolTable<TasksServer> {
             "update_task_status",
             "Update task status",
             Effect::Idempotent,
-            "Move a task to another status.",
+            "Move a task to a status.",
             TasksCall::UpdateTaskStatus,
         ),
         ToolEntry::new(
@@ -292,7 +330,7 @@ fn tool_table() -> ToolTable<TasksServer> {
             "link_task",
             "Link dependency",
             Effect::Idempotent,
-            "Make taskId wait until dependsOnTaskId is done; a link that would close a cycle is refused.",
+            "Make taskId wait for dependsOnTaskId to be done; no cycles.",
             TasksCall::LinkTask,
         ),
     ])
@@ -310,7 +348,7 @@ fn store_error(e: StoreError, prefix: Option<&str>) -> CallToolResult {
             denied(reason.code(), reason.code(), message.clone())
         }
         (StoreError::Cycle { .. }, _) => tool_error("cycle", e.to_string()),
-        (StoreError::NotAssignee { .. }, Some(prefix)) => {
+        (StoreError::NotAssignee { .. } | StoreError::StaleClaim { .. }, Some(prefix)) => {
             tool_error(e.code(), format!("{prefix}: {}: {e}", e.code()))
         }
         (_, Some(prefix)) => tool_error(e.code(), format!("{prefix}: {}", e.code())),
@@ -344,6 +382,10 @@ impl Handlers for TasksServer {
         &TABLE
     }
 
+    fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
     fn binding(&self) -> &Binding {
         &self.config.binding
     }
@@ -365,6 +407,7 @@ impl Handlers for TasksServer {
             TasksCall::CreateSubtask(a) => self.create_subtask(ctx, a).await,
             // assign_task is claim_task under the name some agents look for.
             TasksCall::ClaimTask(a) | TasksCall::AssignTask(a) => self.claim_task(ctx, a).await,
+            TasksCall::ClaimNext(a) => self.claim_next(ctx, a).await,
             TasksCall::ReleaseTask(a) => self.release_task(ctx, a).await,
             TasksCall::UpdateTaskStatus(a) => self.update_task_status(ctx, a).await,
             TasksCall::BlockTask(a) => self.block_task(ctx, a).await,
@@ -491,24 +534,65 @@ impl TasksServer {
             .unwrap_or_else(|e| store_error(e, Some("claim failed"))))
     }
 
-    async fn release_task(&self, ctx: &CallContext<'_>, a: TaskIdArgs) -> Outcome {
-        self.move_task(ctx, a.task_id, Move::Release, "release failed")
-            .await
+    /// `claim_next`: the bound agent (else `assigneeAgentId`) takes the first ready task
+    /// of the bound team (else `teamId`, else the whole board).
+    async fn claim_next(&self, ctx: &CallContext<'_>, a: ClaimNextArgs) -> Outcome {
+        let Some(agent) = ctx.binding.agent_id.clone().or(a.assignee_agent_id) else {
+            return Err(invalid_args(
+                "assigneeAgentId is required when the session is not bound to an agent: pass your agent id",
+            ));
+        };
+        non_empty("assigneeAgentId", &agent)?;
+        let team = ctx.binding.team_id.clone().or(a.team_id);
+        let claimed = blocking_write(&self.store, move |s| {
+            let who = Claimant {
+                agent_id: &agent,
+                runtime: a.assignee_runtime.as_deref(),
+            };
+            s.claim_next(who, Scope::team(team.as_deref()))
+        })
+        .await?;
+        Ok(match claimed {
+            Ok(Some(task)) => json_result(&TaskOut { task: &task }),
+            Ok(None) => json_result(&NothingReadyOut {
+                task: None,
+                reason: "nothing_ready",
+            }),
+            Err(e) => store_error(e, Some("claim failed")),
+        })
+    }
+
+    async fn release_task(&self, ctx: &CallContext<'_>, a: FencedTaskArgs) -> Outcome {
+        self.move_task(
+            ctx,
+            a.task_id,
+            Move::Release,
+            a.claim_token,
+            "release failed",
+        )
+        .await
     }
 
     async fn update_task_status(&self, ctx: &CallContext<'_>, a: UpdateStatusArgs) -> Outcome {
         let target = Move::SetStatus(Status::from(a.status));
-        self.move_task(ctx, a.task_id, target, "status change failed")
+        self.move_task(
+            ctx,
+            a.task_id,
+            target,
+            a.claim_token,
+            "status change failed",
+        )
+        .await
+    }
+
+    async fn block_task(&self, ctx: &CallContext<'_>, a: FencedTaskArgs) -> Outcome {
+        let target = Move::SetStatus(Status::Blocked);
+        self.move_task(ctx, a.task_id, target, a.claim_token, "block failed")
             .await
     }
 
-    async fn block_task(&self, ctx: &CallContext<'_>, a: TaskIdArgs) -> Outcome {
-        let target = Move::SetStatus(Status::Blocked);
-        self.move_task(ctx, a.task_id, target, "block failed").await
-    }
-
     async fn unblock_task(&self, ctx: &CallContext<'_>, a: TaskIdArgs) -> Outcome {
-        self.move_task(ctx, a.task_id, Move::Unblock, "unblock failed")
+        self.move_task(ctx, a.task_id, Move::Unblock, None, "unblock failed")
             .await
     }
 
@@ -518,13 +602,14 @@ impl TasksServer {
         ctx: &CallContext<'_>,
         task_id: String,
         target: Move,
+        claim_token: Option<i64>,
         failed: &str,
     ) -> Outcome {
         let team = ctx.binding.team_id.clone();
         let actor = ctx.binding.agent_id.clone();
         let moved = blocking_write(&self.store, move |s| {
             let actor = actor.as_deref();
-            let scope = Scope::bound(team.as_deref(), actor);
+            let scope = Scope::bound(team.as_deref(), actor).fenced(claim_token);
             match target {
                 Move::Release => s.release_task(&task_id, actor, scope),
                 Move::Unblock => s.unblock_task(&task_id, actor, scope),
@@ -546,12 +631,15 @@ impl TasksServer {
         };
         let team = ctx.binding.team_id.clone();
         let added = blocking_write(&self.store, move |s| {
-            s.add_comment(&a.task_id, new, Scope::team(team.as_deref()))
+            let scope = Scope::team(team.as_deref()).fenced(a.claim_token);
+            s.add_comment(&a.task_id, new, scope)
         })
         .await?;
-        Ok(added
-            .map(|comment| json_result(&CommentOut { comment: &comment }))
-            .unwrap_or_else(|e| store_error(e, None)))
+        Ok(match added {
+            Ok(comment) => json_result(&CommentOut { comment: &comment }),
+            Err(e @ StoreError::StaleClaim { .. }) => store_error(e, Some("comment failed")),
+            Err(e) => store_error(e, None),
+        })
     }
 
     async fn link_task(&self, ctx: &CallContext<'_>, a: LinkTaskArgs) -> Outcome {

@@ -202,6 +202,7 @@ impl ToolSet for ToolsServer {
         args: JsonObject,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let agent = crate::handlers::calling_agent(self.caller.agent_id.as_deref(), &args);
         let progress_token = ctx.meta.get_progress_token();
         let cancelled = ctx.ct.clone();
         let broker = self.broker.clone();
@@ -254,10 +255,15 @@ impl ToolSet for ToolsServer {
         {
             tracing::debug!(%error, "tool list change not delivered");
         }
-        match outcome {
+        let result = match outcome {
             Ok(outcome) => to_result(outcome),
             Err(error) => internal_error(error),
+        };
+        if result.is_error != Some(true) {
+            let team = self.caller.team_id.as_deref();
+            crate::handlers::record_call(self.broker.store(), agent, team).await;
         }
+        result
     }
 }
 

@@ -54,6 +54,7 @@ impl From<StoreError> for AppError {
             StoreError::Conflict
             | StoreError::NotReady
             | StoreError::NotAssignee { .. }
+            | StoreError::StaleClaim { .. }
             | StoreError::IllegalTransition { .. }
             | StoreError::Cycle { .. }
             | StoreError::Cap { .. } => StatusCode::CONFLICT,

@@ -292,6 +292,29 @@ impl AppState {
                 limiter.prune();
             }
         });
+        if let Some(lease) = self.shared.store.lease_ms() {
+            tokio::spawn(sweep_leases(self.shared.store.clone(), lease));
+        }
+    }
+}
+
+/// The lease sweeper (SPEC §12): every tenth of a lease (between 100 ms and a minute) it
+/// applies the expiry rule, so a dead agent's task is back in `todo` soon after its lease
+/// ran out even when no agent lists or claims. A reclaim is one conditional update, so
+/// sweepers of several processes on one database reclaim each task once.
+async fn sweep_leases(store: Arc<Store>, lease_ms: i64) {
+    let every = Duration::from_millis(u64::try_from(lease_ms / 10).unwrap_or(0))
+        .clamp(Duration::from_millis(100), Duration::from_secs(60));
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let store = store.clone();
+        match tokio::task::spawn_blocking(move || store.expire_leases()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "lease sweep failed; retrying next tick"),
+            Err(error) => tracing::warn!(%error, "lease sweep panicked; retrying next tick"),
+        }
     }
 }
 

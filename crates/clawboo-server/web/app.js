@@ -15,6 +15,7 @@ const state = {
   teams: [],
   workflow: null,
   tasks: [],
+  agents: [],
   openTaskId: null,
   room: '',
   posts: [],
@@ -51,6 +52,34 @@ function appendAll(el, children) {
 function fill(el, ...children) {
   el.replaceChildren();
   appendAll(el, children);
+}
+
+/** A lease's time left, counted down on the page (`lease 12:05`, `lease expired`). */
+function leaseLeft(expiresAt) {
+  const left = Math.ceil((expiresAt - Date.now()) / 1000);
+  if (left <= 0) return 'lease expired';
+  const m = Math.floor(left / 60);
+  const s = String(left % 60).padStart(2, '0');
+  return m >= 60 ? `lease ${Math.floor(m / 60)}h${String(m % 60).padStart(2, '0')}m` : `lease ${m}:${s}`;
+}
+
+/** A countdown element the one-second ticker keeps current. */
+function countdown(expiresAt) {
+  return h('span', { class: 'lease', title: `lease runs out at ${when(expiresAt)}`, dataset: { leaseExpiresAt: expiresAt } },
+    leaseLeft(expiresAt));
+}
+
+/** Every second: countdowns tick, and an agent whose calls stopped turns silent. */
+function tickCountdowns() {
+  for (const el of document.querySelectorAll('[data-lease-expires-at]')) {
+    el.textContent = leaseLeft(Number(el.dataset.leaseExpiresAt));
+  }
+  for (const el of document.querySelectorAll('.agent.alive[data-alive-until]')) {
+    if (Date.now() >= Number(el.dataset.aliveUntil)) {
+      el.className = 'agent silent';
+      el.querySelector('.agent-state').textContent = 'silent';
+    }
+  }
 }
 
 function when(ms) {
@@ -160,9 +189,14 @@ async function loadBoard() {
     if (!page.nextCursor) break;
     params.set('cursor', page.nextCursor);
   }
+  const agentParams = new URLSearchParams();
+  if (state.team) agentParams.set('teamId', state.team);
+  const { agents } = await api(`/api/agents?${agentParams}`);
   state.tasks = tasks;
+  state.agents = agents;
   addTeamsSeenOn(tasks);
   renderBoard();
+  renderAgents();
   if (state.openTaskId && $('task-dialog').open) await loadDetail(state.openTaskId);
 }
 
@@ -182,6 +216,20 @@ function renderBoard() {
   fill($('columns'), ...columns);
 }
 
+/** Who works here: alive (calls are coming) or silent, and what each holds. */
+function renderAgents() {
+  const items = state.agents.map((a) => h('li', {
+    class: `agent ${a.alive ? 'alive' : 'silent'}`, dataset: { agentId: a.id, aliveUntil: a.aliveUntil },
+  },
+  h('span', { class: 'agent-name' }, a.name),
+  h('span', { class: 'agent-state', title: a.lastSeenAt ? `last call ${when(a.lastSeenAt)}` : 'no call seen' },
+    a.alive ? 'alive' : 'silent'),
+  a.runtime ? h('span', { class: 'muted' }, a.runtime) : null,
+  h('ul', { class: 'held', 'aria-label': `held by ${a.name}` }, a.held.map((t) => h('li', {},
+    taskLink(t.id), t.leaseExpiresAt ? countdown(t.leaseExpiresAt) : null)))));
+  fill($('agent-list'), items.length ? items : h('li', { class: 'muted' }, 'No agent has called yet.'));
+}
+
 function card(task, byId, childCount) {
   const waiting = task.dependsOn.filter((id) => byId.get(id)?.status !== 'done').length;
   const markers = [
@@ -197,6 +245,10 @@ function card(task, byId, childCount) {
     childCount ? h('span', { class: 'marker', title: `${childCount} sub-task(s)` }, `▣ ${childCount}`) : null,
     task.teamId && !state.team ? h('span', { class: 'muted' }, teamName(task.teamId)) : null,
     task.dropped ? h('span', { class: 'marker waiting' }, 'dropped') : null,
+    task.leaseExpiresAt ? countdown(task.leaseExpiresAt) : null,
+    task.reclaimedAt && !task.assigneeAgentId ? h('span', {
+      class: 'marker reclaimed', title: `${task.reclaimedFrom}'s lease ran out at ${when(task.reclaimedAt)}`,
+    }, `reclaimed from @${task.reclaimedFrom}`) : null,
   ];
   return h('button', {
     type: 'button', class: 'card', dataset: { taskId: task.id },
@@ -525,6 +577,7 @@ async function start() {
   });
   showView(location.hash.slice(1) || 'board');
   connectLive();
+  setInterval(tickCountdowns, 1000);
   attempt(loadToolNames);
 }
 

@@ -1,6 +1,6 @@
 //! Writes the upgrade fixture for one schema version: a database made by applying the first
-//! N migrations (exactly the files the store embeds) and writing the data of
-//! `tests/upgrade_data` for versions 1..=N, then vacuumed.
+//! N migrations (exactly the files the store embeds), each followed by the data of
+//! `tests/upgrade_data` for its version, then vacuumed.
 //!
 //! ```text
 //! cargo run -p clawboo-store --example make_upgrade_fixture -- <N>
@@ -50,14 +50,13 @@ fn main() -> Result<(), Error> {
     // The settings every version of the store opened its file with.
     let _mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
     conn.execute_batch("PRAGMA foreign_keys=ON;")?;
-    for (index, file) in files.iter().take(version as usize).enumerate() {
+    // Each version's rows are written right after its migration, as that version's store
+    // would have: a later migration may reshape a table an earlier version wrote.
+    for (v, file) in (1..=version).zip(&files) {
         conn.execute_batch(&format!(
-            "BEGIN IMMEDIATE;\n{}\nPRAGMA user_version = {};\nCOMMIT;",
-            std::fs::read_to_string(file)?,
-            index + 1
+            "BEGIN IMMEDIATE;\n{}\nPRAGMA user_version = {v};\nCOMMIT;",
+            std::fs::read_to_string(file)?
         ))?;
-    }
-    for v in 1..=version {
         upgrade_data::insert(&conn, v);
     }
     conn.execute_batch("VACUUM;")?;

@@ -13,7 +13,7 @@ use crate::error::Result;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ActivityMarks {
-    /// Tasks, their comments and dependencies.
+    /// Tasks (their leases included), their comments and dependencies, and agents' calls.
     pub board: String,
     /// Team-chat posts in every room.
     pub chat: String,
@@ -31,8 +31,9 @@ pub struct ActivityMarks {
 /// `max(updated_at)` is the one scan (of a narrow table), fine at a poll every few hundred
 /// milliseconds.
 const MARKS_SQL: &str = "SELECT
-    (SELECT count(*) FROM tasks) || '.' || (SELECT coalesce(max(updated_at), 0) FROM tasks)
-        || '.' || (SELECT count(*) FROM task_comments) || '.' || (SELECT count(*) FROM task_deps),
+    (SELECT count(*) || '.' || coalesce(max(updated_at), 0) || '.' || total(lease_expires_at) FROM tasks)
+        || '.' || (SELECT count(*) FROM task_comments) || '.' || (SELECT count(*) FROM task_deps)
+        || '.' || (SELECT coalesce(max(last_seen_at), 0) FROM agents),
     (SELECT count(*) FROM team_chat) || '.' || (SELECT coalesce(max(created_at), 0) FROM team_chat),
     (SELECT count(*) FROM memory_facts) || '.' || (SELECT coalesce(max(seq), 0) FROM memory_facts)
         || '.' || (SELECT count(*) FROM memory_procedures),

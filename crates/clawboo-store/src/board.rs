@@ -9,6 +9,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
 
 use crate::error::{CapReason, Result, StoreError};
+use crate::leases::{self, GRANT_LEASE, check_fence};
 use crate::{Store, inbox, new_id};
 
 /// A parent may have at most this many live (non-dropped) children.
@@ -118,6 +119,17 @@ pub struct Task {
     pub created_at: i64,
     pub updated_at: i64,
     pub completed_at: Option<i64>,
+    /// When the holder's lease runs out (SPEC §12); set only while claimed `in_progress`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_expires_at: Option<i64>,
+    /// Grows by one at every claim of this task: the fencing token of the current claim.
+    pub claim_token: i64,
+    /// When an expired lease last put this task back to `todo` (cleared by the next claim).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reclaimed_at: Option<i64>,
+    /// Whose lease that was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reclaimed_from: Option<String>,
     pub depends_on: Vec<String>,
 }
 
@@ -209,6 +221,9 @@ pub enum CreatePolicy {
 pub struct Scope<'a> {
     pub team_id: Option<&'a str>,
     pub agent_id: Option<&'a str>,
+    /// The caller acts under this claim (`claimToken`): a move or comment on a task no
+    /// longer held under it is refused ([`StoreError::StaleClaim`]).
+    pub claim_token: Option<i64>,
 }
 
 impl<'a> Scope<'a> {
@@ -216,19 +231,32 @@ impl<'a> Scope<'a> {
     pub const ALL: Scope<'static> = Scope {
         team_id: None,
         agent_id: None,
+        claim_token: None,
     };
 
     /// Only `team_id`'s tasks.
     pub fn team(team_id: Option<&'a str>) -> Scope<'a> {
         Scope {
             team_id,
-            agent_id: None,
+            ..Scope::ALL
         }
     }
 
     /// Only `team_id`'s tasks, acting as `agent_id` (a session's binding).
     pub fn bound(team_id: Option<&'a str>, agent_id: Option<&'a str>) -> Scope<'a> {
-        Scope { team_id, agent_id }
+        Scope {
+            team_id,
+            agent_id,
+            claim_token: None,
+        }
+    }
+
+    /// This scope, acting under the claim `token` names (none: unfenced).
+    pub fn fenced(self, token: Option<i64>) -> Scope<'a> {
+        Scope {
+            claim_token: token,
+            ..self
+        }
     }
 }
 
@@ -348,7 +376,8 @@ macro_rules! task_columns {
         concat!(
             "id, title, description, status, priority, team_id, assignee_agent_id, \
              assignee_runtime, parent_task_id, dropped, tenant_id, created_at, updated_at, \
-             completed_at, (SELECT group_concat(d.depends_on_task_id, char(31) \
+             completed_at, lease_expires_at, claim_token, reclaimed_at, reclaimed_from, \
+             (SELECT group_concat(d.depends_on_task_id, char(31) \
              ORDER BY d.created_at, d.depends_on_task_id) FROM task_deps d",
             $dep_join,
             " WHERE d.task_id = tasks.id",
@@ -381,7 +410,7 @@ fn columns_for(scope: Scope<'_>) -> &'static str {
 const DEP_SEPARATOR: char = '\u{1f}';
 
 /// `task` has a dependency that is not done.
-const UNFINISHED_DEP: &str = "EXISTS (SELECT 1 FROM task_deps d JOIN tasks dep ON dep.id = d.depends_on_task_id \
+pub(crate) const UNFINISHED_DEP: &str = "EXISTS (SELECT 1 FROM task_deps d JOIN tasks dep ON dep.id = d.depends_on_task_id \
      WHERE d.task_id = tasks.id AND dep.status <> 'done')";
 
 /// The `WHERE` conditions of `filter` (`?1` the team, `?2` the status).
@@ -509,8 +538,12 @@ fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
         created_at: r.get(11)?,
         updated_at: r.get(12)?,
         completed_at: r.get(13)?,
+        lease_expires_at: r.get(14)?,
+        claim_token: r.get(15)?,
+        reclaimed_at: r.get(16)?,
+        reclaimed_from: r.get(17)?,
         depends_on: r
-            .get::<_, Option<String>>(14)?
+            .get::<_, Option<String>>(18)?
             .map(|joined| joined.split(DEP_SEPARATOR).map(str::to_owned).collect())
             .unwrap_or_default(),
     })
@@ -550,7 +583,7 @@ fn load_task(tx: &rusqlite::Connection, id: &str, scope: Scope<'_>) -> Result<Op
         .optional()?)
 }
 
-fn require_task(tx: &rusqlite::Connection, id: &str, scope: Scope<'_>) -> Result<Task> {
+pub(crate) fn require_task(tx: &rusqlite::Connection, id: &str, scope: Scope<'_>) -> Result<Task> {
     load_task(tx, id, scope)?.ok_or_else(|| StoreError::NotFound(id.to_owned()))
 }
 
@@ -768,8 +801,10 @@ impl Store {
         })
     }
 
-    /// Tasks matching `filter`, highest priority first, then oldest first.
+    /// Tasks matching `filter`, highest priority first, then oldest first (expired leases
+    /// reclaimed first).
     pub fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>> {
+        self.expire_leases()?;
         let where_clause = filter_clause(filter);
         let status = filter.status.map(Status::as_str);
         let columns = filter_columns(filter);
@@ -800,6 +835,8 @@ impl Store {
                 "limit must be between 1 and {MAX_PAGE} (got {limit})"
             )));
         }
+        // A list that meets an expired lease reclaims it first (SPEC §12).
+        self.expire_leases()?;
         let where_clause = filter_clause(filter);
         let status = filter.status.map(Status::as_str);
         let (same_priority, lower) =
@@ -869,20 +906,32 @@ impl Store {
             ));
         }
         let now = self.now_ms();
+        let lease = self.lease_ms();
         self.write(|tx| {
+            // A claim that meets an expired lease reclaims it first (SPEC §12).
+            leases::expire_in(tx, now)?;
             let sql = format!(
                 "UPDATE tasks SET assignee_agent_id = ?1, assignee_runtime = COALESCE(?2, assignee_runtime),
-                     status = 'in_progress', updated_at = ?3
+                     status = 'in_progress', updated_at = ?3, lease_expires_at = ?3 + ?6, {GRANT_LEASE}
                  WHERE id = ?4 AND (?5 IS NULL OR team_id = ?5) AND status = 'todo'
                    AND assignee_agent_id IS NULL AND dropped = 0 AND NOT {UNFINISHED_DEP}"
             );
             let changed = tx.prepare_cached(&sql)?
-.execute( params![agent_id, runtime, now, id, scope.team_id])?;
+.execute( params![agent_id, runtime, now, id, scope.team_id, lease])?;
             if changed == 1 {
+                if runtime.is_some() {
+                    leases::seen_in(tx, agent_id, scope.team_id, runtime, now)?;
+                }
                 return require_task(tx, id, scope);
             }
             match load_task(tx, id, scope)?.filter(|t| !t.dropped) {
                 None => Err(StoreError::NotFound(id.to_owned())),
+                // Claiming a task you hold renews its lease (idempotent).
+                Some(t) if t.status == Status::InProgress && t.assignee_agent_id.as_deref() == Some(agent_id) => {
+                    tx.prepare_cached("UPDATE tasks SET lease_expires_at = ?1 + ?2 WHERE id = ?3 AND lease_expires_at IS NOT NULL")?
+                        .execute(params![now, lease, id])?;
+                    require_task(tx, id, scope)
+                }
                 Some(t) if t.status == Status::Todo && t.assignee_agent_id.is_none() => Err(StoreError::NotReady),
                 Some(_) => Err(StoreError::Conflict),
             }
@@ -931,8 +980,10 @@ impl Store {
         allowed_from: impl Fn(Status) -> bool,
     ) -> Result<Task> {
         let now = self.now_ms();
+        let lease = self.lease_ms();
         self.write(|tx| {
             let task = require_task(tx, id, scope)?;
+            check_fence(&task, scope.claim_token)?;
             if let (Some(agent), Some(holder)) = (scope.agent_id, task.assignee_agent_id.as_deref())
                 && agent != holder
             {
@@ -954,10 +1005,12 @@ impl Store {
                 "UPDATE tasks SET status = ?1, updated_at = ?2,
                      completed_at = CASE WHEN ?3 THEN ?2 ELSE completed_at END,
                      assignee_agent_id = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_agent_id END,
-                     assignee_runtime = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_runtime END
+                     assignee_runtime = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_runtime END,
+                     lease_expires_at = CASE WHEN ?1 = 'in_progress' AND assignee_agent_id IS NOT NULL
+                         THEN ?2 + ?5 END
                  WHERE id = ?4",
             )?
-            .execute(params![to.as_str(), now, to.is_terminal(), id])?;
+            .execute(params![to.as_str(), now, to.is_terminal(), id, lease])?;
             notify_assignee(tx, now, &task, actor, &format!("moved it to {to}"))?;
             require_task(tx, id, scope)
         })
@@ -972,6 +1025,7 @@ impl Store {
         let now = self.now_ms();
         self.write(|tx| {
             let task = require_task(tx, task_id, scope)?;
+            check_fence(&task, scope.claim_token)?;
             let id = new_id();
             tx.prepare_cached("INSERT INTO task_comments(id, task_id, author_agent_id, author_type, body, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?

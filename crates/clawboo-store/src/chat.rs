@@ -190,6 +190,11 @@ static DOORBELL: Doorbell = Doorbell {
     rung: Condvar::new(),
 };
 
+/// Wake this process's waiters after a write that posted from inside another operation.
+pub(crate) fn ring_doorbell() {
+    DOORBELL.ring();
+}
+
 impl Doorbell {
     fn rings(&self) -> u64 {
         *self.rings.lock().unwrap_or_else(|p| p.into_inner())
@@ -261,7 +266,7 @@ fn check_body(body: &str) -> Result<()> {
 }
 
 /// Append a post inside the caller's write transaction, assigning the room's next seq.
-fn insert_post(
+pub(crate) fn insert_post(
     tx: &Connection,
     now: i64,
     room_id: &str,

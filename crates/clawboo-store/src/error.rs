@@ -75,6 +75,17 @@ pub enum StoreError {
         "task {task_id} is held by {holder}; only its holder or an operator may move it: ask {holder} (team chat) or an operator"
     )]
     NotAssignee { task_id: String, holder: String },
+    /// A move or comment fenced with a `claimToken` of a claim that has ended: the task was
+    /// claimed again (or released, or its lease expired) since.
+    #[error(
+        "claimToken {token} of task {task_id} is stale (the task is at claim {current}{held}): your claim ended; get_task to see who holds it, and claim it again before acting on it"
+    )]
+    StaleClaim {
+        task_id: String,
+        token: i64,
+        current: i64,
+        held: String,
+    },
     /// A status change the state machine does not allow.
     #[error("illegal transition from {from} to {to}")]
     IllegalTransition { from: String, to: String },
@@ -109,6 +120,7 @@ impl StoreError {
             StoreError::Conflict => "conflict",
             StoreError::NotReady => "not_ready",
             StoreError::NotAssignee { .. } => "not_assignee",
+            StoreError::StaleClaim { .. } => "stale_claim",
             StoreError::IllegalTransition { .. } => "illegal_transition",
             StoreError::Cycle { .. } => "cycle",
             StoreError::Cap { reason, .. } => reason.code(),

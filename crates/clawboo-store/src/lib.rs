@@ -20,6 +20,7 @@ pub mod broker;
 pub mod chat;
 mod error;
 pub mod inbox;
+pub mod leases;
 pub mod memory;
 mod migrations;
 pub mod normalize;

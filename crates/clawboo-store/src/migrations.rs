@@ -38,6 +38,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0010_approval_grants_per_identity",
         include_str!("../migrations/0010_approval_grants_per_identity.sql"),
     ),
+    ("0011_leases", include_str!("../migrations/0011_leases.sql")),
 ];
 
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).

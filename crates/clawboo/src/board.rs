@@ -66,12 +66,16 @@ pub fn run(db: Option<PathBuf>, command: BoardCommand) -> anyhow::Result<()> {
             } else if tasks.is_empty() {
                 println!("no tasks");
             } else {
+                let now = store.now_ms();
                 for t in tasks {
                     let who = t.assignee_agent_id.as_deref().unwrap_or("-");
+                    let lease = t
+                        .lease_expires_at
+                        .map_or_else(|| "-".to_owned(), |at| lease_left(at - now));
                     let dropped = if t.dropped { " (dropped)" } else { "" };
                     println!(
-                        "{}  {:<11}  p{:<3} {:<16} {}{}",
-                        t.id, t.status, t.priority, who, t.title, dropped
+                        "{}  {:<11}  p{:<3} {:<16} {:<12} {}{}",
+                        t.id, t.status, t.priority, who, lease, t.title, dropped
                     );
                 }
             }
@@ -106,4 +110,17 @@ fn set_dropped(
         );
     }
     Ok(())
+}
+
+/// A lease's time left as `lease 12m05s` (`lease expired` once it ran out).
+fn lease_left(ms: i64) -> String {
+    if ms <= 0 {
+        return "lease expired".to_owned();
+    }
+    let secs = (ms + 999) / 1000;
+    match (secs / 3600, secs / 60 % 60, secs % 60) {
+        (0, 0, s) => format!("lease {s}s"),
+        (0, m, s) => format!("lease {m}m{s:02}s"),
+        (h, m, _) => format!("lease {h}h{m:02}m"),
+    }
 }

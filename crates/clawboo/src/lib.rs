@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use clawboo_store::{DbLocation, Store};
+use clawboo_store::{DbLocation, Store, StoreConfig};
 
 /// Send logs to stderr (stdout belongs to JSON-RPC on stdio), filtered by `RUST_LOG`
 /// (default `warn`).
@@ -39,10 +39,15 @@ pub fn resolve_db_file(db: Option<&Path>) -> anyhow::Result<PathBuf> {
     }
 }
 
-/// Open the store at the file [`resolve_db_file`] names.
+/// Open the store at the file [`resolve_db_file`] names, with the claim lease
+/// `CLAWBOO_LEASE_SECS` sets (read once, here).
 pub fn open_store(db: Option<&Path>) -> anyhow::Result<Arc<Store>> {
     let path = resolve_db_file(db)?;
-    let store = Store::open(&path)
+    let config = StoreConfig {
+        lease: clawboo_store::leases::lease_from_env()?,
+        ..StoreConfig::default()
+    };
+    let store = Store::open_with(&path, config)
         .with_context(|| format!("cannot open the database {}", path.display()))?;
     Ok(Arc::new(store))
 }

@@ -4,7 +4,7 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{StdioClient, first_text, temp_db};
+use common::{StdioClient, first_text, seed_subtasks, temp_db};
 use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-tasks");
@@ -16,22 +16,7 @@ fn racing_processes_claim_each_task_exactly_once() {
     let (_dir, db) = temp_db();
     let mut setup = StdioClient::spawn(BIN, &db, &[]);
     setup.initialize();
-    let mut ids = Vec::new();
-    for i in 0..TASKS / 24 {
-        let parent = setup.call_ok(
-            "create_task",
-            json!({"title": format!("epic {i}"), "status": "backlog"}),
-        );
-        let parent = parent["task"]["id"].as_str().unwrap().to_owned();
-        for j in 0..24 {
-            let t = setup.call_ok(
-                "create_subtask",
-                json!({"parentTaskId": parent, "title": format!("task {i}.{j}")}),
-            );
-            ids.push(t["task"]["id"].as_str().unwrap().to_owned());
-        }
-    }
-    assert_eq!(ids.len(), TASKS);
+    let ids = seed_subtasks(&mut setup, TASKS);
 
     // Each process is a different agent and walks the tasks in its own order, pipelining
     // every claim at once so the processes really overlap.

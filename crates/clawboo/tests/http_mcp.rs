@@ -35,7 +35,7 @@ async fn initialize_list_and_call_tools_over_http() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names.len(), 12, "{names:?}");
+    assert_eq!(names.len(), 13, "{names:?}");
     assert!(names.contains(&"claim_task"));
     let created = s
         .call_json("create_task", json!({"title": "over http", "teamId": "t1"}))
@@ -243,7 +243,7 @@ async fn status_reports_probed_servers() {
     assert_eq!(tasks["name"], "tasks");
     assert_eq!(tasks["mounted"], true);
     assert_eq!(tasks["alive"], true);
-    assert_eq!(tasks["toolCount"], 12);
+    assert_eq!(tasks["toolCount"], 13);
 }
 
 #[tokio::test]

@@ -32,7 +32,7 @@ fn create(c: &mut StdioClient, args: Value) -> String {
 }
 
 #[test]
-fn initialize_reports_name_version_and_lists_twelve_tools_with_plain_schemas() {
+fn initialize_reports_name_version_and_lists_thirteen_tools_with_plain_schemas() {
     let (_dir, db) = temp_db();
     let mut c = StdioClient::spawn(BIN, &db, &[]);
     let info = c.initialize();
@@ -52,6 +52,7 @@ fn initialize_reports_name_version_and_lists_twelve_tools_with_plain_schemas() {
             "create_subtask",
             "claim_task",
             "assign_task",
+            "claim_next",
             "release_task",
             "update_task_status",
             "block_task",
@@ -758,7 +759,7 @@ fn stdio_framing_errors_before_initialize_and_clean_exit() {
     assert_eq!(c.recv()["error"]["code"], -32700);
     assert_eq!(
         c.tool_names().len(),
-        12,
+        13,
         "the session survives malformed lines"
     );
     assert_eq!(c.close(), Some(0));

@@ -56,7 +56,7 @@ test("TS SDK over Streamable HTTP: initialize, tools/list, tools/call on tasks",
     assert.deepEqual(client.getServerVersion(), { name: "clawboo-tasks", version: "0.1.0" });
     assert.ok(transport.sessionId, "a session id was issued");
     const { tools } = await client.listTools();
-    assert.equal(tools.length, 12);
+    assert.equal(tools.length, 13);
     const { task } = json(await client.callTool({ name: "create_task", arguments: { title: "via http", teamId: "red" } }));
     assert.equal(task.status, "todo");
     const { tasks } = json(await client.callTool({ name: "list_tasks", arguments: { teamId: "red" } }));

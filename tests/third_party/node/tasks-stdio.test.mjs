@@ -22,12 +22,12 @@ async function connect(args = []) {
   return client;
 }
 
-test("TS SDK lists the 12 task tools and drives a task through the board", async () => {
+test("TS SDK lists the 13 task tools and drives a task through the board", async () => {
   const client = await connect();
   try {
     assert.deepEqual(client.getServerVersion(), { name: "clawboo-tasks", version: "0.1.0" });
     const { tools } = await client.listTools();
-    assert.equal(tools.length, 12);
+    assert.equal(tools.length, 13);
     const create = tools.find((t) => t.name === "create_task");
     assert.deepEqual(create.inputSchema.required, ["title"]);
 

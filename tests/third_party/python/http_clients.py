@@ -73,7 +73,7 @@ async def drive(session_factory, base):
         check("negotiated a supported protocol version",
               version in ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"), version)
         tools = (await client.list_tools()).tools
-        check("tools/list returns the 12 task tools", len(tools) == 12, [t.name for t in tools])
+        check("tools/list returns the 13 task tools", len(tools) == 13, [t.name for t in tools])
         created = payload(await client.call_tool("create_task", {"title": "from python", "teamId": "py"}))
         check("tools/call create_task", created["task"]["status"] == "todo", created)
         listed = payload(await client.call_tool("list_tasks", {"teamId": "py"}))

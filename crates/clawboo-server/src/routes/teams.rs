@@ -51,7 +51,8 @@ async fn list_agents(
     ApiQuery(q): ApiQuery<AgentQuery>,
 ) -> Result<axum::Json<Value>, AppError> {
     let store = state.store();
-    let agents = blocking(move || Ok(store.list_agents(q.team_id.as_deref())?)).await?;
+    // With each one's last call, liveness and held tasks (their leases), SPEC §12.
+    let agents = blocking(move || Ok(store.agents_seen(q.team_id.as_deref())?)).await?;
     Ok(axum::Json(json!({ "agents": agents })))
 }
 

@@ -157,7 +157,7 @@ pub fn builtins() -> Vec<ToolSpec> {
         },
         ToolSpec {
             name: DELETE_PATH,
-            description: "Delete a path, once a human approves (a demo: it deletes nothing).",
+            description: "Delete a path once a human approves (demo: deletes nothing).",
             risk: Risk::Destructive,
             requires: Requirement::Always,
         },

@@ -11,6 +11,7 @@ mod readers;
 mod tests;
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -82,6 +83,9 @@ pub struct StoreConfig {
     pub busy_timeout: Duration,
     /// The time source (epoch milliseconds).
     pub clock: Clock,
+    /// How long a claim holds its task before it expires back to `todo` (SPEC §12);
+    /// `None` turns leases off.
+    pub lease: Option<Duration>,
 }
 
 impl Default for StoreConfig {
@@ -89,6 +93,7 @@ impl Default for StoreConfig {
         StoreConfig {
             busy_timeout: Duration::from_secs(10),
             clock: system_clock,
+            lease: Some(crate::leases::DEFAULT_LEASE),
         }
     }
 }
@@ -124,6 +129,11 @@ pub struct Store {
     queued: Mutex<WriteQueue>,
     path: PathBuf,
     clock: Clock,
+    /// [`StoreConfig::lease`] in milliseconds.
+    lease_ms: Option<i64>,
+    /// When each agent's next call must be recorded (its last-seen time and lease
+    /// renewal): most calls fall before it and write nothing.
+    seen_due: Mutex<HashMap<String, i64>>,
     /// Write transactions this store committed (its own commits do not move
     /// `PRAGMA data_version`, which counts other connections' commits).
     commits: Arc<AtomicU64>,
@@ -191,6 +201,11 @@ impl Store {
             queued: Mutex::new(WriteQueue::default()),
             path: path.to_path_buf(),
             clock: config.clock,
+            lease_ms: config
+                .lease
+                .filter(|lease| !lease.is_zero())
+                .map(|lease| i64::try_from(lease.as_millis()).unwrap_or(i64::MAX)),
+            seen_due: Mutex::new(HashMap::new()),
             commits: Arc::new(AtomicU64::new(0)),
             idle_work_commits: Arc::new(AtomicU64::new(0)),
             hooks: Arc::new(hooks),
@@ -211,6 +226,16 @@ impl Store {
     /// Now, in epoch milliseconds, from the configured clock.
     pub fn now_ms(&self) -> i64 {
         (self.clock)()
+    }
+
+    /// How long a claim's lease lasts, in milliseconds (`None`: leases are off).
+    pub fn lease_ms(&self) -> Option<i64> {
+        self.lease_ms
+    }
+
+    /// The per-agent due times of [`Store::record_call`].
+    pub(crate) fn seen_due(&self) -> &Mutex<HashMap<String, i64>> {
+        &self.seen_due
     }
 
     /// Count a commit (and whether it left idle work); wake (or, at the first commit,

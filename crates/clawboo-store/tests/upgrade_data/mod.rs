@@ -99,6 +99,7 @@ pub fn insert(conn: &Connection, version: i64) {
         5 => pending_fact(conn),
         // Migrations 6 to 9 changed indexes and no table: the rows of 1..=5 stand for them.
         6..=9 => {}
+        10 => grant_per_identity(conn),
         other => panic!("no fixture data for schema version {other}: add it here"),
     }
 }
@@ -399,6 +400,16 @@ fn pending_fact(conn: &Connection) {
          VALUES (?1, 'Release train', 'the zanzibar release train leaves on thursdays', '[]',
              ?2, ?3)",
         params![FACT_PENDING, TEAM_BETA, T0 + 500],
+    )
+    .unwrap();
+}
+
+/// An `allow_always` remembered per bound identity, as migration 10 keys it.
+fn grant_per_identity(conn: &Connection) {
+    conn.execute(
+        "INSERT INTO tool_approval_grants(tool_name, agent_id, team_id, tenant_id, approval_id, created_at)
+         VALUES ('delete_path', ?1, ?2, '', ?3, ?4)",
+        params![AGENT_ALICE, TEAM_ALPHA, APPROVAL_ALLOWED, T0 + 700],
     )
     .unwrap();
 }

@@ -188,6 +188,29 @@ pub fn first_text(result: &Value) -> &str {
     result["content"][0]["text"].as_str().expect("a text block")
 }
 
+/// `tasks` todo subtasks (a multiple of 24) under backlog epics, made through `setup`'s
+/// `create_task` / `create_subtask` (the root-rate cap allows 30 roots, so race boards nest
+/// their tasks); returns the subtasks' ids.
+pub fn seed_subtasks(setup: &mut StdioClient, tasks: usize) -> Vec<String> {
+    let mut ids = Vec::with_capacity(tasks);
+    for i in 0..tasks / 24 {
+        let parent = setup.call_ok(
+            "create_task",
+            json!({"title": format!("epic {i}"), "status": "backlog"}),
+        );
+        let parent = parent["task"]["id"].as_str().expect("an id").to_owned();
+        for j in 0..24 {
+            let t = setup.call_ok(
+                "create_subtask",
+                json!({"parentTaskId": parent, "title": format!("task {i}.{j}")}),
+            );
+            ids.push(t["task"]["id"].as_str().expect("an id").to_owned());
+        }
+    }
+    assert_eq!(ids.len(), tasks, "a multiple of 24 tasks");
+    ids
+}
+
 /// A fresh database path in a new temporary folder (keep the guard alive).
 pub fn temp_db() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -127,6 +127,18 @@ pub fn client() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
+/// `GET url`'s JSON body.
+pub async fn get_json(url: &str) -> Value {
+    client()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// The JSON-RPC message with `id` in a JSON or SSE body.
 pub fn message_with_id(body: &str, id: i64) -> Value {
     if let Ok(v) = serde_json::from_str::<Value>(body) {

@@ -1,0 +1,361 @@
+//! The lease rules on one store with a clock each test moves by hand.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use super::*;
+use crate::StoreConfig;
+use crate::board::{AuthorType, CreatePolicy, NewComment, NewTask, TaskFilter};
+use crate::chat::ChatQuery;
+
+const LEASE_MS: i64 = 60_000;
+const T0: i64 = 1_700_000_000_000;
+
+thread_local! {
+    static NOW: Cell<i64> = const { Cell::new(T0) };
+}
+
+fn clock() -> i64 {
+    NOW.with(Cell::get)
+}
+
+fn advance(ms: i64) {
+    NOW.with(|now| now.set(now.get() + ms));
+}
+
+fn store() -> (tempfile::TempDir, Store) {
+    NOW.with(|now| now.set(T0));
+    let dir = tempfile::tempdir().unwrap();
+    let config = StoreConfig {
+        clock,
+        lease: Some(Duration::from_millis(LEASE_MS as u64)),
+        ..StoreConfig::default()
+    };
+    let store = Store::open_with(&dir.path().join("leases.db"), config).unwrap();
+    (dir, store)
+}
+
+fn task(store: &Store, title: &str, team: Option<&str>) -> Task {
+    let new = NewTask {
+        team_id: team.map(str::to_owned),
+        ..NewTask::titled(title)
+    };
+    store.create_task(new, CreatePolicy::Uncapped).unwrap()
+}
+
+fn comments(store: &Store, id: &str) -> Vec<(AuthorType, String)> {
+    let detail = store.task_detail(id, Scope::ALL).unwrap().unwrap();
+    detail
+        .comments
+        .into_iter()
+        .map(|c| (c.author_type, c.body))
+        .collect()
+}
+
+#[test]
+fn a_claim_is_a_lease_with_a_growing_token_and_reclaiming_your_own_renews_it() {
+    let (_dir, store) = store();
+    let t = task(&store, "write docs", None);
+    assert_eq!(t.claim_token, 0);
+    assert_eq!(t.lease_expires_at, None);
+    let claimed = store.claim_task(&t.id, "alice", None).unwrap();
+    assert_eq!(claimed.claim_token, 1);
+    assert_eq!(claimed.lease_expires_at, Some(T0 + LEASE_MS));
+    advance(10_000);
+    let again = store.claim_task(&t.id, "alice", None).unwrap();
+    assert_eq!(again.claim_token, 1, "a renewal is not a new claim");
+    assert_eq!(again.lease_expires_at, Some(T0 + 10_000 + LEASE_MS));
+    assert!(matches!(
+        store.claim_task(&t.id, "bob", None),
+        Err(StoreError::Conflict)
+    ));
+    let released = store.release_task(&t.id, None, Scope::ALL).unwrap();
+    assert_eq!(released.lease_expires_at, None);
+    let reclaimed = store.claim_task(&t.id, "bob", None).unwrap();
+    assert_eq!(reclaimed.claim_token, 2);
+    let done = store
+        .set_status(&t.id, Status::Done, None, Scope::ALL)
+        .unwrap();
+    assert_eq!(
+        done.lease_expires_at, None,
+        "only in_progress holds a lease"
+    );
+}
+
+#[test]
+fn an_expired_lease_is_reclaimed_once_with_a_comment_an_inbox_row_and_a_room_post() {
+    let (_dir, store) = store();
+    let t = task(&store, "ship it", Some("alpha"));
+    store.claim_task(&t.id, "alice", None).unwrap();
+    advance(LEASE_MS - 1);
+    assert!(store.expire_leases().unwrap().is_empty(), "not yet");
+    advance(1);
+    let reclaimed = store.expire_leases().unwrap();
+    assert_eq!(reclaimed.len(), 1);
+    assert_eq!(reclaimed[0].holder, "alice");
+    assert_eq!(reclaimed[0].expired_at, T0 + LEASE_MS);
+    assert!(store.expire_leases().unwrap().is_empty(), "exactly once");
+
+    let after = store.get_task(&t.id, Scope::ALL).unwrap().unwrap();
+    assert_eq!(after.status, Status::Todo);
+    assert_eq!(after.assignee_agent_id, None);
+    assert_eq!(after.lease_expires_at, None);
+    assert_eq!(after.reclaimed_at, Some(T0 + LEASE_MS));
+    assert_eq!(after.reclaimed_from.as_deref(), Some("alice"));
+    let notes = comments(&store, &t.id);
+    assert_eq!(notes.len(), 1);
+    assert_eq!(notes[0].0, AuthorType::System);
+    assert!(
+        notes[0]
+            .1
+            .contains("alice's lease ran out at 2023-11-14T22:14:20Z"),
+        "{}",
+        notes[0].1
+    );
+    let inbox = store
+        .take_inbox("alice", Some("alpha"), 10, "test")
+        .unwrap();
+    assert_eq!(inbox.len(), 1);
+    assert!(
+        inbox[0].body.contains("claim it again"),
+        "{}",
+        inbox[0].body
+    );
+    let room = store
+        .read_chat(&ChatQuery {
+            room_id: &chat::team_room("alpha"),
+            since_seq: 0,
+            limit: 10,
+            exclude_author: None,
+        })
+        .unwrap();
+    assert_eq!(room.posts.len(), 1);
+    assert_eq!(room.posts[0].kind, PostKind::System);
+
+    // The next claim clears the marker.
+    let bob = store.claim_task(&t.id, "bob", None).unwrap();
+    assert_eq!((bob.claim_token, bob.reclaimed_at), (2, None));
+}
+
+#[test]
+fn a_claim_or_a_list_that_meets_an_expired_lease_reclaims_it() {
+    let (_dir, store) = store();
+    let t = task(&store, "a", None);
+    store.claim_task(&t.id, "alice", None).unwrap();
+    advance(LEASE_MS);
+    let bob = store.claim_task(&t.id, "bob", None).unwrap();
+    assert_eq!(bob.assignee_agent_id.as_deref(), Some("bob"));
+    assert_eq!(comments(&store, &t.id).len(), 1);
+    advance(LEASE_MS);
+    let page = store
+        .list_tasks_page(&TaskFilter::default(), None, 10)
+        .unwrap();
+    assert_eq!(page.tasks[0].status, Status::Todo);
+    assert_eq!(comments(&store, &t.id).len(), 2);
+}
+
+#[test]
+fn calls_renew_leases_only_once_less_than_half_remains() {
+    let (_dir, store) = store();
+    let t = task(&store, "a", None);
+    store.claim_task(&t.id, "alice", None).unwrap();
+    assert!(store.call_record_due("alice"), "never recorded");
+    store.record_call("alice", None).unwrap();
+    let lease = |s: &Store| {
+        s.get_task(&t.id, Scope::ALL)
+            .unwrap()
+            .unwrap()
+            .lease_expires_at
+    };
+    assert_eq!(
+        lease(&store),
+        Some(T0 + LEASE_MS),
+        "more than half left: kept"
+    );
+    assert!(!store.call_record_due("alice"));
+    advance(LEASE_MS / 2 + 1);
+    assert!(store.call_record_due("alice"));
+    store.record_call("alice", None).unwrap();
+    assert_eq!(lease(&store), Some(clock() + LEASE_MS));
+    let seen = store.agents_seen(None).unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].last_seen_at, Some(clock()));
+    assert!(seen[0].alive);
+    assert_eq!(seen[0].held[0].lease_expires_at, Some(clock() + LEASE_MS));
+    // A call after the lease ran out does not bring it back.
+    advance(LEASE_MS);
+    store.record_call("alice", None).unwrap();
+    assert_eq!(store.expire_leases().unwrap().len(), 1);
+    advance(LEASE_MS);
+    assert!(
+        !store.agents_seen(None).unwrap()[0].alive,
+        "silent for a lease"
+    );
+}
+
+#[test]
+fn a_stale_claim_token_is_refused_and_changes_nothing() {
+    let (_dir, store) = store();
+    let t = task(&store, "a", None);
+    let first = store.claim_task(&t.id, "alice", None).unwrap().claim_token;
+    advance(LEASE_MS);
+    let second = store.claim_task(&t.id, "bob", None).unwrap().claim_token;
+    let stale = Scope::ALL.fenced(Some(first));
+    let err = store
+        .set_status(&t.id, Status::Done, Some("alice"), stale)
+        .unwrap_err();
+    assert_eq!(err.code(), "stale_claim");
+    assert!(err.to_string().contains("held by bob"), "{err}");
+    let comment = NewComment {
+        author_agent_id: Some("alice".into()),
+        author_type: AuthorType::Agent,
+        body: "done!".into(),
+    };
+    assert_eq!(
+        store
+            .add_comment(&t.id, comment.clone(), stale)
+            .unwrap_err()
+            .code(),
+        "stale_claim"
+    );
+    assert_eq!(
+        store.release_task(&t.id, None, stale).unwrap_err().code(),
+        "stale_claim"
+    );
+    let still = store.get_task(&t.id, Scope::ALL).unwrap().unwrap();
+    assert_eq!(
+        (still.status, still.assignee_agent_id.as_deref()),
+        (Status::InProgress, Some("bob"))
+    );
+    assert_eq!(comments(&store, &t.id).len(), 1, "only the expiry's");
+    let current = Scope::ALL.fenced(Some(second));
+    store.add_comment(&t.id, comment, current).unwrap();
+    store.release_task(&t.id, None, current).unwrap();
+    assert_eq!(
+        store
+            .set_status(&t.id, Status::Blocked, None, current)
+            .unwrap_err()
+            .code(),
+        "stale_claim",
+        "a released claim is over"
+    );
+}
+
+#[test]
+fn claim_next_takes_the_first_ready_task_in_scope_and_skips_other_runtimes() {
+    let (_dir, store) = store();
+    let low = task(&store, "low", Some("alpha"));
+    let high = store
+        .create_task(
+            NewTask {
+                priority: Some(5),
+                team_id: Some("alpha".into()),
+                ..NewTask::titled("high")
+            },
+            CreatePolicy::Uncapped,
+        )
+        .unwrap();
+    let codex_only = store
+        .create_task(
+            NewTask {
+                priority: Some(9),
+                team_id: Some("alpha".into()),
+                assignee_runtime: Some("codex".into()),
+                ..NewTask::titled("codex")
+            },
+            CreatePolicy::Uncapped,
+        )
+        .unwrap();
+    let waiting = task(&store, "waiting", Some("alpha"));
+    store.link_task(&waiting.id, &low.id, Scope::ALL).unwrap();
+    task(&store, "other team", Some("beta"));
+    let alpha = Scope::team(Some("alpha"));
+    let claude = |agent| Claimant {
+        agent_id: agent,
+        runtime: Some("claude-code"),
+    };
+    let next = |who| store.claim_next(who, alpha).unwrap().map(|t| t.id);
+    assert_eq!(next(claude("a")), Some(high.id));
+    assert_eq!(next(claude("b")), Some(low.id.clone()));
+    assert_eq!(
+        next(claude("c")),
+        None,
+        "codex's task and a waiting one are left"
+    );
+    let codex = Claimant {
+        agent_id: "d",
+        runtime: Some("codex"),
+    };
+    let got = store
+        .claim_next(codex, alpha)
+        .unwrap()
+        .expect("codex's task is ready");
+    assert_eq!((got.id, got.claim_token), (codex_only.id, 1));
+    assert_eq!(got.lease_expires_at, Some(T0 + LEASE_MS));
+    let seen = store.agents_seen(Some("alpha")).unwrap();
+    assert_eq!(
+        seen.iter()
+            .find(|a| a.id == "d")
+            .unwrap()
+            .runtime
+            .as_deref(),
+        Some("codex")
+    );
+    store
+        .set_status(&low.id, Status::Done, None, Scope::ALL)
+        .unwrap();
+    assert_eq!(next(claude("e")), Some(waiting.id));
+}
+
+#[test]
+fn with_leases_off_claims_never_expire() {
+    NOW.with(|now| now.set(T0));
+    let dir = tempfile::tempdir().unwrap();
+    let config = StoreConfig {
+        clock,
+        lease: None,
+        ..StoreConfig::default()
+    };
+    let store = Store::open_with(&dir.path().join("off.db"), config).unwrap();
+    let t = task(&store, "a", None);
+    let claimed = store.claim_task(&t.id, "alice", None).unwrap();
+    assert_eq!((claimed.claim_token, claimed.lease_expires_at), (1, None));
+    advance(100 * LEASE_MS);
+    assert!(store.expire_leases().unwrap().is_empty());
+    store.record_call("alice", None).unwrap();
+    assert_eq!(
+        store
+            .get_task(&t.id, Scope::ALL)
+            .unwrap()
+            .unwrap()
+            .assignee_agent_id
+            .as_deref(),
+        Some("alice")
+    );
+}
+
+/// The expiry rule runs inside every claim: it must read only expired leases, never walk
+/// the claimed tasks.
+#[test]
+fn the_expiry_rule_reads_only_the_lease_index() {
+    let (_dir, store) = store();
+    let plan = store
+        .read(|c| {
+            let mut stmt = c.prepare(
+                "EXPLAIN QUERY PLAN UPDATE tasks INDEXED BY tasks_by_lease SET status = 'todo'
+                 WHERE status = 'in_progress' AND lease_expires_at <= ?1",
+            )?;
+            let rows = stmt.query_map([1], |r| r.get::<_, String>(3))?;
+            Ok::<_, StoreError>(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .unwrap()
+        .join(" | ");
+    assert!(
+        plan.contains("USING INDEX tasks_by_lease (lease_expires_at<?)"),
+        "{plan}"
+    );
+    // The statement the store runs is that one (a typo in the index name fails here).
+    assert!(store.expire_leases().unwrap().is_empty());
+    let t = task(&store, "a", None);
+    store.claim_task(&t.id, "alice", None).unwrap();
+}
