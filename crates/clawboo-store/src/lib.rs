@@ -53,6 +53,8 @@ impl Store {
     pub fn open_with(path: &std::path::Path, config: StoreConfig) -> Result<Store, StoreError> {
         let mut hooks = sqlite::hooks::Hooks::default();
         memory::register_sqlite_hooks(&mut hooks);
-        Store::open_sqlite(path, config, hooks)
+        let store = Store::open_sqlite(path, config, hooks)?;
+        store.lease_unleased_claims()?;
+        Ok(store)
     }
 }

@@ -55,6 +55,15 @@ pub struct Reclaimed {
 pub(crate) const GRANT_LEASE: &str =
     "claim_token = claim_token + 1, reclaimed_at = NULL, reclaimed_from = NULL";
 
+/// The expiry rule's one statement ([`expire_in`]).
+const EXPIRE_LEASES: &str = "UPDATE tasks INDEXED BY tasks_by_lease SET status = 'todo', reclaimed_from = assignee_agent_id,
+             assignee_runtime = NULL,
+             reclaimed_at = lease_expires_at, assignee_agent_id = NULL, lease_expires_at = NULL,
+             updated_at = ?1
+         WHERE status = 'in_progress' AND lease_expires_at <= ?1
+         RETURNING id, title, team_id, reclaimed_from, reclaimed_at,
+             strftime('%Y-%m-%dT%H:%M:%SZ', reclaimed_at / 1000, 'unixepoch')";
+
 /// The expiry rule, inside the caller's write transaction: every `in_progress` task whose
 /// lease ran out by `now` goes back to `todo` without an assignee, in one conditional
 /// update (so a row is reclaimed once, whoever runs it); each gets a `system` comment, an
@@ -62,14 +71,7 @@ pub(crate) const GRANT_LEASE: &str =
 /// otherwise SQLite walks every `in_progress` task through `tasks_by_status`, inside every
 /// claim's write lock.
 pub(crate) fn expire_in(tx: &Connection, now: i64) -> Result<Vec<Reclaimed>> {
-    let mut stmt = tx.prepare_cached(
-        "UPDATE tasks INDEXED BY tasks_by_lease SET status = 'todo', reclaimed_from = assignee_agent_id,
-             reclaimed_at = lease_expires_at, assignee_agent_id = NULL, lease_expires_at = NULL,
-             updated_at = ?1
-         WHERE status = 'in_progress' AND lease_expires_at <= ?1
-         RETURNING id, title, team_id, reclaimed_from, reclaimed_at,
-             strftime('%Y-%m-%dT%H:%M:%SZ', reclaimed_at / 1000, 'unixepoch')",
-    )?;
+    let mut stmt = tx.prepare_cached(EXPIRE_LEASES)?;
     let rows = stmt.query_map([now], |r| {
         Ok((
             Reclaimed {
@@ -216,6 +218,34 @@ impl Store {
             .query_row([now], |r| r.get::<_, bool>(0))
             .map_err(StoreError::from)
         })
+    }
+
+    /// Give every claim without a lease (made before leases existed, or while they were
+    /// off) one that starts now, so no holder keeps a task forever: a read when there is
+    /// none, else one write. Run when a store opens with leases on.
+    pub(crate) fn lease_unleased_claims(&self) -> Result<()> {
+        let Some(lease) = self.lease_ms() else {
+            return Ok(());
+        };
+        const UNLEASED: &str = "FROM tasks INDEXED BY tasks_by_lease
+             WHERE status = 'in_progress' AND lease_expires_at IS NULL
+               AND assignee_agent_id IS NOT NULL";
+        let any = self.read(|c| {
+            c.prepare_cached(&format!("SELECT EXISTS (SELECT 1 {UNLEASED})"))?
+                .query_row([], |r| r.get::<_, bool>(0))
+                .map_err(StoreError::from)
+        })?;
+        if any {
+            let now = self.now_ms();
+            self.write(|tx| {
+                tx.prepare_cached(&format!(
+                    "UPDATE tasks SET lease_expires_at = ?1 + ?2 WHERE id IN (SELECT id {UNLEASED})"
+                ))?
+                .execute(params![now, lease])
+                .map_err(StoreError::from)
+            })?;
+        }
+        Ok(())
     }
 
     /// Apply the expiry rule now (the sweeper, and a list that meets an expired lease): a

@@ -341,21 +341,48 @@ fn the_expiry_rule_reads_only_the_lease_index() {
     let (_dir, store) = store();
     let plan = store
         .read(|c| {
-            let mut stmt = c.prepare(
-                "EXPLAIN QUERY PLAN UPDATE tasks INDEXED BY tasks_by_lease SET status = 'todo'
-                 WHERE status = 'in_progress' AND lease_expires_at <= ?1",
-            )?;
+            let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {EXPIRE_LEASES}"))?;
             let rows = stmt.query_map([1], |r| r.get::<_, String>(3))?;
             Ok::<_, StoreError>(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
         .unwrap()
         .join(" | ");
     assert!(
-        plan.contains("USING INDEX tasks_by_lease (lease_expires_at<?)"),
+        plan.contains("INDEX tasks_by_lease (lease_expires_at<?)"),
         "{plan}"
     );
-    // The statement the store runs is that one (a typo in the index name fails here).
-    assert!(store.expire_leases().unwrap().is_empty());
-    let t = task(&store, "a", None);
-    store.claim_task(&t.id, "alice", None).unwrap();
+}
+
+/// A claim made while leases were off (or before they existed) gets a lease when a store
+/// opens with them on, so its holder cannot keep the task forever.
+#[test]
+fn claims_without_a_lease_get_one_when_leases_are_on() {
+    NOW.with(|now| now.set(T0));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leases.db");
+    let open = |lease: Option<Duration>| {
+        let config = StoreConfig {
+            clock,
+            lease,
+            ..StoreConfig::default()
+        };
+        Store::open_with(&path, config).unwrap()
+    };
+    let off = open(None);
+    let t = task(&off, "old claim", None);
+    let claimed = off.claim_task(&t.id, "alice", Some("codex")).unwrap();
+    assert_eq!(claimed.lease_expires_at, None);
+    drop(off);
+    advance(5_000);
+    let on = open(Some(Duration::from_millis(LEASE_MS as u64)));
+    let leased = on.get_task(&t.id, Scope::ALL).unwrap().unwrap();
+    assert_eq!(leased.lease_expires_at, Some(T0 + 5_000 + LEASE_MS));
+    assert_eq!(leased.assignee_agent_id.as_deref(), Some("alice"));
+    advance(LEASE_MS);
+    let reclaimed = on.expire_leases().unwrap();
+    assert_eq!(reclaimed.len(), 1);
+    assert_eq!(reclaimed[0].holder, "alice");
+    // Back in todo as a release leaves it: nobody's, for any runtime.
+    let back = on.get_task(&t.id, Scope::ALL).unwrap().unwrap();
+    assert_eq!((back.status, back.assignee_runtime), (Status::Todo, None));
 }
