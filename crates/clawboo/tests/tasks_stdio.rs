@@ -803,7 +803,7 @@ fn protocol_2026_over_stdio_and_discover_leaves_initialize_open() {
     let early = legacy.request("tools/list", json!({}));
     assert_eq!(early["error"]["code"], -32002, "{early}");
     assert_eq!(legacy.initialize()["protocolVersion"], "2025-06-18");
-    assert_eq!(legacy.tool_names().len(), 12);
+    assert_eq!(legacy.tool_names().len(), 13);
     assert_eq!(legacy.close(), Some(0));
 
     // An unsupported version is refused with the list, and the choice stays open.
