@@ -101,7 +101,7 @@ pub(crate) async fn serve_connections(listener: TcpListener, router: Router, dea
             }
         };
         // Without TCP_NODELAY a response written in pieces (SSE frames) waits on the
-        // peer's delayed ACK: ~40 ms per call.
+        // peer's delayed ACK on every call.
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!("could not set TCP_NODELAY: {e}");
         }

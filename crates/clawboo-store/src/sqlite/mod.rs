@@ -47,9 +47,9 @@ fn system_clock() -> i64 {
 static BUSY_BUDGET_MS: AtomicU64 = AtomicU64::new(0);
 
 /// The busy handler. SQLite's own (`busy_timeout`) sleeps 1, 2, 5, 10 … 100 ms between
-/// tries, so when several processes write at once they nap while the lock, held some tens
-/// of microseconds per claim, sits free, and throughput collapses to a few hundred writes
-/// per second. This one naps 10 µs doubling to 1 ms, jittered so processes do not retry in
+/// tries, so when several processes write at once they nap while the lock, held far
+/// shorter than any of those naps per claim, sits free, and throughput collapses (figures
+/// in docs/BENCHMARKS.md). This one naps 10 µs doubling to 1 ms, jittered so processes do not retry in
 /// lockstep, until the budget since the first try of this lock attempt is spent.
 pub(super) fn retry_when_busy(attempt: i32) -> bool {
     thread_local! {
