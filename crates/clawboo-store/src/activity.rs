@@ -45,7 +45,7 @@ const MARKS_SQL: &str = "SELECT
 impl Store {
     /// Read the change mark of every area in one snapshot.
     pub fn activity_marks(&self) -> Result<ActivityMarks> {
-        self.read(|conn| {
+        self.read_sqlite(|conn| {
             let mut stmt = conn.prepare_cached(MARKS_SQL)?;
             let marks = stmt.query_row([], |row| {
                 Ok(ActivityMarks {

@@ -494,7 +494,7 @@ mod page_plan_tests {
             let (_, first) = page_queries(columns, &where_clause, false);
             for sql in [same, after, first] {
                 let plan: Vec<String> = store
-                    .read(|c| {
+                    .read_sqlite(|c| {
                         let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
                         let values: [&dyn rusqlite::ToSql; 6] =
                             [&None::<String>, &None::<String>, &1, &1, &"x", &10];
@@ -621,7 +621,14 @@ fn notify_assignee(
     {
         let who = actor.unwrap_or("someone");
         let body = format!("{who} {what} on your task \"{}\" ({})", task.title, task.id);
-        inbox::push(tx, now, assignee, task.team_id.as_deref(), "board", &body)?;
+        inbox::push(
+            &crate::sqlite::tx::SqliteTx(tx),
+            now,
+            assignee,
+            task.team_id.as_deref(),
+            "board",
+            &body,
+        )?;
     }
     Ok(())
 }
@@ -759,7 +766,7 @@ impl Store {
         scope: Scope<'_>,
     ) -> Result<Task> {
         let now = self.now_ms();
-        self.write(|tx| insert_task(tx, now, new, policy, scope))
+        self.write_sqlite(|tx| insert_task(tx, now, new, policy, scope))
     }
 
     /// [`Store::create_task_in`] over the whole board.
@@ -769,13 +776,13 @@ impl Store {
 
     /// One task visible in `scope` (dropped ones included), or `None`.
     pub fn get_task(&self, id: &str, scope: Scope<'_>) -> Result<Option<Task>> {
-        self.read(|c| load_task(c, id, scope))
+        self.read_sqlite(|c| load_task(c, id, scope))
     }
 
     /// A task with its comments (oldest first) and ancestors (root first), read in one
     /// snapshot. The ancestors stop below the first one outside `scope`.
     pub fn task_detail(&self, id: &str, scope: Scope<'_>) -> Result<Option<TaskDetail>> {
-        self.snapshot(|tx| {
+        self.snapshot_sqlite(|tx| {
             let Some(task) = load_task(tx, id, scope)? else {
                 return Ok(None);
             };
@@ -811,7 +818,7 @@ impl Store {
         let sql = format!(
             "SELECT {columns} FROM tasks WHERE {where_clause} ORDER BY priority DESC, created_at, id"
         );
-        self.read(|c| {
+        self.read_sqlite(|c| {
             let mut stmt = c.prepare_cached(&sql)?;
             let tasks = stmt
                 .query_map(params![filter.team_id, status], task_from_row)?
@@ -843,7 +850,7 @@ impl Store {
             page_queries(filter_columns(filter), &where_clause, after.is_some());
         // One more than asked tells whether more remain.
         let want = limit + 1;
-        self.read(|c| {
+        self.read_sqlite(|c| {
             let mut tasks = Vec::with_capacity(want);
             if let Some(after) = after {
                 let mut stmt = c.prepare_cached(&same_priority)?;
@@ -907,7 +914,7 @@ impl Store {
         }
         let now = self.now_ms();
         let lease = self.lease_ms();
-        self.write(|tx| {
+        self.write_sqlite(|tx| {
             // A claim that meets an expired lease reclaims it first (SPEC §12).
             leases::expire_in(tx, now)?;
             let sql = format!(
@@ -981,7 +988,7 @@ impl Store {
     ) -> Result<Task> {
         let now = self.now_ms();
         let lease = self.lease_ms();
-        self.write(|tx| {
+        self.write_sqlite(|tx| {
             let task = require_task(tx, id, scope)?;
             check_fence(&task, scope.claim_token)?;
             if let (Some(agent), Some(holder)) = (scope.agent_id, task.assignee_agent_id.as_deref())
@@ -1023,7 +1030,7 @@ impl Store {
         }
         check_len("body", &new.body, MAX_BODY_CHARS)?;
         let now = self.now_ms();
-        self.write(|tx| {
+        self.write_sqlite(|tx| {
             let task = require_task(tx, task_id, scope)?;
             check_fence(&task, scope.claim_token)?;
             let id = new_id();
@@ -1050,7 +1057,7 @@ impl Store {
     /// existing edge is a no-op.
     pub fn link_task(&self, task_id: &str, depends_on: &str, scope: Scope<'_>) -> Result<()> {
         let now = self.now_ms();
-        self.write(|tx| {
+        self.write_sqlite(|tx| {
             require_task(tx, task_id, scope)?;
             require_task(tx, depends_on, scope)?;
             let cycle = || StoreError::Cycle { task_id: task_id.to_owned(), depends_on: depends_on.to_owned() };
@@ -1090,7 +1097,7 @@ impl Store {
     /// ready, and frees a slot under its parent's child cap.
     pub fn set_dropped(&self, id: &str, dropped: bool, scope: Scope<'_>) -> Result<Task> {
         let now = self.now_ms();
-        self.write(|tx| {
+        self.write_sqlite(|tx| {
             require_task(tx, id, scope)?;
             tx.prepare_cached("UPDATE tasks SET dropped = ?1, updated_at = ?2 WHERE id = ?3")?
                 .execute(params![dropped, now, id])?;
@@ -1110,7 +1117,7 @@ impl Store {
             check_len("description", d, MAX_BODY_CHARS)?;
         }
         let now = self.now_ms();
-        self.write(|tx| {
+        self.write_sqlite(|tx| {
             require_task(tx, id, scope)?;
             tx.prepare_cached("UPDATE tasks SET title = COALESCE(?1, title), description = COALESCE(?2, description),
                      priority = COALESCE(?3, priority), updated_at = ?4 WHERE id = ?5")?

@@ -322,7 +322,7 @@ impl Store {
         check_label("author", author)?;
         check_body(body)?;
         let now = self.now_ms();
-        let post = self.write(|tx| insert_post(tx, now, room_id, author, kind, body))?;
+        let post = self.write_sqlite(|tx| insert_post(tx, now, room_id, author, kind, body))?;
         DOORBELL.ring();
         Ok(post)
     }
@@ -331,7 +331,7 @@ impl Store {
     /// with the next cursor (see [`ChatPage::next_seq`]). Read in one snapshot.
     pub fn read_chat(&self, query: &ChatQuery<'_>) -> Result<ChatPage> {
         let limit = query.limit.clamp(1, MAX_READ_LIMIT);
-        self.snapshot(|tx| {
+        self.snapshot_sqlite(|tx| {
             let sql = format!(
                 "SELECT {POST_COLUMNS} FROM team_chat
                  WHERE room_id = ?1 AND seq > ?2 AND (?3 IS NULL OR author <> ?3)
@@ -470,7 +470,7 @@ impl Store {
         let (title, description) = split_task_text(task);
         let now = self.now_ms();
         // The task, the assignee's inbox note and the room narration land together or not at all.
-        let (created, post) = self.write(|tx| {
+        let (created, post) = self.write_sqlite(|tx| {
             let created = board::insert_task(
                 tx,
                 now,
@@ -492,7 +492,14 @@ impl Store {
                 "{caller_name} delegated \"{}\" to {} (task {})",
                 created.title, target.name, created.id
             );
-            inbox::push(tx, now, &target.id, Some(team_id), "delegation", &note)?;
+            inbox::push(
+                &crate::sqlite::tx::SqliteTx(tx),
+                now,
+                &target.id,
+                Some(team_id),
+                "delegation",
+                &note,
+            )?;
             let post = insert_post(
                 tx,
                 now,

@@ -1,10 +1,10 @@
 //! The agent inbox: short notes for an agent (a teammate moved or commented on its task, a
 //! delegation arrived) delivered once, piggybacked on the agent's next tool result.
 
-use rusqlite::{Connection, params};
 use serde::Serialize;
 
-use crate::error::{Result, StoreError};
+use crate::db::Tx;
+use crate::error::Result;
 use crate::{Store, new_id};
 
 /// One delivered inbox row.
@@ -21,7 +21,7 @@ pub struct InboxItem {
 
 /// Queue a row for `agent_id` inside the caller's write transaction.
 pub(crate) fn push(
-    tx: &Connection,
+    tx: &dyn Tx,
     now: i64,
     agent_id: &str,
     team_id: Option<&str>,
@@ -31,7 +31,7 @@ pub(crate) fn push(
     tx.execute(
         "INSERT INTO agent_inbox(id, agent_id, team_id, body, source, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![new_id(), agent_id, team_id, body, source, now],
+        &[&new_id(), &agent_id, &team_id, &body, &source, &now],
     )?;
     Ok(())
 }
@@ -53,7 +53,7 @@ impl Store {
         }
         let now = self.now_ms();
         self.write(|tx| {
-            let mut stmt = tx.prepare_cached(
+            let mut items = tx.query_map(
                 "UPDATE agent_inbox SET delivered_at = ?1, delivered_via = ?2
                  WHERE id IN (
                      SELECT id FROM agent_inbox
@@ -62,18 +62,18 @@ impl Store {
                      ORDER BY created_at, id LIMIT ?5)
                    AND delivered_at IS NULL
                  RETURNING id, agent_id, team_id, body, source, created_at",
+                &[&now, &via, &agent_id, &team_id, &limit],
+                |r| {
+                    Ok(InboxItem {
+                        id: r.get(0)?,
+                        agent_id: r.get(1)?,
+                        team_id: r.get(2)?,
+                        body: r.get(3)?,
+                        source: r.get(4)?,
+                        created_at: r.get(5)?,
+                    })
+                },
             )?;
-            let rows = stmt.query_map(params![now, via, agent_id, team_id, limit as i64], |r| {
-                Ok(InboxItem {
-                    id: r.get(0)?,
-                    agent_id: r.get(1)?,
-                    team_id: r.get(2)?,
-                    body: r.get(3)?,
-                    source: r.get(4)?,
-                    created_at: r.get(5)?,
-                })
-            })?;
-            let mut items = rows.collect::<rusqlite::Result<Vec<_>>>()?;
             // RETURNING does not promise an order.
             items.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
             Ok(items)
@@ -83,14 +83,14 @@ impl Store {
     /// Whether `agent_id` has undelivered inbox rows (of `team_id` or of no team): one read
     /// of the pending rows' partial index.
     pub fn has_pending_inbox(&self, agent_id: &str, team_id: Option<&str>) -> Result<bool> {
-        self.read(|c| {
-            c.prepare_cached(
+        self.read(|tx| {
+            tx.query_one(
                 "SELECT EXISTS (SELECT 1 FROM agent_inbox
                  WHERE agent_id = ?1 AND delivered_at IS NULL
                    AND (team_id IS NULL OR ?2 IS NULL OR team_id = ?2))",
-            )?
-            .query_row(params![agent_id, team_id], |r| r.get::<_, bool>(0))
-            .map_err(StoreError::from)
+                &[&agent_id, &team_id],
+                |r| r.get::<bool>(0),
+            )
         })
     }
 

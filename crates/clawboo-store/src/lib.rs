@@ -18,6 +18,7 @@ pub mod activity;
 pub mod board;
 pub mod broker;
 pub mod chat;
+mod db;
 mod error;
 pub mod inbox;
 pub mod leases;

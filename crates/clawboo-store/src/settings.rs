@@ -1,24 +1,20 @@
 //! Key/value settings (the attach-signing secret lives here).
 
-use rusqlite::{OptionalExtension, params};
-
 use crate::Store;
-use crate::error::{Result, StoreError};
+use crate::error::Result;
 
 impl Store {
     /// The value stored under `key`, if any.
     pub fn setting(&self, key: &str) -> Result<Option<String>> {
-        self.read(|c| {
-            c.query_row("SELECT value FROM settings WHERE key = ?1", [key], |r| {
+        self.read(|tx| {
+            tx.query_opt("SELECT value FROM settings WHERE key = ?1", &[&key], |r| {
                 r.get(0)
             })
-            .optional()
-            .map_err(StoreError::from)
         })
     }
 
-    /// The value under `key`, created from `make` when missing. Atomic across processes:
-    /// every caller sees the same value, whoever wrote it first.
+    /// The value under `key`, created from `make` when missing. Atomic across processes
+    /// and hosts: every caller sees the same value, whoever wrote it first.
     pub fn setting_or_insert_with(
         &self,
         key: &str,
@@ -27,13 +23,11 @@ impl Store {
         self.write(|tx| {
             tx.execute(
                 "INSERT INTO settings(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO NOTHING",
-                params![key, make()],
+                &[&key, &make()],
             )?;
-            Ok(
-                tx.query_row("SELECT value FROM settings WHERE key = ?1", [key], |r| {
-                    r.get(0)
-                })?,
-            )
+            tx.query_one("SELECT value FROM settings WHERE key = ?1", &[&key], |r| {
+                r.get(0)
+            })
         })
     }
 }

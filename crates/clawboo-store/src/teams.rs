@@ -59,7 +59,7 @@ impl Store {
         require_text("name", name)?;
         let id = id.map(str::to_owned).unwrap_or_else(new_id);
         let now = self.now_ms();
-        self.write(|tx| {
+        self.write_sqlite(|tx| {
             tx.execute(
                 "INSERT INTO teams(id, name, created_at) VALUES (?1, ?2, ?3)
                  ON CONFLICT(id) DO UPDATE SET name = excluded.name",
@@ -81,7 +81,7 @@ impl Store {
 
     /// Every team, oldest first.
     pub fn list_teams(&self) -> Result<Vec<Team>> {
-        self.read(|c| {
+        self.read_sqlite(|c| {
             let mut stmt =
                 c.prepare("SELECT id, name, created_at FROM teams ORDER BY created_at, id")?;
             let rows = stmt.query_map([], |r| {
@@ -100,7 +100,7 @@ impl Store {
         require_text("name", &new.name)?;
         let id = new.id.clone().unwrap_or_else(new_id);
         let now = self.now_ms();
-        self.write(|tx| {
+        self.write_sqlite(|tx| {
             tx.execute(
                 "INSERT INTO agents(id, name, team_id, runtime, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT(id) DO UPDATE SET name = excluded.name, team_id = excluded.team_id,
@@ -113,7 +113,7 @@ impl Store {
 
     /// Agents, optionally of one team, by name.
     pub fn list_agents(&self, team_id: Option<&str>) -> Result<Vec<Agent>> {
-        self.read(|c| {
+        self.read_sqlite(|c| {
             let mut stmt = c.prepare(
                 "SELECT * FROM agents WHERE (?1 IS NULL OR team_id = ?1) ORDER BY name, id",
             )?;

@@ -377,7 +377,7 @@ pub(crate) fn wait_for_decision(
     let mut last_progress: Option<Instant> = None;
     loop {
         let row = store
-            .read(|c| {
+            .read_sqlite(|c| {
                 c.query_row(
                     "SELECT status, decision FROM tool_call_approvals WHERE id = ?1",
                     [approval_id],
@@ -431,7 +431,7 @@ pub(crate) fn wait_for_decision(
 /// Mark a pending row expired; `false` when it was no longer pending.
 fn expire(store: &Store, approval_id: &str) -> Result<bool, StoreError> {
     let now = store.now_ms();
-    store.write(|tx| {
+    store.write_sqlite(|tx| {
         let changed = tx.execute(
             "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?2
              WHERE id = ?1 AND status = 'pending'",
@@ -452,7 +452,7 @@ impl Store {
         decided_by: &str,
     ) -> Result<Approval, ApprovalError> {
         let now = self.now_ms();
-        let outcome = self.write(|tx| -> Result<Result<Approval, ApprovalError>, StoreError> {
+        let outcome = self.write_sqlite(|tx| -> Result<Result<Approval, ApprovalError>, StoreError> {
             let sql = format!("SELECT {COLUMNS} FROM tool_call_approvals WHERE id = ?1");
             let Some(row) = tx.query_row(&sql, [id], from_row).optional()? else {
                 return Ok(Err(ApprovalError::NotFound(id.to_string())));
@@ -512,7 +512,7 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<Approval>, StoreError> {
         let now = self.now_ms();
-        self.write(|tx| {
+        self.write_sqlite(|tx| {
             tx.execute(
                 "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?1
                  WHERE status = 'pending' AND expires_at <= ?1",
@@ -533,7 +533,7 @@ impl Store {
 
     /// One approval by id.
     pub fn approval(&self, id: &str) -> Result<Approval, StoreError> {
-        self.read(|c| {
+        self.read_sqlite(|c| {
             let sql = format!("SELECT {COLUMNS} FROM tool_call_approvals WHERE id = ?1");
             c.query_row(&sql, [id], from_row)
                 .optional()?
@@ -547,7 +547,7 @@ impl Store {
         let Some([agent, team, tenant]) = caller_identity(caller) else {
             return Ok(false);
         };
-        self.write(|tx| {
+        self.write_sqlite(|tx| {
             Ok(tx.execute(
                 "DELETE FROM tool_approval_grants
                  WHERE tool_name = ?1 AND agent_id = ?2 AND team_id = ?3 AND tenant_id = ?4",

@@ -201,7 +201,7 @@ pub(crate) fn record_note(store: &Store, caller: &Caller, note: &str) -> Output 
     let id = new_id();
     let now = store.now_ms();
     let stored = scrub_text(note);
-    let written = store.write(|tx| {
+    let written = store.write_sqlite(|tx| {
         tx.execute(
             "INSERT INTO tool_notes(id, agent_id, team_id, note, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5)",

@@ -383,7 +383,7 @@ impl Broker {
     }
 
     fn disabled_tools(&self) -> Result<Vec<String>, StoreError> {
-        self.store.read(|c| {
+        self.store.read_sqlite(|c| {
             let mut stmt = c.prepare("SELECT name FROM tool_registry WHERE enabled = 0")?;
             let names = stmt
                 .query_map([], |r| r.get(0))?
@@ -560,7 +560,7 @@ impl Broker {
     }
 
     fn is_blocked(&self, caller: &Caller, tool: &str) -> Result<bool, StoreError> {
-        self.store.read(|c| {
+        self.store.read_sqlite(|c| {
             let found = c
                 .query_row(
                     "SELECT 1 FROM tool_blocklist WHERE tool_name = ?1 AND (
@@ -595,7 +595,7 @@ impl Broker {
         let args_json =
             truncate_for_audit(&scrub_json(&Value::Object(record.args.clone())).to_string());
         let caller = record.caller;
-        let remembered = self.store.write(|tx| {
+        let remembered = self.store.write_sqlite(|tx| {
             if approvals::has_grant(tx, spec.name, caller)? {
                 return Ok::<_, StoreError>(true);
             }
@@ -703,7 +703,7 @@ impl Broker {
         let reason = reason.map(scrub_text);
         let observations =
             serde_json::to_string(&record.observations).unwrap_or_else(|_| "[]".into());
-        self.store.write(|tx| {
+        self.store.write_sqlite(|tx| {
             tx.execute(
                 "INSERT INTO tool_call_audit(id, call_id, phase, tool_name, agent_id, team_id, decision,
                      reason, observations, args_json, result_text, is_error, approval_id, created_at)
@@ -737,7 +737,7 @@ impl Store {
         tool_name: Option<&str>,
         limit: usize,
     ) -> Result<Vec<AuditRow>, StoreError> {
-        self.read(|c| {
+        self.read_sqlite(|c| {
             let mut stmt = c.prepare(
                 "SELECT id, call_id, phase, tool_name, agent_id, team_id, decision, reason,
                         observations, args_json, result_text, is_error, approval_id, created_at
@@ -757,7 +757,7 @@ impl Store {
             return Err(StoreError::NotFound(format!("tool {tool}")));
         }
         let now = self.now_ms();
-        self.write(|tx| {
+        self.write_sqlite(|tx| {
             tx.execute(
                 "INSERT INTO tool_registry(name, enabled, updated_at) VALUES (?1, ?2, ?3)
                  ON CONFLICT(name) DO UPDATE SET enabled = ?2, updated_at = ?3",
@@ -770,7 +770,7 @@ impl Store {
     /// Put `tool` on `subject`'s blocklist (idempotent).
     pub fn block_tool(&self, subject: &Subject, tool: &str) -> Result<(), StoreError> {
         let now = self.now_ms();
-        self.write(|tx| {
+        self.write_sqlite(|tx| {
             tx.execute(
                 "INSERT INTO tool_blocklist(subject_kind, subject_id, tool_name, created_at)
                  VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
@@ -782,7 +782,7 @@ impl Store {
 
     /// Take `tool` off `subject`'s blocklist; `true` if it was there.
     pub fn unblock_tool(&self, subject: &Subject, tool: &str) -> Result<bool, StoreError> {
-        self.write(|tx| {
+        self.write_sqlite(|tx| {
             Ok(tx.execute(
                 "DELETE FROM tool_blocklist WHERE subject_kind = ?1 AND subject_id = ?2 AND tool_name = ?3",
                 params![subject.kind(), subject.id(), tool],

@@ -296,7 +296,7 @@ fn safe_tools_record_mentions_and_injection_always_denies() {
     assert_eq!(d.reason, "security:high:ignore-previous-instructions");
     let notes: i64 = h
         .store
-        .read(|c| c.query_row("SELECT count(*) FROM tool_notes", [], |r| r.get(0)))
+        .read_sqlite(|c| c.query_row("SELECT count(*) FROM tool_notes", [], |r| r.get(0)))
         .unwrap();
     assert_eq!(notes, 0);
 }
@@ -638,7 +638,7 @@ fn stale_pending_rows_expire_when_listed() {
     let broker = h.default_broker();
     // A waiter that abandons without expiring is a crashed process: simulate with a raw row.
     h.store
-        .write(|tx| {
+        .write_sqlite(|tx| {
             approvals::insert_pending(
                 tx,
                 1,
@@ -733,7 +733,7 @@ fn audit_and_approval_rows_hold_no_secret_from_the_corpus() {
     }
     let dump: String = h
         .store
-        .read(|c| {
+        .read_sqlite(|c| {
             let mut out = String::new();
             for sql in [
                 "SELECT coalesce(args_json,'') || coalesce(result_text,'') || coalesce(reason,'') FROM tool_call_audit",

@@ -105,7 +105,14 @@ fn narrate(tx: &Connection, now: i64, task: &Reclaimed, when: &str) -> Result<()
     let note = format!(
         "your lease on \"{title}\" ({id}) ran out at {when} and the task went back to todo: claim it again (claim_task) if you are still on it, and check its comments first"
     );
-    inbox::push(tx, now, holder, task.team_id.as_deref(), "lease", &note)?;
+    inbox::push(
+        &crate::sqlite::tx::SqliteTx(tx),
+        now,
+        holder,
+        task.team_id.as_deref(),
+        "lease",
+        &note,
+    )?;
     if let Some(team) = task.team_id.as_deref() {
         let post = format!(
             "{holder}'s lease on \"{title}\" ({id}) ran out at {when}; the task is back in todo"
@@ -210,7 +217,7 @@ impl Store {
     /// Whether some `in_progress` lease has run out by now (one read of `tasks_by_lease`).
     pub fn has_expired_leases(&self) -> Result<bool> {
         let now = self.now_ms();
-        self.read(|c| {
+        self.read_sqlite(|c| {
             c.prepare_cached(
                 "SELECT EXISTS (SELECT 1 FROM tasks INDEXED BY tasks_by_lease
                  WHERE status = 'in_progress' AND lease_expires_at <= ?1)",
@@ -230,14 +237,14 @@ impl Store {
         const UNLEASED: &str = "FROM tasks INDEXED BY tasks_by_lease
              WHERE status = 'in_progress' AND lease_expires_at IS NULL
                AND assignee_agent_id IS NOT NULL";
-        let any = self.read(|c| {
+        let any = self.read_sqlite(|c| {
             c.prepare_cached(&format!("SELECT EXISTS (SELECT 1 {UNLEASED})"))?
                 .query_row([], |r| r.get::<_, bool>(0))
                 .map_err(StoreError::from)
         })?;
         if any {
             let now = self.now_ms();
-            self.write(|tx| {
+            self.write_sqlite(|tx| {
                 tx.prepare_cached(&format!(
                     "UPDATE tasks SET lease_expires_at = ?1 + ?2 WHERE id IN (SELECT id {UNLEASED})"
                 ))?
@@ -255,7 +262,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let now = self.now_ms();
-        let reclaimed = self.write(|tx| expire_in(tx, now))?;
+        let reclaimed = self.write_sqlite(|tx| expire_in(tx, now))?;
         if !reclaimed.is_empty() {
             chat::ring_doorbell();
             tracing::info!(count = reclaimed.len(), "reclaimed expired leases");
@@ -277,7 +284,7 @@ impl Store {
     pub fn record_call(&self, agent: &str, team: Option<&str>) -> Result<()> {
         let now = self.now_ms();
         let lease = self.lease_ms();
-        let due = self.write(|tx| {
+        let due = self.write_sqlite(|tx| {
             seen_in(tx, agent, team, None, now)?;
             if let Some(lease) = lease {
                 renew_in(tx, agent, now, lease)?;
@@ -304,7 +311,7 @@ impl Store {
         }
         let now = self.now_ms();
         let lease = self.lease_ms();
-        self.write(|tx| {
+        self.write_sqlite(|tx| {
             expire_in(tx, now)?;
             let sql = format!(
                 "UPDATE tasks SET assignee_agent_id = ?1,
@@ -340,7 +347,7 @@ impl Store {
     pub fn agents_seen(&self, team: Option<&str>) -> Result<Vec<AgentSeen>> {
         let now = self.now_ms();
         let seen_every = SEEN_EVERY_MS.min(self.lease_ms().map_or(SEEN_EVERY_MS, |l| l / 2));
-        self.snapshot(|c| {
+        self.snapshot_sqlite(|c| {
             let mut agents: Vec<AgentSeen> = c
                 .prepare_cached(
                     "SELECT id, name, team_id, runtime, last_seen_at FROM agents

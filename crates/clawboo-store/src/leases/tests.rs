@@ -340,7 +340,7 @@ fn with_leases_off_claims_never_expire() {
 fn the_expiry_rule_reads_only_the_lease_index() {
     let (_dir, store) = store();
     let plan = store
-        .read(|c| {
+        .read_sqlite(|c| {
             let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {EXPIRE_LEASES}"))?;
             let rows = stmt.query_map([1], |r| r.get::<_, String>(3))?;
             Ok::<_, StoreError>(rows.collect::<rusqlite::Result<Vec<_>>>()?)

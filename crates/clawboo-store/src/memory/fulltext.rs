@@ -261,7 +261,7 @@ impl TextIndex {
 
 /// Up to `limit` facts after `seq`, oldest first.
 fn read_facts_after(store: &Store, seq: i64, limit: usize) -> Result<Vec<FactText>> {
-    store.read(|conn| {
+    store.read_sqlite(|conn| {
         let mut stmt = conn.prepare_cached(
             "SELECT seq, title, content, tags, team_id, agent_id, tenant_id
              FROM memory_facts WHERE seq > ? ORDER BY seq LIMIT ?",
@@ -325,7 +325,7 @@ fn collect_instances(
 /// twin table), and the change token read before it.
 fn index_everything(store: &Store) -> Result<(TextIndex, ChangeToken)> {
     let token = store.change_token()?;
-    let index = store.long_snapshot(|conn| {
+    let index = store.long_snapshot_sqlite(|conn| {
         conn.execute_batch(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_facts_fts_instances
                  USING fts5vocab(main, memory_facts_fts, instance)",

@@ -197,7 +197,7 @@ impl PreparedFact {
         fact.created_at = store.now_ms();
         let blob = vector.as_deref().map(vector_to_blob);
         let dim = vector.as_ref().map(|v| v.len() as i64);
-        store.write(|tx| {
+        store.write_sqlite(|tx| {
             tx.prepare_cached(
                 "INSERT INTO memory_facts (id, title, content, tags, team_id, agent_id, tenant_id,
                      created_at, embedding, embedding_model, embedding_dim, embed_seq)
@@ -484,7 +484,7 @@ impl Memory {
     pub fn get_fact(&self, id: &str, scope: &ScopeFilter) -> Result<Option<Fact>> {
         let (cond, args) = scope.sql("f");
         let sql = format!("SELECT {FACT_COLUMNS} FROM memory_facts f WHERE f.id = ? AND {cond}");
-        self.store.read(|conn| {
+        self.store.read_sqlite(|conn| {
             let mut stmt = conn.prepare_cached(&sql)?;
             let mut all: Vec<&dyn rusqlite::ToSql> = vec![&id];
             all.extend(args.iter().map(|a| a as &dyn rusqlite::ToSql));
@@ -502,7 +502,7 @@ impl Memory {
             "SELECT {FACT_COLUMNS} FROM memory_facts f WHERE {cond}
              ORDER BY f.created_at DESC, f.seq DESC LIMIT CAST(? AS INTEGER)"
         );
-        self.store.read(|conn| {
+        self.store.read_sqlite(|conn| {
             let mut stmt = conn.prepare_cached(&sql)?;
             let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), fact_from_row)?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
@@ -538,7 +538,7 @@ impl Memory {
                    AND (f.embedding IS NULL OR f.embedding_model IS NOT ? OR f.embedding_dim IS NOT ?)
                  ORDER BY f.seq LIMIT ?"
             );
-            let pending: Vec<(i64, String)> = self.store.read(|conn| {
+            let pending: Vec<(i64, String)> = self.store.read_sqlite(|conn| {
                 let mut stmt = conn.prepare(&sql)?;
                 let mut all: Vec<Box<dyn rusqlite::ToSql>> = vec![Box::new(after)];
                 all.extend(
@@ -568,7 +568,7 @@ impl Memory {
                     "embedding failed: the embedder returned the wrong number of vectors".into(),
                 ));
             }
-            self.store.write(|tx| {
+            self.store.write_sqlite(|tx| {
                 let mut stmt = tx.prepare(
                     "UPDATE memory_facts SET embedding = ?2, embedding_model = ?3,
                          embedding_dim = ?4,
@@ -582,7 +582,7 @@ impl Memory {
             })?;
             report.embedded += pending.len();
         }
-        let current: i64 = self.store.read(|conn| {
+        let current: i64 = self.store.read_sqlite(|conn| {
             conn.query_row(
                 "SELECT count(*) FROM memory_facts WHERE embedding_model = ? AND embedding_dim = ?",
                 params![model, dim],

@@ -90,7 +90,7 @@ impl Memory {
             serde_json::to_string(&tags).map_err(|e| StoreError::Invalid(format!("tags: {e}")))?;
         let id = new_id();
         let now = self.store.now_ms();
-        let version = self.store.write(|tx| {
+        let version = self.store.write_sqlite(|tx| {
             let version: i64 = tx.query_row(
                 "SELECT coalesce(max(version), 0) + 1 FROM memory_procedures
                  WHERE name = ?1 AND coalesce(tenant_id, '') = coalesce(?2, '')
@@ -142,7 +142,7 @@ impl Memory {
             "SELECT {PROCEDURE_COLUMNS} FROM memory_procedures p WHERE p.name = ? AND {cond}
              ORDER BY p.version, p.created_at"
         );
-        self.store.read(|conn| {
+        self.store.read_sqlite(|conn| {
             let mut stmt = conn.prepare(&sql)?;
             let all = std::iter::once(name.to_string()).chain(args.iter().cloned());
             let rows = stmt.query_map(rusqlite::params_from_iter(all), procedure_from_row)?;
@@ -189,7 +189,7 @@ impl Memory {
                    AND coalesce(n.agent_id, '') = coalesce(p.agent_id, ''))
              ORDER BY p.created_at DESC, p.id DESC LIMIT CAST(? AS INTEGER)"
         );
-        self.store.read(|conn| {
+        self.store.read_sqlite(|conn| {
             let mut stmt = conn.prepare(&sql)?;
             let rows =
                 stmt.query_map(rusqlite::params_from_iter(args.iter()), procedure_from_row)?;

@@ -545,7 +545,7 @@ impl Memory {
             .chain(args)
             .chain(std::iter::once(k.to_string()))
             .collect();
-        self.store.read(|conn| {
+        self.store.read_sqlite(|conn| {
             let mut stmt = conn.prepare_cached(&sql)?;
             let rows = stmt.query_map(rusqlite::params_from_iter(all.iter()), |r| {
                 let fact = fact_from_row(r)?;
@@ -605,15 +605,15 @@ impl Memory {
 
     /// How many facts the database holds.
     fn fact_count(&self) -> Result<usize> {
-        let total: i64 = self
-            .store
-            .read(|conn| conn.query_row("SELECT count(*) FROM memory_facts", [], |r| r.get(0)))?;
+        let total: i64 = self.store.read_sqlite(|conn| {
+            conn.query_row("SELECT count(*) FROM memory_facts", [], |r| r.get(0))
+        })?;
         Ok(usize::try_from(total).unwrap_or(0))
     }
 
     /// Load every row whose embedding changed since the cache last looked.
     fn refresh_cache(&self, cache: &mut VectorCache) -> Result<()> {
-        let changed: Vec<ChangedRow> = self.store.read(|conn| {
+        let changed: Vec<ChangedRow> = self.store.read_sqlite(|conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT seq, team_id, agent_id, tenant_id, embedding, embedding_model,
                         embedding_dim, embed_seq
@@ -667,7 +667,7 @@ impl Memory {
             "SELECT {FACT_COLUMNS}, f.seq FROM memory_facts f
              WHERE f.seq IN (SELECT value FROM json_each(?))"
         );
-        self.store.read(|conn| {
+        self.store.read_sqlite(|conn| {
             let mut stmt = conn.prepare_cached(&sql)?;
             let rows = stmt.query_map([list], |r| Ok((r.get::<_, i64>(9)?, fact_from_row(r)?)))?;
             Ok(rows.collect::<rusqlite::Result<HashMap<_, _>>>()?)

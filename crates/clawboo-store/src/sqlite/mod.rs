@@ -9,6 +9,7 @@ pub(crate) mod hooks;
 mod readers;
 #[cfg(test)]
 mod tests;
+pub(crate) mod tx;
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -22,11 +23,13 @@ use parking_lot::{ReentrantMutex, ReentrantMutexGuard};
 use rusqlite::Connection;
 use rusqlite::config::DbConfig;
 
+use crate::db::Tx;
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use crate::migrations;
 use checkpointer::{CHECKPOINT_EVERY, Checkpointer, INLINE_CHECKPOINT_PAGES};
 use hooks::Hooks;
 use readers::{Lent, Readers};
+use tx::SqliteTx;
 
 /// How much of the database file reads map into memory (`PRAGMA mmap_size`).
 pub(super) const MMAP_BYTES: i64 = 256 << 20;
@@ -282,7 +285,10 @@ impl Store {
     /// ([`Store::run_queued_writes`]) the transaction is a savepoint of the group's, so a
     /// failing operation still changes nothing. The pre-commit hooks run just before it
     /// commits (the group's, once for all its writes).
-    pub(crate) fn write<T, E>(&self, f: impl FnOnce(&Connection) -> Result<T, E>) -> Result<T, E>
+    pub(crate) fn write_sqlite<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E>,
+    ) -> Result<T, E>
     where
         E: From<StoreError>,
     {
@@ -299,10 +305,46 @@ impl Store {
         Ok(value)
     }
 
+    /// Run `f` inside one write transaction ([`Store::write_sqlite`]'s, on SQLite): committed
+    /// when `f` returns `Ok`, rolled back otherwise. Every read-modify-write of a domain
+    /// rule runs here.
+    pub(crate) fn write<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        self.write_sqlite(|conn| f(&SqliteTx(conn)))
+    }
+
+    /// Run read-only `f`; each statement sees a committed state (and, inside a write on
+    /// this thread, that write's own changes). Use [`Store::snapshot`] when several
+    /// statements must agree.
+    pub(crate) fn read<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E> {
+        self.read_sqlite(|conn| f(&SqliteTx(conn)))
+    }
+
+    /// Run read-only `f` in one read transaction, so every statement sees one snapshot.
+    pub(crate) fn snapshot<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        self.snapshot_sqlite(|conn| f(&SqliteTx(conn)))
+    }
+
+    /// [`Store::snapshot`] for a read that takes long, kept off the writer's connection.
+    pub(crate) fn long_snapshot<T, E>(
+        &self,
+        f: impl FnOnce(&dyn Tx) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        self.long_snapshot_sqlite(|conn| f(&SqliteTx(conn)))
+    }
+
     /// Run the registered idle work to its end now, a bounded step per transaction (what
     /// the checkpoint thread does once the store is idle after commits that left some).
     pub(crate) fn run_idle_work(&self) -> Result<()> {
-        while self.write(|conn| self.hooks.idle_step(conn))? {}
+        while self.write_sqlite(|conn| self.hooks.idle_step(conn))? {}
         Ok(())
     }
 
@@ -457,7 +499,10 @@ impl Store {
     /// use [`Store::snapshot`] when several statements must agree). Inside a write on this
     /// thread that is the writer's connection (so `f` sees the write's own changes); when
     /// another thread holds that one, a read-only connection, which sees the last commit.
-    pub(crate) fn read<T, E>(&self, f: impl FnOnce(&Connection) -> Result<T, E>) -> Result<T, E> {
+    pub(crate) fn read_sqlite<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E>,
+    ) -> Result<T, E> {
         match self.connection_for_read() {
             ReadConnection::Writer(conn) => f(&conn),
             ReadConnection::Reader(reader) => f(&reader),
@@ -478,7 +523,10 @@ impl Store {
 
     /// Run `f` inside one deferred (read) transaction, so several statements see one
     /// snapshot (inside a group commit, the group's transaction is that snapshot).
-    pub(crate) fn snapshot<T, E>(&self, f: impl FnOnce(&Connection) -> Result<T, E>) -> Result<T, E>
+    pub(crate) fn snapshot_sqlite<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E>,
+    ) -> Result<T, E>
     where
         E: From<StoreError>,
     {
@@ -492,7 +540,7 @@ impl Store {
     /// [`Store::snapshot`] for a read that takes long (a second or more): on a read-only
     /// connection when one is free, so the writer's connection stays free meanwhile for
     /// writes, quick reads and [`Store::change_token`].
-    pub(crate) fn long_snapshot<T, E>(
+    pub(crate) fn long_snapshot_sqlite<T, E>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, E>,
     ) -> Result<T, E>
@@ -501,7 +549,7 @@ impl Store {
     {
         match self.readers.lend(&self.path) {
             Some(reader) => in_transaction(&reader, Bracket::DEFERRED, f),
-            None => self.snapshot(f),
+            None => self.snapshot_sqlite(f),
         }
     }
 }

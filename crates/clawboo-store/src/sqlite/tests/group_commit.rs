@@ -93,7 +93,7 @@ fn a_panicking_write_rolls_back_alone_and_its_caller_hears_nothing() {
     });
     let panicked = queue(&store, |s| -> Result<(), StoreError> {
         s.create_task(NewTask::titled("lost"), CreatePolicy::Uncapped)?;
-        s.write(|_| -> Result<(), StoreError> { panic!("boom inside the group") })
+        s.write_sqlite(|_| -> Result<(), StoreError> { panic!("boom inside the group") })
     });
     let after = queue(&store, |s| {
         s.create_task(NewTask::titled("kept 2"), CreatePolicy::Uncapped)
@@ -119,7 +119,7 @@ fn a_panicking_write_rolls_back_alone_and_its_caller_hears_nothing() {
     // The store still works outside a group afterwards.
     assert!(
         store
-            .write(|c| c.execute_batch("SELECT 1").map_err(StoreError::from))
+            .write_sqlite(|c| c.execute_batch("SELECT 1").map_err(StoreError::from))
             .is_ok()
     );
 }
@@ -132,7 +132,7 @@ fn when_sqlite_drops_the_group_its_writes_are_told_and_later_ones_stand_alone() 
     });
     // Ends the shared transaction from inside, as SQLite does on a full disk.
     let breaker = queue(&store, |s| {
-        s.read(|c| c.execute_batch("ROLLBACK").map_err(StoreError::from))
+        s.read_sqlite(|c| c.execute_batch("ROLLBACK").map_err(StoreError::from))
     });
     let late = queue(&store, |s| {
         s.create_task(NewTask::titled("standalone"), CreatePolicy::Uncapped)
@@ -221,7 +221,7 @@ fn facts_of_a_group_are_all_indexed_at_its_commit_and_a_failed_one_nowhere() {
         .collect();
     let doomed = prepared("delta");
     let failed = queue(&store, move |s| -> Result<(), StoreError> {
-        s.write(|_| {
+        s.write_sqlite(|_| {
             doomed.insert(s)?;
             Err(StoreError::Conflict)
         })

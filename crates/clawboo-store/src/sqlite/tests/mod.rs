@@ -16,7 +16,7 @@ fn reads_map_the_database_file() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("mmap.db")).unwrap();
     let mapped: i64 = store
-        .read(|c| c.query_row("PRAGMA mmap_size", [], |r| r.get(0)))
+        .read_sqlite(|c| c.query_row("PRAGMA mmap_size", [], |r| r.get(0)))
         .unwrap();
     assert_eq!(mapped, MMAP_BYTES);
 }
@@ -27,7 +27,7 @@ fn reads_map_the_database_file() {
 fn an_in_memory_store_reads_through_its_one_connection() {
     let store = Arc::new(Store::open(Path::new(":memory:")).unwrap());
     store
-        .write(|c| {
+        .write_sqlite(|c| {
             c.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
                 .map_err(StoreError::from)
         })
@@ -37,7 +37,7 @@ fn an_in_memory_store_reads_through_its_one_connection() {
         let store = Arc::clone(&store);
         std::thread::spawn(move || {
             store
-                .write(|_| {
+                .write_sqlite(|_| {
                     held.send(()).unwrap();
                     std::thread::sleep(Duration::from_millis(50));
                     Ok::<_, StoreError>(())
@@ -47,7 +47,7 @@ fn an_in_memory_store_reads_through_its_one_connection() {
     };
     holding.recv().unwrap();
     let x: i64 = store
-        .read(|c| c.query_row("SELECT x FROM t", [], |r| r.get(0)))
+        .read_sqlite(|c| c.query_row("SELECT x FROM t", [], |r| r.get(0)))
         .unwrap();
     assert_eq!(x, 1);
     writer.join().unwrap();
@@ -61,7 +61,7 @@ fn rebinding_a_cached_statement_never_reprepares_it() {
     let store = Store::open(&dir.path().join("qpsg.db")).unwrap();
     let sql = "SELECT id FROM task_comments WHERE task_id = ?1 ORDER BY created_at, id";
     let reprepares = store
-        .snapshot(|c| {
+        .snapshot_sqlite(|c| {
             for id in ["a", "b", "c", "d"] {
                 let mut stmt = c.prepare_cached(sql)?;
                 let rows = stmt.query_map([id], |_| Ok(()))?;

@@ -37,7 +37,7 @@ fn a_read_runs_beside_an_open_write_and_sees_the_last_commit() {
         let store = Arc::clone(&store);
         std::thread::spawn(move || {
             store
-                .write(|_| {
+                .write_sqlite(|_| {
                     // Inside the transaction, on this thread: the write's own change shows.
                     let task = store
                         .create_task(NewTask::titled("uncommitted"), CreatePolicy::Uncapped)?;
@@ -66,7 +66,7 @@ fn a_read_runs_beside_an_open_write_and_sees_the_last_commit() {
     let snapshot = {
         let store = Arc::clone(&store);
         std::thread::spawn(move || {
-            store.snapshot(|c| {
+            store.snapshot_sqlite(|c| {
                 c.query_row("SELECT count(*) FROM tasks", [], |r| r.get::<_, i64>(0))
                     .map_err(crate::StoreError::from)
             })
@@ -86,7 +86,7 @@ fn a_read_runs_beside_an_open_write_and_sees_the_last_commit() {
 /// segment (a row or more); a merge folds them into fewer.
 fn index_rows(store: &Store) -> i64 {
     store
-        .read(|c| {
+        .read_sqlite(|c| {
             c.query_row("SELECT count(*) FROM memory_facts_fts_data", [], |r| {
                 r.get(0)
             })
@@ -96,7 +96,7 @@ fn index_rows(store: &Store) -> i64 {
 
 fn index_is_sound(store: &Store) {
     store
-        .write(|c| {
+        .write_sqlite(|c| {
             c.execute_batch(
                 "INSERT INTO memory_facts_fts(memory_facts_fts) VALUES ('integrity-check')",
             )
@@ -165,7 +165,7 @@ fn an_idle_store_merges_the_search_index_by_itself() {
     // What a full merge leaves, measured on a copy merged on demand.
     let copy = dir.path().join("copy.db");
     store
-        .read(|c| c.execute("VACUUM INTO ?1", [copy.to_string_lossy()]))
+        .read_sqlite(|c| c.execute("VACUUM INTO ?1", [copy.to_string_lossy()]))
         .unwrap();
     let merged_copy = Store::open(&copy).unwrap();
     merged_copy.merge_search_index().unwrap();
