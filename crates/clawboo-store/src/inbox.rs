@@ -58,7 +58,7 @@ impl Store {
                  WHERE id IN (
                      SELECT id FROM agent_inbox
                      WHERE agent_id = ?3 AND delivered_at IS NULL
-                       AND (team_id IS NULL OR ?4 IS NULL OR team_id = ?4)
+                       AND (team_id IS NULL OR CAST(?4 AS TEXT) IS NULL OR team_id = ?4)
                      ORDER BY created_at, id LIMIT ?5)
                    AND delivered_at IS NULL
                  RETURNING id, agent_id, team_id, body, source, created_at",
@@ -87,7 +87,7 @@ impl Store {
             tx.query_one(
                 "SELECT EXISTS (SELECT 1 FROM agent_inbox
                  WHERE agent_id = ?1 AND delivered_at IS NULL
-                   AND (team_id IS NULL OR ?2 IS NULL OR team_id = ?2))",
+                   AND (team_id IS NULL OR CAST(?2 AS TEXT) IS NULL OR team_id = ?2))",
                 &[&agent_id, &team_id],
                 |r| r.get::<bool>(0),
             )
