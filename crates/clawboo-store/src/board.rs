@@ -916,7 +916,7 @@ impl Store {
         let lease = self.lease_ms();
         self.write_sqlite(|tx| {
             // A claim that meets an expired lease reclaims it first (SPEC §12).
-            leases::expire_in(tx, now)?;
+            leases::expire_in(&crate::sqlite::tx::SqliteTx(tx), now)?;
             let sql = format!(
                 "UPDATE tasks SET assignee_agent_id = ?1, assignee_runtime = COALESCE(?2, assignee_runtime),
                      status = 'in_progress', updated_at = ?3, lease_expires_at = ?3 + ?6, {GRANT_LEASE}
@@ -927,7 +927,7 @@ impl Store {
 .execute( params![agent_id, runtime, now, id, scope.team_id, lease])?;
             if changed == 1 {
                 if runtime.is_some() {
-                    leases::seen_in(tx, agent_id, scope.team_id, runtime, now)?;
+                    leases::seen_in(&crate::sqlite::tx::SqliteTx(tx), agent_id, scope.team_id, runtime, now)?;
                 }
                 return require_task(tx, id, scope);
             }

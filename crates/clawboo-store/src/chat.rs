@@ -1,9 +1,11 @@
 //! Team chat rooms: posts with a per-room sequence number, cursor reads with an echo guard,
 //! long-poll waits, and delegation (a teammate hands work to another by name).
 //!
-//! A room is `team:<teamId>` unless a caller names another. `seq` starts at 1 in each room
-//! and is assigned inside the write transaction (`BEGIN IMMEDIATE`), so posters in any
-//! number of processes never share a seq or leave a gap. The board stays canonical: a post
+//! A room is `team:<teamId>` unless a caller names another; it exists from its first post
+//! (no room row to create). `seq` starts at 1 in each room and is the room's `max + 1`,
+//! read and inserted inside the write transaction after `Tx::serialize_on` on the room, so
+//! posters in any number of processes and hosts never share a seq or leave a gap (a rolled
+//! back post gives its number back). The board stays canonical: a post
 //! is narration, never a board mutation (delegation writes the board through the board's
 //! own create).
 
@@ -12,11 +14,11 @@ use std::str::FromStr;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, Row, params};
 use serde::Serialize;
 
 use crate::board::{self, CreatePolicy, NewTask, Scope, Task};
-use crate::error::{Result, StoreError};
+use crate::db::{DbRow, Tx};
+use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use crate::teams::Agent;
 use crate::{Store, inbox, new_id};
 
@@ -222,17 +224,22 @@ impl Doorbell {
     }
 }
 
-fn post_from_row(r: &Row<'_>) -> rusqlite::Result<ChatPost> {
+fn post_from_row(r: &dyn DbRow) -> Result<ChatPost> {
     let kind: String = r.get(5)?;
+    let kind = kind.parse().map_err(|e: StoreError| {
+        // The table's CHECK admits only the three kinds: another one is a damaged row.
+        StoreError::Backend(BackendError {
+            kind: BackendErrorKind::Corrupt,
+            message: format!("a team_chat row has a kind this build does not know: {e}"),
+        })
+    })?;
     Ok(ChatPost {
         id: r.get(0)?,
         room_id: r.get(1)?,
         seq: r.get(2)?,
         author: r.get(3)?,
         body: r.get(4)?,
-        kind: kind.parse().map_err(|e: StoreError| {
-            rusqlite::Error::FromSqlConversionFailure(5, rusqlite::types::Type::Text, Box::new(e))
-        })?,
+        kind,
         created_at: r.get(6)?,
     })
 }
@@ -265,21 +272,27 @@ fn check_body(body: &str) -> Result<()> {
     Ok(())
 }
 
-/// Append a post inside the caller's write transaction, assigning the room's next seq.
+/// Append a post inside the caller's write transaction, assigning the room's next seq:
+/// the room's `max + 1`, read and inserted in one statement once this transaction is the
+/// room's only poster ([`Tx::serialize_on`]; `UNIQUE(room_id, seq)` stands behind it). The
+/// key names the room, not a row, so a room's first posts are ordered as well as its later
+/// ones.
 pub(crate) fn insert_post(
-    tx: &Connection,
+    tx: &dyn Tx,
     now: i64,
     room_id: &str,
     author: &str,
     kind: PostKind,
     body: &str,
 ) -> Result<ChatPost> {
+    tx.serialize_on(&format!("chat-room:{room_id}"))?;
     let id = new_id();
-    let seq: i64 = tx.query_row(
+    let seq: i64 = tx.query_one(
         "INSERT INTO team_chat(id, room_id, seq, author, body, kind, created_at)
-         SELECT ?1, ?2, COALESCE(MAX(seq), 0) + 1, ?3, ?4, ?5, ?6 FROM team_chat WHERE room_id = ?2
+         VALUES (?1, ?2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM team_chat WHERE room_id = ?2),
+             ?3, ?4, ?5, ?6)
          RETURNING seq",
-        params![id, room_id, author, body, kind.as_str(), now],
+        &[&id, &room_id, &author, &body, &kind.as_str(), &now],
         |r| r.get(0),
     )?;
     Ok(ChatPost {
@@ -322,7 +335,7 @@ impl Store {
         check_label("author", author)?;
         check_body(body)?;
         let now = self.now_ms();
-        let post = self.write_sqlite(|tx| insert_post(tx, now, room_id, author, kind, body))?;
+        let post = self.write(|tx| insert_post(tx, now, room_id, author, kind, body))?;
         DOORBELL.ring();
         Ok(post)
     }
@@ -331,30 +344,28 @@ impl Store {
     /// with the next cursor (see [`ChatPage::next_seq`]). Read in one snapshot.
     pub fn read_chat(&self, query: &ChatQuery<'_>) -> Result<ChatPage> {
         let limit = query.limit.clamp(1, MAX_READ_LIMIT);
-        self.snapshot_sqlite(|tx| {
+        self.snapshot(|tx| {
             let sql = format!(
                 "SELECT {POST_COLUMNS} FROM team_chat
-                 WHERE room_id = ?1 AND seq > ?2 AND (?3 IS NULL OR author <> ?3)
+                 WHERE room_id = ?1 AND seq > ?2 AND (CAST(?3 AS TEXT) IS NULL OR author <> ?3)
                  ORDER BY seq LIMIT ?4"
             );
-            let mut stmt = tx.prepare_cached(&sql)?;
-            let posts = stmt
-                .query_map(
-                    params![
-                        query.room_id,
-                        query.since_seq,
-                        query.exclude_author,
-                        limit as i64
-                    ],
-                    post_from_row,
-                )?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let posts = tx.query_map(
+                &sql,
+                &[
+                    &query.room_id,
+                    &query.since_seq,
+                    &query.exclude_author,
+                    &limit,
+                ],
+                post_from_row,
+            )?;
             let next_seq = match posts.last() {
                 Some(last) if posts.len() == limit => last.seq,
                 _ => {
-                    let head: i64 = tx.query_row(
+                    let head: i64 = tx.query_one(
                         "SELECT COALESCE(MAX(seq), 0) FROM team_chat WHERE room_id = ?1",
-                        [query.room_id],
+                        &[&query.room_id],
                         |r| r.get(0),
                     )?;
                     head.max(query.since_seq)
@@ -492,14 +503,9 @@ impl Store {
                 "{caller_name} delegated \"{}\" to {} (task {})",
                 created.title, target.name, created.id
             );
-            inbox::push(
-                &crate::sqlite::tx::SqliteTx(tx),
-                now,
-                &target.id,
-                Some(team_id),
-                "delegation",
-                &note,
-            )?;
+            // `board::insert_task` still takes the SQLite connection; the rest runs on `Tx`.
+            let tx = &crate::sqlite::tx::SqliteTx(tx);
+            inbox::push(tx, now, &target.id, Some(team_id), "delegation", &note)?;
             let post = insert_post(
                 tx,
                 now,

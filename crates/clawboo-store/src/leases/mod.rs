@@ -1,17 +1,18 @@
 //! Leases (SPEC §12): every claim holds its task for a while, the holder's calls renew it,
 //! and an expired one puts the task back to `todo` with a comment, an inbox row for the
 //! former holder and a post in the team's room. Each rule is one conditional statement
-//! inside the caller's transaction, so it holds exactly once across processes and another
-//! backend can mirror it rule by rule.
+//! inside the caller's transaction, written once for both backends: the row it changes is
+//! locked by that statement, so a rule holds exactly once across processes and hosts.
 
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
 use crate::board::{Scope, Status, Task, UNFINISHED_DEP, require_task};
 use crate::chat::{self, PostKind};
+use crate::db::{Dialect, Tx};
 use crate::error::{Result, StoreError};
+use crate::sqlite::tx::SqliteTx;
 use crate::{Store, inbox};
 
 /// How long a claim lasts when `CLAWBOO_LEASE_SECS` does not say (30 minutes).
@@ -55,64 +56,126 @@ pub struct Reclaimed {
 pub(crate) const GRANT_LEASE: &str =
     "claim_token = claim_token + 1, reclaimed_at = NULL, reclaimed_from = NULL";
 
+/// A statement over leased rows, in each dialect. SQLite's form names the partial index
+/// `tasks_by_lease` (`INDEXED BY`): otherwise SQLite walks every `in_progress` task
+/// through `tasks_by_status`, inside every claim's write lock. PostgreSQL has no such hint,
+/// and its planner picks the partial index for these conditions by itself.
+struct ByLease {
+    sqlite: &'static str,
+    postgres: &'static str,
+}
+
+impl ByLease {
+    fn sql(&self, tx: &dyn Tx) -> &'static str {
+        match tx.dialect() {
+            Dialect::Sqlite => self.sqlite,
+            Dialect::Postgres => self.postgres,
+        }
+    }
+}
+
+/// A [`ByLease`] from the statement's text up to its `tasks` table and the text after it
+/// (SQLite's form has the hint between the two).
+macro_rules! by_lease {
+    ($head:literal, $tail:literal) => {
+        ByLease {
+            sqlite: concat!($head, " INDEXED BY tasks_by_lease ", $tail),
+            postgres: concat!($head, " ", $tail),
+        }
+    };
+}
+
 /// The expiry rule's one statement ([`expire_in`]).
-const EXPIRE_LEASES: &str = "UPDATE tasks INDEXED BY tasks_by_lease SET status = 'todo', reclaimed_from = assignee_agent_id,
+const EXPIRE_LEASES: ByLease = by_lease!(
+    "UPDATE tasks",
+    "SET status = 'todo', reclaimed_from = assignee_agent_id,
              assignee_runtime = NULL,
              reclaimed_at = lease_expires_at, assignee_agent_id = NULL, lease_expires_at = NULL,
              updated_at = ?1
          WHERE status = 'in_progress' AND lease_expires_at <= ?1
-         RETURNING id, title, team_id, reclaimed_from, reclaimed_at,
-             strftime('%Y-%m-%dT%H:%M:%SZ', reclaimed_at / 1000, 'unixepoch')";
+         RETURNING id, title, team_id, reclaimed_from, reclaimed_at"
+);
+
+/// Whether some lease ran out by `?1` ([`Store::has_expired_leases`]).
+const ANY_EXPIRED: ByLease = by_lease!(
+    "SELECT EXISTS (SELECT 1 FROM tasks",
+    "WHERE status = 'in_progress' AND lease_expires_at <= ?1)"
+);
+
+/// The claims without a lease ([`Store::lease_unleased_claims`]).
+const UNLEASED: ByLease = by_lease!(
+    "FROM tasks",
+    "WHERE status = 'in_progress' AND lease_expires_at IS NULL
+               AND assignee_agent_id IS NOT NULL"
+);
 
 /// The expiry rule, inside the caller's write transaction: every `in_progress` task whose
 /// lease ran out by `now` goes back to `todo` without an assignee, in one conditional
-/// update (so a row is reclaimed once, whoever runs it); each gets a `system` comment, an
-/// inbox row for its former holder and a `system` post in its team's room. Named index:
-/// otherwise SQLite walks every `in_progress` task through `tasks_by_status`, inside every
-/// claim's write lock.
-pub(crate) fn expire_in(tx: &Connection, now: i64) -> Result<Vec<Reclaimed>> {
-    let mut stmt = tx.prepare_cached(EXPIRE_LEASES)?;
-    let rows = stmt.query_map([now], |r| {
-        Ok((
-            Reclaimed {
-                task_id: r.get(0)?,
-                title: r.get(1)?,
-                team_id: r.get(2)?,
-                holder: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
-                expired_at: r.get(4)?,
-            },
-            r.get::<_, String>(5)?,
-        ))
+/// update (a second runner, in any process or on any host, waits on the rows' locks and
+/// then matches nothing, so a row is reclaimed once); each gets a `system` comment, an
+/// inbox row for its former holder and a `system` post in its team's room.
+pub(crate) fn expire_in(tx: &dyn Tx, now: i64) -> Result<Vec<Reclaimed>> {
+    let mut reclaimed = tx.query_map(EXPIRE_LEASES.sql(tx), &[&now], |r| {
+        Ok(Reclaimed {
+            task_id: r.get(0)?,
+            title: r.get(1)?,
+            team_id: r.get(2)?,
+            holder: r.get::<Option<String>>(3)?.unwrap_or_default(),
+            expired_at: r.get(4)?,
+        })
     })?;
-    let reclaimed = rows.collect::<rusqlite::Result<Vec<_>>>()?;
-    for (task, when) in &reclaimed {
-        narrate(tx, now, task, when)?;
+    // RETURNING does not promise an order: narrate in one, whichever engine ran it.
+    reclaimed.sort_by(|a, b| (a.expired_at, &a.task_id).cmp(&(b.expired_at, &b.task_id)));
+    for task in &reclaimed {
+        narrate(tx, now, task)?;
     }
-    Ok(reclaimed.into_iter().map(|(task, _)| task).collect())
+    Ok(reclaimed)
+}
+
+/// `ms` (epoch milliseconds) as UTC `YYYY-MM-DDTHH:MM:SSZ`, computed here so that no
+/// engine's date functions are needed (days to a civil date: Howard Hinnant's
+/// `civil_from_days`; one call site, so no date crate).
+fn utc_iso(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, second_of_day) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let shifted_month = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+    let month = if shifted_month < 10 {
+        shifted_month + 3
+    } else {
+        shifted_month - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        second_of_day / 3600,
+        second_of_day % 3600 / 60,
+        second_of_day % 60
+    )
 }
 
 /// The comment, inbox row and room post of one reclaimed task.
-fn narrate(tx: &Connection, now: i64, task: &Reclaimed, when: &str) -> Result<()> {
+fn narrate(tx: &dyn Tx, now: i64, task: &Reclaimed) -> Result<()> {
     let (id, title, holder) = (&task.task_id, &task.title, &task.holder);
+    let when = utc_iso(task.expired_at);
     let comment = format!(
         "{holder}'s lease ran out at {when} without a call from {holder}; the task is back in todo for anyone to claim"
     );
-    tx.prepare_cached(
+    tx.execute(
         "INSERT INTO task_comments(id, task_id, author_agent_id, author_type, body, created_at)
          VALUES (?1, ?2, NULL, 'system', ?3, ?4)",
-    )?
-    .execute(params![crate::new_id(), id, comment, now])?;
+        &[&crate::new_id(), id, &comment, &now],
+    )?;
     let note = format!(
         "your lease on \"{title}\" ({id}) ran out at {when} and the task went back to todo: claim it again (claim_task) if you are still on it, and check its comments first"
     );
-    inbox::push(
-        &crate::sqlite::tx::SqliteTx(tx),
-        now,
-        holder,
-        task.team_id.as_deref(),
-        "lease",
-        &note,
-    )?;
+    inbox::push(tx, now, holder, task.team_id.as_deref(), "lease", &note)?;
     if let Some(team) = task.team_id.as_deref() {
         let post = format!(
             "{holder}'s lease on \"{title}\" ({id}) ran out at {when}; the task is back in todo"
@@ -131,49 +194,48 @@ fn narrate(tx: &Connection, now: i64, task: &Reclaimed, when: &str) -> Result<()
 
 /// The renewal rule, inside the caller's write transaction: every lease `agent` holds with
 /// less than half of `lease` left (and not yet run out) starts again from `now`.
-fn renew_in(tx: &Connection, agent: &str, now: i64, lease: i64) -> Result<usize> {
-    Ok(tx
-        .prepare_cached(
-            "UPDATE tasks SET lease_expires_at = ?2 + ?3
-             WHERE assignee_agent_id = ?1 AND status = 'in_progress'
-               AND lease_expires_at > ?2 AND lease_expires_at < ?2 + ?3 / 2",
-        )?
-        .execute(params![agent, now, lease])?)
+fn renew_in(tx: &dyn Tx, agent: &str, now: i64, lease: i64) -> Result<usize> {
+    tx.execute(
+        "UPDATE tasks SET lease_expires_at = ?2 + CAST(?3 AS BIGINT)
+         WHERE assignee_agent_id = ?1 AND status = 'in_progress'
+           AND lease_expires_at > ?2 AND lease_expires_at < ?2 + CAST(?3 AS BIGINT) / 2",
+        &[&agent, &now, &lease],
+    )
 }
 
 /// Record `agent`'s call at `now` (its last-seen time and, when given, its runtime) inside
 /// the caller's write transaction; an agent never seen before gets a row named by its id.
 pub(crate) fn seen_in(
-    tx: &Connection,
+    tx: &dyn Tx,
     agent: &str,
     team: Option<&str>,
     runtime: Option<&str>,
     now: i64,
 ) -> Result<()> {
-    tx.prepare_cached(
+    tx.execute(
         "INSERT INTO agents(id, name, team_id, runtime, created_at, last_seen_at)
          VALUES (?1, ?1, ?2, ?3, ?4, ?4)
          ON CONFLICT(id) DO UPDATE SET last_seen_at = excluded.last_seen_at,
-             runtime = COALESCE(excluded.runtime, runtime)",
-    )?
-    .execute(params![agent, team, runtime, now])?;
+             runtime = COALESCE(excluded.runtime, agents.runtime)",
+        &[&agent, &team, &runtime, &now],
+    )?;
     Ok(())
 }
 
 /// When `agent`'s next call must be recorded: before its soonest lease (renewed or not)
 /// falls under half, and at the latest [`SEEN_EVERY_MS`] from `now`. A claim made later
 /// (in any process) starts a full lease, so it never needs an earlier one.
-fn next_due(tx: &Connection, agent: &str, now: i64, lease: Option<i64>) -> Result<i64> {
+fn next_due(tx: &dyn Tx, agent: &str, now: i64, lease: Option<i64>) -> Result<i64> {
     let seen = now + SEEN_EVERY_MS.min(lease.map_or(SEEN_EVERY_MS, |l| l / 2));
     let Some(lease) = lease else {
         return Ok(seen);
     };
-    let soonest: Option<i64> = tx
-        .prepare_cached(
-            "SELECT min(lease_expires_at) FROM tasks
-             WHERE assignee_agent_id = ?1 AND status = 'in_progress' AND lease_expires_at > ?2",
-        )?
-        .query_row(params![agent, now], |r| r.get(0))?;
+    let soonest: Option<i64> = tx.query_one(
+        "SELECT min(lease_expires_at) FROM tasks
+         WHERE assignee_agent_id = ?1 AND status = 'in_progress' AND lease_expires_at > ?2",
+        &[&agent, &now],
+        |r| r.get(0),
+    )?;
     Ok(soonest.map_or(seen, |at| seen.min(at - lease / 2)))
 }
 
@@ -205,6 +267,12 @@ pub struct AgentSeen {
     pub held: Vec<HeldTask>,
 }
 
+/// How many picks [`Store::claim_next`] makes before it gives up with
+/// [`StoreError::Conflict`]. A pick is lost only when another claimer (a transaction on
+/// another PostgreSQL connection) took the same row first, so each loss is a task handed
+/// out; on SQLite, whose writers take turns, the first pick always holds.
+const CLAIM_NEXT_ATTEMPTS: usize = 32;
+
 /// Who asks [`Store::claim_next`] for work.
 #[derive(Debug, Clone, Copy)]
 pub struct Claimant<'a> {
@@ -213,18 +281,64 @@ pub struct Claimant<'a> {
     pub runtime: Option<&'a str>,
 }
 
+/// The claim of [`Store::claim_next`], inside the caller's write transaction: one
+/// conditional update whose target is the first ready row of `team`; the claimed task's id,
+/// or `None` when nothing is ready.
+///
+/// The update tests readiness again on the row it picked: PostgreSQL re-checks an update's
+/// own `WHERE` (not the sub-select that picked the row) once the row's lock is free, so a
+/// racer that picked the same row as a winner changes nothing and picks again, up to
+/// [`CLAIM_NEXT_ATTEMPTS`] times while a ready task remains.
+fn claim_next_in(
+    tx: &dyn Tx,
+    who: Claimant<'_>,
+    team: Option<&str>,
+    now: i64,
+    lease: Option<i64>,
+) -> Result<Option<String>> {
+    // `?1` the team, `?2` the runtime.
+    let ready = format!(
+        "status = 'todo' AND assignee_agent_id IS NULL AND dropped = 0
+           AND (CAST(?1 AS TEXT) IS NULL OR team_id = ?1)
+           AND (CAST(?2 AS TEXT) IS NULL OR assignee_runtime IS NULL OR assignee_runtime = ?2)
+           AND NOT {UNFINISHED_DEP}"
+    );
+    let claim = format!(
+        "UPDATE tasks SET assignee_agent_id = ?3,
+             assignee_runtime = COALESCE(?2, assignee_runtime), status = 'in_progress',
+             updated_at = ?4, lease_expires_at = ?4 + CAST(?5 AS BIGINT), {GRANT_LEASE}
+         WHERE id = (SELECT id FROM tasks WHERE {ready}
+                     ORDER BY priority DESC, created_at, id LIMIT 1)
+           AND {ready}
+         RETURNING id"
+    );
+    let any_ready = format!("SELECT EXISTS (SELECT 1 FROM tasks WHERE {ready})");
+    for _ in 0..CLAIM_NEXT_ATTEMPTS {
+        let claimed = tx.query_opt(
+            &claim,
+            &[&team, &who.runtime, &who.agent_id, &now, &lease],
+            |r| r.get::<String>(0),
+        )?;
+        if claimed.is_some() {
+            return Ok(claimed);
+        }
+        if !tx.query_one(&any_ready, &[&team, &who.runtime], |r| r.get::<bool>(0))? {
+            return Ok(None);
+        }
+    }
+    tracing::warn!(
+        agent = who.agent_id,
+        attempts = CLAIM_NEXT_ATTEMPTS,
+        "claim_next lost every pick to other claimers"
+    );
+    Err(StoreError::Conflict)
+}
+
 impl Store {
     /// Whether some `in_progress` lease has run out by now (one read of `tasks_by_lease`).
     pub fn has_expired_leases(&self) -> Result<bool> {
         let now = self.now_ms();
-        self.read_sqlite(|c| {
-            c.prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM tasks INDEXED BY tasks_by_lease
-                 WHERE status = 'in_progress' AND lease_expires_at <= ?1)",
-            )?
-            .query_row([now], |r| r.get::<_, bool>(0))
-            .map_err(StoreError::from)
-        })
+        self.read(|tx| tx.query_one(ANY_EXPIRED.sql(tx), &[&now], |r| r.get::<bool>(0)))
     }
 
     /// Give every claim without a lease (made before leases existed, or while they were
@@ -234,22 +348,23 @@ impl Store {
         let Some(lease) = self.lease_ms() else {
             return Ok(());
         };
-        const UNLEASED: &str = "FROM tasks INDEXED BY tasks_by_lease
-             WHERE status = 'in_progress' AND lease_expires_at IS NULL
-               AND assignee_agent_id IS NOT NULL";
-        let any = self.read_sqlite(|c| {
-            c.prepare_cached(&format!("SELECT EXISTS (SELECT 1 {UNLEASED})"))?
-                .query_row([], |r| r.get::<_, bool>(0))
-                .map_err(StoreError::from)
+        let any = self.read(|tx| {
+            let unleased = UNLEASED.sql(tx);
+            tx.query_one(&format!("SELECT EXISTS (SELECT 1 {unleased})"), &[], |r| {
+                r.get::<bool>(0)
+            })
         })?;
         if any {
             let now = self.now_ms();
-            self.write_sqlite(|tx| {
-                tx.prepare_cached(&format!(
-                    "UPDATE tasks SET lease_expires_at = ?1 + ?2 WHERE id IN (SELECT id {UNLEASED})"
-                ))?
-                .execute(params![now, lease])
-                .map_err(StoreError::from)
+            self.write(|tx| {
+                let unleased = UNLEASED.sql(tx);
+                tx.execute(
+                    &format!(
+                        "UPDATE tasks SET lease_expires_at = CAST(?1 AS BIGINT) + CAST(?2 AS BIGINT)
+                         WHERE id IN (SELECT id {unleased})"
+                    ),
+                    &[&now, &lease],
+                )
             })?;
         }
         Ok(())
@@ -262,7 +377,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let now = self.now_ms();
-        let reclaimed = self.write_sqlite(|tx| expire_in(tx, now))?;
+        let reclaimed = self.write(|tx| expire_in(tx, now))?;
         if !reclaimed.is_empty() {
             chat::ring_doorbell();
             tracing::info!(count = reclaimed.len(), "reclaimed expired leases");
@@ -284,7 +399,7 @@ impl Store {
     pub fn record_call(&self, agent: &str, team: Option<&str>) -> Result<()> {
         let now = self.now_ms();
         let lease = self.lease_ms();
-        let due = self.write_sqlite(|tx| {
+        let due = self.write(|tx| {
             seen_in(tx, agent, team, None, now)?;
             if let Some(lease) = lease {
                 renew_in(tx, agent, now, lease)?;
@@ -299,10 +414,9 @@ impl Store {
     }
 
     /// Claim the first ready task (priority, then age) in `scope`'s team for `who`, in one
-    /// transaction: one conditional update whose target is the first ready row, so racing
-    /// callers in any number of processes get distinct tasks, and none is told
-    /// nothing (`None`) while a ready task is left. Tasks whose `assigneeRuntime` names
-    /// another runtime than `who`'s are skipped.
+    /// transaction (`claim_next_in`), so racing callers in any number of processes and
+    /// hosts get distinct tasks, and none is told nothing (`None`) while a ready task is
+    /// left. Tasks whose `assigneeRuntime` names another runtime than `who`'s are skipped.
     pub fn claim_next(&self, who: Claimant<'_>, scope: Scope<'_>) -> Result<Option<Task>> {
         if who.agent_id.trim().is_empty() {
             return Err(StoreError::Invalid(
@@ -311,34 +425,17 @@ impl Store {
         }
         let now = self.now_ms();
         let lease = self.lease_ms();
-        self.write_sqlite(|tx| {
+        // `board::require_task` still takes the SQLite connection; the rest runs on `Tx`.
+        self.write_sqlite(|conn| {
+            let tx: &dyn Tx = &SqliteTx(conn);
             expire_in(tx, now)?;
-            let sql = format!(
-                "UPDATE tasks SET assignee_agent_id = ?1,
-                     assignee_runtime = COALESCE(?2, assignee_runtime), status = 'in_progress',
-                     updated_at = ?3, lease_expires_at = ?3 + ?4, {GRANT_LEASE}
-                 WHERE id = (SELECT id FROM tasks
-                     WHERE status = 'todo' AND assignee_agent_id IS NULL AND dropped = 0
-                       AND (?5 IS NULL OR team_id = ?5)
-                       AND (?2 IS NULL OR assignee_runtime IS NULL OR assignee_runtime = ?2)
-                       AND NOT {UNFINISHED_DEP}
-                     ORDER BY priority DESC, created_at, id LIMIT 1)
-                 RETURNING id"
-            );
-            let claimed: Option<String> = tx
-                .prepare_cached(&sql)?
-                .query_row(
-                    params![who.agent_id, who.runtime, now, lease, scope.team_id],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            let Some(id) = claimed else {
+            let Some(id) = claim_next_in(tx, who, scope.team_id, now, lease)? else {
                 return Ok(None);
             };
             if who.runtime.is_some() {
                 seen_in(tx, who.agent_id, scope.team_id, who.runtime, now)?;
             }
-            require_task(tx, &id, scope).map(Some)
+            require_task(conn, &id, scope).map(Some)
         })
     }
 
@@ -347,13 +444,12 @@ impl Store {
     pub fn agents_seen(&self, team: Option<&str>) -> Result<Vec<AgentSeen>> {
         let now = self.now_ms();
         let seen_every = SEEN_EVERY_MS.min(self.lease_ms().map_or(SEEN_EVERY_MS, |l| l / 2));
-        self.snapshot_sqlite(|c| {
-            let mut agents: Vec<AgentSeen> = c
-                .prepare_cached(
-                    "SELECT id, name, team_id, runtime, last_seen_at FROM agents
-                     WHERE ?1 IS NULL OR team_id = ?1",
-                )?
-                .query_map([team], |r| {
+        self.snapshot(|tx| {
+            let mut agents = tx.query_map(
+                "SELECT id, name, team_id, runtime, last_seen_at FROM agents
+                 WHERE CAST(?1 AS TEXT) IS NULL OR team_id = ?1",
+                &[&team],
+                |r| {
                     let last_seen_at: Option<i64> = r.get(4)?;
                     Ok(AgentSeen {
                         id: r.get(0)?,
@@ -365,32 +461,32 @@ impl Store {
                         alive_until: last_seen_at.map(|at| at + 2 * seen_every),
                         held: Vec::new(),
                     })
-                })?
-                .collect::<rusqlite::Result<_>>()?;
-            let mut held = c.prepare_cached(
+                },
+            )?;
+            let rows = tx.query_map(
                 "SELECT assignee_agent_id, team_id, id, title, status, lease_expires_at, claim_token
                  FROM tasks
                  WHERE assignee_agent_id IS NOT NULL AND dropped = 0
                    AND status IN ('in_progress', 'in_review', 'blocked')
-                   AND (?1 IS NULL OR team_id = ?1)
+                   AND (CAST(?1 AS TEXT) IS NULL OR team_id = ?1)
                  ORDER BY lease_expires_at IS NULL, lease_expires_at, id",
+                &[&team],
+                |r| {
+                    let status: String = r.get(4)?;
+                    Ok((
+                        r.get::<String>(0)?,
+                        r.get::<Option<String>>(1)?,
+                        HeldTask {
+                            id: r.get(2)?,
+                            title: r.get(3)?,
+                            status: status.parse().unwrap_or(Status::InProgress),
+                            lease_expires_at: r.get(5)?,
+                            claim_token: r.get(6)?,
+                        },
+                    ))
+                },
             )?;
-            let rows = held.query_map([team], |r| {
-                let status: String = r.get(4)?;
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, Option<String>>(1)?,
-                    HeldTask {
-                        id: r.get(2)?,
-                        title: r.get(3)?,
-                        status: status.parse().unwrap_or(Status::InProgress),
-                        lease_expires_at: r.get(5)?,
-                        claim_token: r.get(6)?,
-                    },
-                ))
-            })?;
-            for row in rows {
-                let (holder, team_id, task) = row?;
+            for (holder, team_id, task) in rows {
                 match agents.iter_mut().find(|a| a.id == holder) {
                     Some(agent) => agent.held.push(task),
                     None => agents.push(AgentSeen {

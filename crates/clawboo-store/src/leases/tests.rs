@@ -335,13 +335,13 @@ fn with_leases_off_claims_never_expire() {
 }
 
 /// The expiry rule runs inside every claim: it must read only expired leases, never walk
-/// the claimed tasks.
+/// the claimed tasks (SQLite's plan; PostgreSQL's statement has no hint).
 #[test]
 fn the_expiry_rule_reads_only_the_lease_index() {
     let (_dir, store) = store();
     let plan = store
         .read_sqlite(|c| {
-            let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {EXPIRE_LEASES}"))?;
+            let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {}", EXPIRE_LEASES.sqlite))?;
             let rows = stmt.query_map([1], |r| r.get::<_, String>(3))?;
             Ok::<_, StoreError>(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
@@ -385,4 +385,14 @@ fn claims_without_a_lease_get_one_when_leases_are_on() {
     // Back in todo as a release leaves it: nobody's, for any runtime.
     let back = on.get_task(&t.id, Scope::ALL).unwrap().unwrap();
     assert_eq!((back.status, back.assignee_runtime), (Status::Todo, None));
+}
+
+#[test]
+fn lease_times_read_as_utc_iso() {
+    assert_eq!(utc_iso(0), "1970-01-01T00:00:00Z");
+    assert_eq!(utc_iso(T0 + LEASE_MS), "2023-11-14T22:14:20Z");
+    assert_eq!(utc_iso(951_782_399_999), "2000-02-28T23:59:59Z");
+    assert_eq!(utc_iso(951_868_800_000), "2000-03-01T00:00:00Z");
+    assert_eq!(utc_iso(1_709_208_000_000), "2024-02-29T12:00:00Z");
+    assert_eq!(utc_iso(-1), "1969-12-31T23:59:59Z");
 }
