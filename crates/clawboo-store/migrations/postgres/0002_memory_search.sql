@@ -19,13 +19,14 @@ CREATE TABLE memory_fts_docs (
 -- One row per term of a fact: its occurrences weighted by column (title 2, content 1,
 -- tags 1, bm25's weights) and every place it occurs, column * 2^32 + token offset, so a
 -- phrase (a query word FTS5 splits into several terms) matches consecutive places. The
--- number of facts holding a term is counted from here.
+-- number of facts holding a term is counted from here; a one-term query word reads only the
+-- key and `freq`, so the index carries it.
 CREATE TABLE memory_fts_postings (
     term       TEXT NOT NULL,
     seq        BIGINT NOT NULL,
     freq       BIGINT NOT NULL,
     positions  BIGINT[] NOT NULL,
-    PRIMARY KEY (term, seq)
+    PRIMARY KEY (term, seq) INCLUDE (freq)
 );
 
 -- Facts and tokens in all, split over a few rows (a writer adds to the row of its

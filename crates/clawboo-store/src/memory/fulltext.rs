@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use parking_lot::RwLock;
 
 use super::search::{B, K1, ScopeKey};
-use super::sqlite_fts::{Posting, Postings, Tokenizer, read_fts5_index};
+use super::sqlite_fts::{Fts5Index, Posting, Postings, Tokenizer, read_fts5_index};
 use super::{Memory, ScopeFilter};
 use crate::Store;
 use crate::error::Result;
@@ -268,7 +268,11 @@ fn read_facts_after(store: &Store, seq: i64, limit: usize) -> Result<Vec<FactTex
 /// Every fact's terms at once, from FTS5's own index, and the change token read before.
 fn index_everything(store: &Store) -> Result<(TextIndex, ChangeToken)> {
     let token = store.change_token()?;
-    let (facts, postings, lengths) = read_fts5_index(store)?;
+    let Fts5Index {
+        facts,
+        postings,
+        lengths,
+    } = read_fts5_index(store)?;
     let mut index = TextIndex::default();
     for (seq, key) in facts {
         index.push_fact(seq, key);

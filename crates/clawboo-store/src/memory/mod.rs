@@ -1,11 +1,15 @@
 //! Shared memory: declarative facts and versioned procedures, scrubbed of secrets on every
-//! save, found by full text (FTS5, bm25), by vector similarity or by both fused.
+//! save, found by full text (bm25), by vector similarity or by both fused.
 //!
-//! [`Memory`] wraps the [`Store`] with the embedder chosen for this process (if any) and an
-//! in-process cache of fact vectors, so a vector search scans memory rather than the
-//! database. The cache reloads only rows whose embedding changed since it last looked
-//! (`embed_seq`), which keeps it right when other processes write the same file. Full-text
-//! search ranks in a second cache, of the terms of every fact (`fulltext`).
+//! Facts and procedures are written once, on the neutral [`crate::db::Tx`]; only search
+//! differs by engine. On SQLite, [`Memory`] keeps two caches in the process, kept right
+//! when other processes write the same file: every fact vector (reloading only rows whose
+//! embedding changed, by `embed_seq`), so a vector search scans memory; and the terms of
+//! every fact (`fulltext`), so full text ranks in memory exactly as FTS5 would. On
+//! PostgreSQL, where many hosts share one database, a process keeps nothing per fact: the
+//! database keeps term statistics written with each fact and ranks bm25 itself
+//! (`pg_fts`), and a vector search streams the vectors in pages. What needs SQLite itself
+//! (FTS5's upkeep and ranking, its tokenizer) sits in `sqlite_fts`.
 
 mod fulltext;
 mod pg_fts;
@@ -21,7 +25,7 @@ pub use clawboo_embed::{EmbedError, Embedder};
 pub use procedures::{NewProcedure, Procedure};
 pub use search::{MAX_QUERY_CHARS, MatchedVia, SearchHit, SearchMode, SearchOutcome};
 
-use crate::db::{DbRow, Dialect, ToValue};
+use crate::db::{DbRow, Dialect, ToValue, Tx};
 use crate::error::{Result, StoreError};
 use crate::scrub::{is_only_redactions, scrub_text};
 use crate::{Store, new_id};
@@ -142,7 +146,9 @@ impl ScopeFilter {
             TeamFilter::Any => {}
             TeamFilter::TeamOrGlobal(t) => {
                 let p = first + args.len();
-                parts.push(format!("({alias}.team_id = ?{p} OR {alias}.team_id IS NULL)"));
+                parts.push(format!(
+                    "({alias}.team_id = ?{p} OR {alias}.team_id IS NULL)"
+                ));
                 args.push(t.clone());
             }
             TeamFilter::GlobalOnly => parts.push(format!("{alias}.team_id IS NULL")),
@@ -215,44 +221,56 @@ impl PreparedFact {
         fact.created_at = store.now_ms();
         let blob = vector.as_deref().map(vector_to_blob);
         let dim = vector.as_ref().map(|v| v.len() as i64);
-        store.write(|tx| {
-            let seq: i64 = tx.query_one(
-                "INSERT INTO memory_facts (id, title, content, tags, team_id, agent_id, tenant_id,
-                     created_at, embedding, embedding_model, embedding_dim, embed_seq)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
-                     CASE WHEN ?9 IS NULL THEN 0
-                          ELSE (SELECT COALESCE(MAX(embed_seq), 0) + 1 FROM memory_facts) END)
-                 RETURNING seq",
-                &[
-                    &fact.id,
-                    &fact.title,
-                    &fact.content,
-                    &tags_json,
-                    &fact.team_id,
-                    &fact.agent_id,
-                    &fact.tenant_id,
-                    &fact.created_at,
-                    &blob,
-                    &fact.embedding_model,
-                    &dim,
-                ],
-                |r| r.get(0),
-            )?;
-            if tx.dialect() == Dialect::Postgres {
-                let terms = match &terms {
-                    Some(terms) => terms,
-                    None => &Tokenizer::open()?.document([
-                        &fact.title,
-                        &fact.content,
-                        &tags_json,
-                    ])?,
-                };
-                pg_fts::record_terms(tx, seq, &fact, terms)?;
-            }
-            Ok::<_, StoreError>(())
-        })?;
+        store
+            .write(|tx| insert_fact(tx, &fact, &tags_json, blob.as_deref(), dim, terms.as_ref()))?;
         Ok(fact)
     }
+}
+
+/// Insert `fact` (and, on PostgreSQL, its term statistics) in the caller's transaction.
+fn insert_fact(
+    tx: &dyn Tx,
+    fact: &Fact,
+    tags_json: &str,
+    blob: Option<&[u8]>,
+    dim: Option<i64>,
+    terms: Option<&DocTerms>,
+) -> Result<()> {
+    // A fact has a vector exactly when it has a dimension; `embed_seq` moves only then.
+    let seq: i64 = tx.query_one(
+        "INSERT INTO memory_facts (id, title, content, tags, team_id, agent_id, tenant_id,
+             created_at, embedding, embedding_model, embedding_dim, embed_seq)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
+             CASE WHEN CAST(?11 AS BIGINT) IS NULL THEN 0
+                  ELSE (SELECT COALESCE(MAX(embed_seq), 0) + 1 FROM memory_facts) END)
+         RETURNING seq",
+        &[
+            &fact.id,
+            &fact.title,
+            &fact.content,
+            &tags_json,
+            &fact.team_id,
+            &fact.agent_id,
+            &fact.tenant_id,
+            &fact.created_at,
+            &blob,
+            &fact.embedding_model,
+            &dim,
+        ],
+        |r| r.get(0),
+    )?;
+    if tx.dialect() == Dialect::Postgres {
+        let made;
+        let terms = match terms {
+            Some(terms) => terms,
+            None => {
+                made = Tokenizer::open()?.document([&fact.title, &fact.content, tags_json])?;
+                &made
+            }
+        };
+        pg_fts::record_terms(tx, seq, fact, terms)?;
+    }
+    Ok(())
 }
 
 impl std::fmt::Debug for Memory {
@@ -459,9 +477,9 @@ impl Memory {
         let embedded = self.embed_one(&embedding_text(&title, &content, &tags));
         // Tokenized here, outside the write, where the database keeps term statistics.
         let terms = match self.dialect()? {
-            Dialect::Postgres => Some(
-                self.with_tokenizer(|t| t.document([&title, &content, &tags_json]))?,
-            ),
+            Dialect::Postgres => {
+                Some(self.with_tokenizer(|t| t.document([&title, &content, &tags_json]))?)
+            }
             Dialect::Sqlite => None,
         };
         Ok(PreparedFact {

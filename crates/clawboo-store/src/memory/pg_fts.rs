@@ -65,7 +65,7 @@ pub(super) fn record_terms(tx: &dyn Tx, seq: i64, fact: &Fact, terms: &DocTerms)
         tx.execute(
             "INSERT INTO memory_fts_postings (term, seq, freq, positions)
              SELECT t.term, CAST(?1 AS BIGINT), t.freq, t.positions
-             FROM json_to_recordset(CAST(?2 AS JSON))
+             FROM json_to_recordset(CAST(CAST(?2 AS TEXT) AS JSON))
                  AS t(term TEXT, freq BIGINT, positions BIGINT[])",
             &[&seq, &json(&rows)?],
         )?;
@@ -74,7 +74,7 @@ pub(super) fn record_terms(tx: &dyn Tx, seq: i64, fact: &Fact, terms: &DocTerms)
     // wait on each other in a circle.
     tx.execute(
         "INSERT INTO memory_fts_totals (shard, docs, tokens)
-         VALUES (pg_backend_pid() % ?1, 1, ?2)
+         VALUES (pg_backend_pid() % CAST(?1 AS BIGINT), 1, ?2)
          ON CONFLICT (shard) DO UPDATE SET docs = memory_fts_totals.docs + 1,
              tokens = memory_fts_totals.tokens + excluded.tokens",
         &[&TOTAL_SHARDS, &terms.length],
@@ -101,11 +101,14 @@ pub(super) fn ranked(
         .iter()
         .enumerate()
         .flat_map(|(phrase, terms)| {
-            terms.iter().enumerate().map(move |(place, term)| QueryTerm {
-                phrase,
-                place,
-                term,
-            })
+            terms
+                .iter()
+                .enumerate()
+                .map(move |(place, term)| QueryTerm {
+                    phrase,
+                    place,
+                    term,
+                })
         })
         .collect();
     if query.is_empty() {
@@ -127,7 +130,7 @@ pub(super) fn ranked(
     let sql = format!(
         "WITH q AS (
              SELECT e.phrase, e.place, e.term
-             FROM json_to_recordset(CAST(?1 AS JSON)) AS e(phrase BIGINT, place BIGINT, term TEXT)
+             FROM json_to_recordset(CAST(CAST(?1 AS TEXT) AS JSON)) AS e(phrase BIGINT, place BIGINT, term TEXT)
          ),
          sizes AS (SELECT phrase, count(*) AS terms FROM q GROUP BY phrase),
          starts AS (

@@ -10,7 +10,7 @@ use super::{
     MAX_PROCEDURE_NAME_CHARS, Memory, ScopeFilter, check_len, check_limit, clean_content,
     clean_tags, params_with,
 };
-use crate::db::DbRow;
+use crate::db::{DbRow, Tx};
 use crate::error::{Result, StoreError};
 use crate::new_id;
 use crate::scrub::scrub_text;
@@ -89,59 +89,21 @@ impl Memory {
         let tags = clean_tags(&procedure.tags)?;
         let tags_json =
             serde_json::to_string(&tags).map_err(|e| StoreError::Invalid(format!("tags: {e}")))?;
-        let id = new_id();
-        let now = self.store.now_ms();
-        // One key per name and scope, a missing scope part as the unique index sees it.
-        let lock_key = serde_json::json!([
+        let mut saved = Procedure {
+            id: new_id(),
             name,
-            procedure.tenant_id.as_deref().unwrap_or(""),
-            procedure.team_id.as_deref().unwrap_or(""),
-            procedure.agent_id.as_deref().unwrap_or(""),
-        ]);
-        let version = self.store.write(|tx| {
-            tx.serialize_on(&format!("procedure:{lock_key}"))?;
-            let version: i64 = tx.query_one(
-                "SELECT COALESCE(MAX(version), 0) + 1 FROM memory_procedures
-                 WHERE name = ?1 AND COALESCE(tenant_id, '') = COALESCE(?2, '')
-                   AND COALESCE(team_id, '') = COALESCE(?3, '')
-                   AND COALESCE(agent_id, '') = COALESCE(?4, '')",
-                &[
-                    &name,
-                    &procedure.tenant_id,
-                    &procedure.team_id,
-                    &procedure.agent_id,
-                ],
-                |r| r.get(0),
-            )?;
-            tx.execute(
-                "INSERT INTO memory_procedures
-                     (id, name, version, content, tags, team_id, agent_id, tenant_id, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                &[
-                    &id,
-                    &name,
-                    &version,
-                    &content,
-                    &tags_json,
-                    &procedure.team_id,
-                    &procedure.agent_id,
-                    &procedure.tenant_id,
-                    &now,
-                ],
-            )?;
-            Ok::<_, StoreError>(version)
-        })?;
-        Ok(Procedure {
-            id,
-            name,
-            version,
+            version: 0,
             content,
             tags,
             team_id: procedure.team_id,
             agent_id: procedure.agent_id,
             tenant_id: procedure.tenant_id,
-            created_at: now,
-        })
+            created_at: self.store.now_ms(),
+        };
+        saved.version = self
+            .store
+            .write(|tx| insert_next_version(tx, &saved, &tags_json))?;
+        Ok(saved)
     }
 
     /// Every version of `name` visible in `scope`, oldest first.
@@ -197,6 +159,49 @@ impl Memory {
         self.store
             .read(|tx| tx.query_map(&sql, &params_with(&limit, &args), procedure_from_row))
     }
+}
+
+/// Insert `procedure` as the next version of its name in its scope, in the caller's write
+/// transaction; the version it got.
+fn insert_next_version(tx: &dyn Tx, procedure: &Procedure, tags_json: &str) -> Result<i64> {
+    // One key per name and scope, a missing scope part as the unique index sees it.
+    let key = serde_json::json!([
+        procedure.name,
+        procedure.tenant_id.as_deref().unwrap_or(""),
+        procedure.team_id.as_deref().unwrap_or(""),
+        procedure.agent_id.as_deref().unwrap_or(""),
+    ]);
+    tx.serialize_on(&format!("procedure:{key}"))?;
+    let version: i64 = tx.query_one(
+        "SELECT COALESCE(MAX(version), 0) + 1 FROM memory_procedures
+         WHERE name = ?1 AND COALESCE(tenant_id, '') = COALESCE(?2, '')
+           AND COALESCE(team_id, '') = COALESCE(?3, '')
+           AND COALESCE(agent_id, '') = COALESCE(?4, '')",
+        &[
+            &procedure.name,
+            &procedure.tenant_id,
+            &procedure.team_id,
+            &procedure.agent_id,
+        ],
+        |r| r.get(0),
+    )?;
+    tx.execute(
+        "INSERT INTO memory_procedures
+             (id, name, version, content, tags, team_id, agent_id, tenant_id, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        &[
+            &procedure.id,
+            &procedure.name,
+            &version,
+            &procedure.content,
+            &tags_json,
+            &procedure.team_id,
+            &procedure.agent_id,
+            &procedure.tenant_id,
+            &procedure.created_at,
+        ],
+    )?;
+    Ok(version)
 }
 
 /// Escape `%`, `_` and `\` for a `LIKE … ESCAPE '\'` pattern.

@@ -18,7 +18,7 @@ use super::{
     FACT_COLUMNS, Fact, MAX_SEARCH_LIMIT, Memory, ScopeFilter, blob_to_vector, check_len,
     check_limit, fact_from_row, params_with, pg_fts, sqlite_fts,
 };
-use crate::db::{Dialect, ToValue};
+use crate::db::{Dialect, ToValue, Tx};
 use crate::error::{Result, StoreError};
 use crate::sqlite::ChangeToken;
 
@@ -541,9 +541,8 @@ impl Memory {
         }
         let words = fts_words(words);
         if self.dialect()? == Dialect::Postgres {
-            let phrases: Vec<Vec<String>> = self.with_tokenizer(|tokenizer| {
-                words.iter().map(|w| tokenizer.phrase(w)).collect()
-            })?;
+            let phrases: Vec<Vec<String>> = self
+                .with_tokenizer(|tokenizer| words.iter().map(|w| tokenizer.phrase(w)).collect())?;
             let ranked = self
                 .store
                 .read(|tx| pg_fts::ranked(tx, &phrases, scope, k))?;
@@ -620,39 +619,8 @@ impl Memory {
         scope: &ScopeFilter,
         k: usize,
     ) -> Result<Vec<(i64, f32)>> {
-        let (cond, args) = scope.sql("f", 5);
-        let sql = format!(
-            "SELECT f.seq, f.embedding FROM memory_facts f
-             WHERE f.seq > ?1 AND f.embedding_model = ?2 AND f.embedding_dim = ?3 AND {cond}
-             ORDER BY f.seq LIMIT ?4"
-        );
-        let dim = query.len();
-        let mut best = TopK::new(k);
-        self.store.snapshot(|tx| {
-            let mut after = 0i64;
-            loop {
-                let mut params: Vec<&dyn ToValue> = vec![&after, &model, &dim, &VECTOR_PAGE];
-                params.extend(args.iter().map(|a| a as &dyn ToValue));
-                let mut read = 0usize;
-                let mut last = after;
-                tx.query_each(&sql, &params, &mut |r| {
-                    read += 1;
-                    last = r.get(0)?;
-                    let blob: Option<Vec<u8>> = r.get(1)?;
-                    if let Some(v) = blob.as_deref().and_then(blob_to_vector)
-                        && v.len() == dim
-                    {
-                        best.offer(last, dot(query, &v));
-                    }
-                    Ok(())
-                })?;
-                if read < VECTOR_PAGE {
-                    return Ok::<_, StoreError>(());
-                }
-                after = last;
-            }
-        })?;
-        Ok(best.into_sorted())
+        self.store
+            .snapshot(|tx| scan_vectors(tx, query, model, scope, k))
     }
 
     /// Whether a fact in `scope` lacks a vector from `model` at `dim` (PostgreSQL).
@@ -708,9 +676,8 @@ impl Memory {
 
     /// How many facts the database holds.
     fn fact_count(&self) -> Result<usize> {
-        self.store.read(|tx| {
-            tx.query_one("SELECT count(*) FROM memory_facts", &[], |r| r.get(0))
-        })
+        self.store
+            .read(|tx| tx.query_one("SELECT count(*) FROM memory_facts", &[], |r| r.get(0)))
     }
 
     /// Load every row whose embedding changed since the cache last looked.
@@ -783,6 +750,47 @@ impl Memory {
             })?;
             Ok(out)
         })
+    }
+}
+
+/// The best `k` facts in scope by similarity to `query` among those embedded by `model`
+/// at its dimension, read from the database a page at a time (run it in one snapshot).
+fn scan_vectors(
+    tx: &dyn Tx,
+    query: &[f32],
+    model: &str,
+    scope: &ScopeFilter,
+    k: usize,
+) -> Result<Vec<(i64, f32)>> {
+    let (cond, args) = scope.sql("f", 5);
+    let sql = format!(
+        "SELECT f.seq, f.embedding FROM memory_facts f
+         WHERE f.seq > ?1 AND f.embedding_model = ?2 AND f.embedding_dim = ?3 AND {cond}
+         ORDER BY f.seq LIMIT ?4"
+    );
+    let dim = query.len();
+    let mut best = TopK::new(k);
+    let mut after = 0i64;
+    loop {
+        let mut params: Vec<&dyn ToValue> = vec![&after, &model, &dim, &VECTOR_PAGE];
+        params.extend(args.iter().map(|a| a as &dyn ToValue));
+        let mut read = 0usize;
+        let mut last = after;
+        tx.query_each(&sql, &params, &mut |r| {
+            read += 1;
+            last = r.get(0)?;
+            let blob: Option<Vec<u8>> = r.get(1)?;
+            if let Some(v) = blob.as_deref().and_then(blob_to_vector)
+                && v.len() == dim
+            {
+                best.offer(last, dot(query, &v));
+            }
+            Ok(())
+        })?;
+        if read < VECTOR_PAGE {
+            return Ok(best.into_sorted());
+        }
+        after = last;
     }
 }
 

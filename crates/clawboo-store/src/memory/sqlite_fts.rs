@@ -198,11 +198,20 @@ fn text_at<'row>(row: &'row rusqlite::Row<'_>, index: usize) -> rusqlite::Result
     })
 }
 
+/// FTS5's index of every fact, as the in-memory index takes it over.
+pub(super) struct Fts5Index {
+    /// Each fact's seq and scope, ascending seq.
+    pub(super) facts: Vec<(i64, ScopeKey)>,
+    /// Postings by term, facts numbered in `facts`' order.
+    pub(super) postings: Postings,
+    /// Each fact's length in tokens.
+    pub(super) lengths: Vec<u32>,
+}
+
 /// Every fact's terms read from `memory_facts_fts` itself through an `fts5vocab` table, in
 /// one snapshot (nothing is tokenized again: about four times quicker than the twin
-/// table): each fact's seq and scope in seq order, postings by term with facts numbered
-/// in that order, and each fact's length in tokens.
-pub(super) fn read_fts5_index(store: &Store) -> Result<(Vec<(i64, ScopeKey)>, Postings, Vec<u32>)> {
+/// table).
+pub(super) fn read_fts5_index(store: &Store) -> Result<Fts5Index> {
     store.long_snapshot_sqlite(|conn| {
         conn.execute_batch(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_facts_fts_instances
@@ -223,7 +232,7 @@ pub(super) fn read_fts5_index(store: &Store) -> Result<(Vec<(i64, ScopeKey)>, Po
                 facts.push((r.get::<_, i64>(0)?, key));
             }
         }
-        let mut terms = Postings::new();
+        let mut postings = Postings::new();
         let mut lengths = vec![0u32; facts.len()];
         let mut stmt =
             conn.prepare("SELECT term, doc, col FROM temp.memory_facts_fts_instances")?;
@@ -235,10 +244,14 @@ pub(super) fn read_fts5_index(store: &Store) -> Result<(Vec<(i64, ScopeKey)>, Po
                     .ok()
                     .map(|doc| doc as u32)
             },
-            &mut terms,
+            &mut postings,
             &mut lengths,
         )?;
-        Ok((facts, terms, lengths))
+        Ok(Fts5Index {
+            facts,
+            postings,
+            lengths,
+        })
     })
 }
 
@@ -330,8 +343,7 @@ impl Tokenizer {
         tx.prepare_cached("INSERT INTO terms(rowid, title) VALUES (1, ?)")?
             .execute([word])?;
         let terms: Vec<String> = {
-            let mut stmt =
-                tx.prepare_cached("SELECT term FROM terms_instances ORDER BY offset")?;
+            let mut stmt = tx.prepare_cached("SELECT term FROM terms_instances ORDER BY offset")?;
             let rows = stmt.query_map([], |r| r.get(0))?;
             rows.collect::<rusqlite::Result<_>>()?
         };
