@@ -630,7 +630,7 @@ fn the_text_index_follows_other_processes_and_defers_what_it_cannot_rank() {
     // searches rank in SQLite.
     writer
         .store()
-        .write_sqlite(|_| {
+        .write(|_| {
             for i in 0..2_500 {
                 writer
                     .prepare_fact(fact(&format!("note {i}"), "filler text", None, None))?
