@@ -32,8 +32,8 @@ pub mod settings;
 mod sqlite;
 mod store;
 pub mod teams;
-#[cfg(test)]
-mod testing;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use error::{BackendError, BackendErrorKind, CapReason, StoreError};
 pub use store::{Clock, QueuedWrite, SettleWrite, Store, StoreConfig};

@@ -10,8 +10,8 @@ use std::time::Duration;
 use crate::db::Tx;
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use crate::postgres::PgDb;
+use crate::sqlite::SqliteDb;
 use crate::sqlite::tx::SqliteTx;
-use crate::sqlite::{ChangeToken, SqliteDb};
 
 /// A source of "now" in epoch milliseconds; injectable so time-window rules are testable.
 pub type Clock = fn() -> i64;
@@ -55,6 +55,22 @@ pub type QueuedWrite = Box<dyn FnOnce(&Store) -> SettleWrite + Send>;
 /// Reports a queued write's outcome to its caller once its group ended: `Ok` when the group
 /// committed, the error that rolled the whole group back otherwise.
 pub type SettleWrite = Box<dyn FnOnce(std::result::Result<(), &StoreError>) + Send>;
+
+/// A value that changes whenever the database may have changed: a commit through this
+/// store or through any other connection (another process included). Caches compare it
+/// to skip reloading when nothing happened; each backend says what it is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ChangeToken {
+    database: i64,
+    local: u64,
+}
+
+impl ChangeToken {
+    /// A token from a database-wide change count and this process's own commit count.
+    pub(crate) fn new(database: i64, local: u64) -> ChangeToken {
+        ChangeToken { database, local }
+    }
+}
 
 /// The engine behind a store.
 pub(crate) enum Backend {
@@ -246,12 +262,12 @@ impl Store {
         }
     }
 
-    /// A value that changes whenever the SQLite database may have changed (SQLite-only
-    /// caches compare it).
+    /// The current [`ChangeToken`]: read it before loading what a cache holds, compare it
+    /// before trusting the cache again.
     pub(crate) fn change_token(&self) -> Result<ChangeToken> {
         match &self.backend {
             Backend::Sqlite(db) => db.change_token(),
-            Backend::Postgres(_) => Err(sqlite_only("the change token")),
+            Backend::Postgres(db) => db.change_token(),
         }
     }
 

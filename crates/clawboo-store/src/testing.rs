@@ -1,13 +1,15 @@
-//! Throwaway stores for the store's own tests: a temp SQLite file, or a fresh database on
-//! the PostgreSQL server `CLAWBOO_TEST_POSTGRES_URL` names (created here, dropped when the
-//! test ends), so one test body runs on either backend.
+//! Throwaway stores for tests: a temp SQLite file, or a fresh database on the PostgreSQL
+//! server `CLAWBOO_TEST_POSTGRES_URL` names (created here, dropped when the test ends), so
+//! one test body runs on either backend. Built for the store's own unit tests, and public
+//! behind the `testing` feature for integration tests elsewhere. The server URL must not
+//! ask for TLS (the database is created over a plain connection).
 
 use std::sync::Mutex;
 
 use crate::{DbLocation, Store, StoreConfig, StoreError};
 
 /// The server the PostgreSQL tests run on (test.sh starts a throwaway cluster).
-pub(crate) const POSTGRES_URL_ENV: &str = "CLAWBOO_TEST_POSTGRES_URL";
+pub const POSTGRES_URL_ENV: &str = "CLAWBOO_TEST_POSTGRES_URL";
 
 /// Run `sql` on the server `url` names, from any thread (even inside a tokio runtime).
 fn admin(url: &str, sql: &str) -> Result<(), String> {
@@ -53,7 +55,7 @@ fn with_database(url: &str, name: &str) -> String {
 }
 
 /// A database for one test, removed when dropped.
-pub(crate) struct TestStore {
+pub struct TestStore {
     location: DbLocation,
     _dir: Option<tempfile::TempDir>,
     server: Option<String>,
@@ -61,8 +63,13 @@ pub(crate) struct TestStore {
 }
 
 impl TestStore {
+    /// A fresh database on PostgreSQL when [`POSTGRES_URL_ENV`] is set, else a SQLite file.
+    pub fn new() -> TestStore {
+        TestStore::postgres().unwrap_or_else(TestStore::sqlite)
+    }
+
     /// A fresh SQLite file.
-    pub(crate) fn sqlite() -> TestStore {
+    pub fn sqlite() -> TestStore {
         let dir = tempfile::tempdir().expect("a temp folder");
         TestStore {
             location: DbLocation::File(dir.path().join("test.db")),
@@ -73,7 +80,7 @@ impl TestStore {
     }
 
     /// A fresh PostgreSQL database, or `None` (said on stderr) without a server to use.
-    pub(crate) fn postgres() -> Option<TestStore> {
+    pub fn postgres() -> Option<TestStore> {
         let Some(server) = std::env::var(POSTGRES_URL_ENV)
             .ok()
             .filter(|u| !u.is_empty())
@@ -94,7 +101,7 @@ impl TestStore {
     }
 
     /// A new empty database on this test's server, dropped with the test.
-    pub(crate) fn fresh_url(&self) -> String {
+    pub fn fresh_url(&self) -> String {
         let server = self.server.as_deref().expect("a PostgreSQL test");
         let name = format!("clawboo_s_{}", uuid::Uuid::now_v7().simple());
         admin(server, &format!("CREATE DATABASE {name}")).expect("creating a test database");
@@ -106,26 +113,42 @@ impl TestStore {
     }
 
     /// Open `url` as a store, with the default settings.
-    pub(crate) fn open_url(url: &str) -> Result<Store, StoreError> {
+    pub fn open_url(url: &str) -> Result<Store, StoreError> {
         Store::open_location(
             &DbLocation::Postgres(url.to_owned()),
             StoreConfig::default(),
         )
     }
 
+    /// Where the test's database is.
+    pub fn location(&self) -> &DbLocation {
+        &self.location
+    }
+
     /// The store, opened with the default settings.
-    pub(crate) fn store(&self) -> Store {
-        self.try_reopen().expect("opening the test store")
+    pub fn store(&self) -> Store {
+        self.store_with(StoreConfig::default())
+    }
+
+    /// The store, opened with `config`.
+    pub fn store_with(&self, config: StoreConfig) -> Store {
+        Store::open_location(&self.location, config).expect("opening the test store")
     }
 
     /// Another store on the same database (as a second process would open it).
-    pub(crate) fn reopen(&self) -> Store {
+    pub fn reopen(&self) -> Store {
         self.store()
     }
 
     /// [`TestStore::reopen`], its error kept.
-    pub(crate) fn try_reopen(&self) -> Result<Store, StoreError> {
+    pub fn try_reopen(&self) -> Result<Store, StoreError> {
         Store::open_location(&self.location, StoreConfig::default())
+    }
+}
+
+impl Default for TestStore {
+    fn default() -> TestStore {
+        TestStore::new()
     }
 }
 

@@ -2,6 +2,17 @@
 -- tables, columns and names; INTEGER is BIGINT (booleans stay 0/1 integers, as on SQLite),
 -- BLOB is BYTEA. SQLite's FTS5 table, its triggers and pending list have no counterpart
 -- here: full-text statistics are written with each fact (0002).
+--
+-- One table has no SQLite counterpart: `clawboo_changes`, a database-wide change count
+-- (SQLite has `PRAGMA data_version`). Every write transaction that changed anything adds one
+-- to a row of it as it commits (the store picks the rows in turn, so concurrent commits
+-- rarely wait on one row lock); caches read the sum, which moves exactly when a commit
+-- becomes visible.
+CREATE TABLE clawboo_changes (
+    shard  BIGINT PRIMARY KEY,
+    n      BIGINT NOT NULL
+);
+INSERT INTO clawboo_changes(shard, n) SELECT s, 0 FROM generate_series(0, 15) AS s;
 
 CREATE TABLE teams (
     id          TEXT PRIMARY KEY,

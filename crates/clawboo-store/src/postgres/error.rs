@@ -1,48 +1,80 @@
 //! PostgreSQL's and the pool's errors as the store's backend-neutral [`BackendError`].
 
-use deadpool_postgres::PoolError;
+use std::error::Error as _;
+
+use deadpool_postgres::{PoolError, TimeoutType};
 use tokio_postgres::error::SqlState;
 
 use crate::error::{BackendError, BackendErrorKind, StoreError};
 
-/// What kind of failure a driver error is: a lost or refused connection, or a server
-/// shutting down, is `Unavailable` (retry once it is back); a serialization failure or
-/// deadlock is `Busy`.
+/// What kind of failure a driver error is. A lost, refused or timed-out connection, a TLS
+/// failure or a server shutting down or refusing connections is `Unavailable` (retry once
+/// it is back); a serialization failure, deadlock or lock not available is `Busy`. A value
+/// that does not convert, a wrong parameter count or a statement the server refuses is a
+/// mistake in the SQL, `Other`: reporting it as an outage would send callers to wait for a
+/// server that is fine.
 fn kind_of(error: &tokio_postgres::Error) -> BackendErrorKind {
-    if error.is_closed() {
-        return BackendErrorKind::Unavailable;
+    if let Some(code) = error.code() {
+        return match code.code() {
+            _ if *code == SqlState::T_R_SERIALIZATION_FAILURE
+                || *code == SqlState::T_R_DEADLOCK_DETECTED
+                || *code == SqlState::LOCK_NOT_AVAILABLE =>
+            {
+                BackendErrorKind::Busy
+            }
+            // 08: connection exceptions; 57P01-04: admin or crash shutdown, cannot connect
+            // now, database dropped; 53: out of connections, memory or disk.
+            c if c.starts_with("08") || c.starts_with("57P") || c.starts_with("53") => {
+                BackendErrorKind::Unavailable
+            }
+            _ => BackendErrorKind::Other,
+        };
     }
-    let Some(code) = error.code() else {
-        // No SQLSTATE: the error came from the socket, TLS or the protocol, not the server.
-        return BackendErrorKind::Unavailable;
-    };
-    match code {
-        c if *c == SqlState::T_R_SERIALIZATION_FAILURE
-            || *c == SqlState::T_R_DEADLOCK_DETECTED
-            || *c == SqlState::LOCK_NOT_AVAILABLE =>
-        {
-            BackendErrorKind::Busy
-        }
-        c if c.code().starts_with("08")
-            || c.code().starts_with("57P")
-            || c.code().starts_with("53")
-            || *c == SqlState::CANNOT_CONNECT_NOW =>
-        {
-            BackendErrorKind::Unavailable
-        }
-        _ => BackendErrorKind::Other,
+    let transport = error.is_closed()
+        || io_error_in(error)
+        // tokio-postgres's connect timeout and TLS failures carry no I/O error to find.
+        || matches!(
+            error.to_string().as_str(),
+            "timeout waiting for server" | "error performing TLS handshake"
+        );
+    if transport {
+        BackendErrorKind::Unavailable
+    } else {
+        BackendErrorKind::Other
     }
 }
 
-/// The server's own message with its detail, never the connection URL.
-fn message_of(error: &tokio_postgres::Error) -> String {
-    match error.as_db_error() {
-        Some(db) => match db.detail() {
-            Some(detail) => format!("{}: {detail}", db.message()),
-            None => db.message().to_owned(),
-        },
-        None => error.to_string(),
+/// Whether an I/O error (a socket's) is among `error`'s causes.
+fn io_error_in(error: &tokio_postgres::Error) -> bool {
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        if e.is::<std::io::Error>() {
+            return true;
+        }
+        cause = e.source();
     }
+    false
+}
+
+/// The server's own message with its detail and hint, or the driver's with its causes;
+/// never the connection URL (neither carries it).
+fn message_of(error: &tokio_postgres::Error) -> String {
+    if let Some(db) = error.as_db_error() {
+        let mut message = db.message().to_owned();
+        for extra in [db.detail(), db.hint()].into_iter().flatten() {
+            message.push_str(": ");
+            message.push_str(extra);
+        }
+        return message;
+    }
+    let mut message = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        message.push_str(": ");
+        message.push_str(&e.to_string());
+        cause = e.source();
+    }
+    message
 }
 
 impl From<tokio_postgres::Error> for StoreError {
@@ -56,15 +88,21 @@ impl From<tokio_postgres::Error> for StoreError {
 
 impl From<PoolError> for StoreError {
     fn from(error: PoolError) -> StoreError {
-        match error {
-            PoolError::Backend(e) => StoreError::from(e),
-            other => StoreError::Backend(BackendError {
-                kind: BackendErrorKind::Unavailable,
-                message: format!(
-                    "PostgreSQL cannot be reached ({other}); retry once the server is back"
-                ),
-            }),
-        }
+        let message = match error {
+            PoolError::Backend(e) => return StoreError::from(e),
+            PoolError::Timeout(TimeoutType::Wait) => {
+                "no PostgreSQL connection came free in time: every pooled connection is busy \
+                 (raise CLAWBOO_PG_POOL, or the server's max_connections, if this persists)"
+                    .to_owned()
+            }
+            other => {
+                format!("PostgreSQL cannot be reached ({other}); retry once the server is back")
+            }
+        };
+        StoreError::Backend(BackendError {
+            kind: BackendErrorKind::Unavailable,
+            message,
+        })
     }
 }
 

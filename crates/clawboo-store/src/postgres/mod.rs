@@ -28,9 +28,12 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, R
 use crate::Store;
 use crate::db::{DbRow, Dialect, Params, Tx, Value, dollar_placeholders};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
-use crate::store::{QueuedWrite, StoreConfig};
+use crate::store::{ChangeToken, QueuedWrite, StoreConfig};
 use codec::{Param, Raw, decode};
 use error::unavailable;
+
+/// tokio-postgres's keepalive idle time when the URL sets none (the kernel's default).
+const DEFAULT_KEEPALIVES_IDLE: Duration = Duration::from_secs(2 * 60 * 60);
 
 /// How long a call waits for a connection (a free one, or a new one to be made) before it
 /// reports the database unavailable: long enough for a busy pool, short enough that an
@@ -41,10 +44,36 @@ const CONNECTION_WAIT: Duration = Duration::from_secs(5);
 /// matched to the store they belong to.
 static NEXT_DB_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Rows of `clawboo_changes` (migration 0001): each write transaction bumps one, in turn,
+/// so concurrent commits rarely wait on the same row lock.
+const CHANGE_SHARDS: u64 = 16;
+
+/// The shard the next write transaction of this process bumps.
+static NEXT_SHARD: AtomicU64 = AtomicU64::new(0);
+
+/// What a connection this thread holds is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// No transaction: each statement commits on its own ([`PgDb::read`]).
+    Autocommit,
+    /// A READ COMMITTED write transaction ([`PgDb::write`]).
+    Write,
+    /// A REPEATABLE READ READ ONLY transaction ([`PgDb::snapshot`]).
+    ReadOnly,
+}
+
+/// A connection this thread holds for a store, and what it is doing.
+struct Open {
+    db: u64,
+    mode: Mode,
+    tx: Rc<PgTx>,
+}
+
 thread_local! {
-    /// The transactions this thread has open, innermost last, by store: a `write` or
-    /// `read` inside a `write` on the same thread joins it, as on SQLite.
-    static OPEN: RefCell<Vec<(u64, Rc<PgTx>)>> = const { RefCell::new(Vec::new()) };
+    /// The connections this thread holds, innermost last: a `write`, `read` or `snapshot`
+    /// inside another on the same thread uses the outer one's connection (as on SQLite),
+    /// so nesting never waits for a second pooled connection.
+    static OPEN: RefCell<Vec<Open>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The PostgreSQL engine of a [`Store`].
@@ -62,14 +91,25 @@ pub(crate) struct PgDb {
 
 impl PgDb {
     /// Connect to `url` (its password in the URL or already filled in from libpq's
-    /// sources), and migrate the database to this build's schema.
+    /// sources), and migrate the database to this build's schema. Needs PostgreSQL 13 or
+    /// later (`pg_current_xact_id_if_assigned`).
     pub(crate) fn open(url: &str, config: &StoreConfig) -> Result<PgDb> {
         let (mut pg_config, tls) = tls::configure(url)?;
         if pg_config.get_connect_timeout().is_none() {
             pg_config.connect_timeout(CONNECTION_WAIT);
         }
-        pg_config.keepalives(true);
-        pg_config.keepalives_idle(Duration::from_secs(30));
+        // A server that vanished without closing its sockets (a host down, a network cut)
+        // is noticed within seconds instead of the kernel's two hours, unless the URL says
+        // otherwise.
+        if pg_config.get_keepalives_idle() == DEFAULT_KEEPALIVES_IDLE {
+            pg_config.keepalives(true);
+            pg_config.keepalives_idle(Duration::from_secs(10));
+            pg_config.keepalives_interval(Duration::from_secs(2));
+            pg_config.keepalives_retries(3);
+        }
+        if pg_config.get_tcp_user_timeout().is_none() {
+            pg_config.tcp_user_timeout(Duration::from_secs(15));
+        }
         if pg_config.get_application_name().is_none() {
             pg_config.application_name("clawboo");
         }
@@ -113,67 +153,93 @@ impl PgDb {
     /// Run `future` to completion on this thread, with the backend's runtime as the
     /// context (the pool spawns connection tasks and sets timers on it).
     fn block_on<F: Future>(&self, future: F) -> F::Output {
-        let _context = self.handle().enter();
+        let _context = self.handle.enter();
         futures_executor::block_on(future)
     }
 
-    fn handle(&self) -> &tokio::runtime::Handle {
-        &self.handle
-    }
-
     /// A pooled connection; `Unavailable` within [`CONNECTION_WAIT`] when none can be had.
+    /// deadpool checks a pooled client before handing it out (`RecyclingMethod::Fast`:
+    /// one whose connection closed, after a server restart say, is dropped and replaced),
+    /// so a store recovers by itself once the server is back.
     fn connection(&self) -> Result<Object> {
         Ok(self.block_on(self.pool.get())?)
     }
 
-    /// The transaction this thread has open on this store, innermost.
-    fn current(&self) -> Option<Rc<PgTx>> {
+    /// The connection this thread holds on this store, innermost, and what it is doing.
+    fn current(&self) -> Option<(Mode, Rc<PgTx>)> {
         OPEN.with(|open| {
             open.borrow()
                 .iter()
                 .rev()
-                .find(|(id, _)| *id == self.id)
-                .map(|(_, tx)| Rc::clone(tx))
+                .find(|open| open.db == self.id)
+                .map(|open| (open.mode, Rc::clone(&open.tx)))
         })
     }
 
-    fn tx(&self, client: Object) -> PgTx {
-        PgTx {
-            client,
+    fn fresh_tx(&self) -> Result<Rc<PgTx>> {
+        Ok(Rc::new(PgTx {
+            client: self.connection()?,
             rewritten: Arc::clone(&self.rewritten),
-            runtime: self.handle().clone(),
+            runtime: self.handle.clone(),
+        }))
+    }
+
+    /// Register `tx` as this thread's innermost connection on this store until the
+    /// returned guard drops.
+    fn hold(&self, mode: Mode, tx: &Rc<PgTx>) -> Holding {
+        OPEN.with(|open| {
+            open.borrow_mut().push(Open {
+                db: self.id,
+                mode,
+                tx: Rc::clone(tx),
+            })
+        });
+        Holding {
+            db: self.id,
+            tx: Rc::clone(tx),
+            rollback: mode != Mode::Autocommit,
         }
     }
 
-    /// Run `f` in a transaction opened by `begin` and closed by `COMMIT`, registered as
-    /// this thread's open transaction meanwhile; any error or panic rolls it back.
+    /// Run `f` in a write or a read-only transaction on `tx`'s connection (which has none
+    /// open), registered as this thread's innermost meanwhile; any error or panic rolls it
+    /// back.
+    /// A write commits with a bump of one `clawboo_changes` row when it changed anything
+    /// (see [`PgDb::change_token`]), in the same round trip as its `COMMIT`.
     fn in_transaction<T, E>(
         &self,
-        begin: &str,
+        tx: Rc<PgTx>,
+        writes: bool,
         f: impl FnOnce(&dyn Tx) -> Result<T, E>,
     ) -> Result<T, E>
     where
         E: From<StoreError>,
     {
-        let tx = Rc::new(self.tx(self.connection()?));
+        let (begin, commit) = if writes {
+            let shard = NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % CHANGE_SHARDS;
+            (
+                "BEGIN",
+                format!(
+                    "UPDATE clawboo_changes SET n = n + 1 WHERE shard = {shard} \
+                     AND pg_current_xact_id_if_assigned() IS NOT NULL; COMMIT"
+                ),
+            )
+        } else {
+            (
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+                "COMMIT".to_owned(),
+            )
+        };
+        let mode = if writes { Mode::Write } else { Mode::ReadOnly };
         tx.simple(begin)?;
-        OPEN.with(|open| open.borrow_mut().push((self.id, Rc::clone(&tx))));
-        let closing = Closing {
-            id: self.id,
-            tx: Rc::clone(&tx),
-            armed: true,
-        };
-        let value = f(&*tx);
-        let value = match value {
-            Ok(value) => value,
-            Err(e) => return Err(e), // `closing` rolls back
-        };
-        tx.simple("COMMIT")?;
-        closing.disarm();
+        let holding = self.hold(mode, &tx);
+        let value = f(&*tx)?; // on an error `holding` rolls back
+        tx.simple(&commit)?;
+        holding.committed();
         Ok(value)
     }
 
-    /// Run `f` in a savepoint of this thread's open transaction `tx`.
+    /// Run `f` in a savepoint of this thread's open write transaction `tx`.
     fn nested<T, E>(tx: &PgTx, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
     where
         E: From<StoreError>,
@@ -195,35 +261,60 @@ impl PgDb {
         }
     }
 
+    /// One READ COMMITTED transaction. Inside a write on this thread: a savepoint of it.
+    /// Inside a read: a transaction on the read's connection. Inside a snapshot, which is
+    /// read-only: a transaction of its own, on another connection.
     pub(crate) fn write<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
     where
         E: From<StoreError>,
     {
         match self.current() {
-            Some(tx) => Self::nested(&tx, f),
-            None => self.in_transaction("BEGIN", f),
+            Some((Mode::Write, tx)) => Self::nested(&tx, f),
+            Some((Mode::Autocommit, tx)) => self.in_transaction(tx, true, f),
+            Some((Mode::ReadOnly, _)) | None => self.in_transaction(self.fresh_tx()?, true, f),
         }
     }
 
+    /// A pooled connection without a transaction (each statement sees the last commit),
+    /// or the connection this thread already holds on this store.
     pub(crate) fn read<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
     where
         E: From<StoreError>,
     {
-        match self.current() {
-            Some(tx) => f(&*tx),
-            // Outside a transaction each statement sees the last commit.
-            None => f(&self.tx(self.connection()?)),
+        if let Some((_, tx)) = self.current() {
+            return f(&*tx);
         }
+        let tx = self.fresh_tx()?;
+        let _holding = self.hold(Mode::Autocommit, &tx);
+        f(&*tx)
     }
 
+    /// One REPEATABLE READ READ ONLY transaction, so every statement sees one snapshot;
+    /// inside a transaction on this thread, that transaction.
     pub(crate) fn snapshot<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
     where
         E: From<StoreError>,
     {
         match self.current() {
-            Some(tx) => f(&*tx),
-            None => self.in_transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", f),
+            Some((Mode::Write | Mode::ReadOnly, tx)) => f(&*tx),
+            Some((Mode::Autocommit, tx)) => self.in_transaction(tx, false, f),
+            None => self.in_transaction(self.fresh_tx()?, false, f),
         }
+    }
+
+    /// A value that changes whenever a write transaction changed the database, in any
+    /// process: the sum of `clawboo_changes`, whose rows only grow and which every write
+    /// that changed anything bumps in its own transaction, so the bump is visible exactly
+    /// when its changes are. Read it before loading what a cache holds.
+    pub(crate) fn change_token(&self) -> Result<ChangeToken> {
+        let total = self.read(|tx| {
+            tx.query_one(
+                "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM clawboo_changes",
+                &[],
+                |r| r.get::<i64>(0),
+            )
+        })?;
+        Ok(ChangeToken::new(total, 0))
     }
 
     pub(crate) fn queued_writes(&self) -> usize {
@@ -276,33 +367,33 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Ends a transaction opened by [`PgDb::in_transaction`]: unregisters it and, unless
-/// disarmed by a commit, rolls it back (an early return, an error or a panic).
-struct Closing {
-    id: u64,
+/// Ends what [`PgDb::hold`] registered: unregisters the connection and, for a transaction
+/// not marked committed, rolls it back (an early return, an error or a panic).
+struct Holding {
+    db: u64,
     tx: Rc<PgTx>,
-    armed: bool,
+    rollback: bool,
 }
 
-impl Closing {
-    fn disarm(mut self) {
-        self.armed = false;
+impl Holding {
+    fn committed(mut self) {
+        self.rollback = false;
     }
 }
 
-impl Drop for Closing {
+impl Drop for Holding {
     fn drop(&mut self) {
         OPEN.with(|open| {
             let mut open = open.borrow_mut();
-            if let Some(at) = open.iter().rposition(|(id, _)| *id == self.id) {
+            if let Some(at) = open.iter().rposition(|open| open.db == self.db) {
                 open.remove(at);
             }
         });
-        if self.armed
+        if self.rollback
             && let Err(e) = self.tx.simple("ROLLBACK")
         {
             // The connection is gone with its transaction; the pool drops it.
-            tracing::debug!(error = %e, "rolling back a failed PostgreSQL write failed");
+            tracing::debug!(error = %e, "rolling back a failed PostgreSQL transaction failed");
         }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::db::Dialect;
 use crate::testing::TestStore;
-use crate::{Store, StoreError};
+use crate::{BackendErrorKind, SettleWrite, Store, StoreConfig, StoreError};
 
 fn pg() -> Option<TestStore> {
     TestStore::postgres()
@@ -181,4 +181,243 @@ fn hosts_opening_together_migrate_once() {
         .read(|tx| tx.query_one("SELECT count(*) FROM clawboo_schema", &[], |r| r.get(0)))
         .unwrap();
     assert_eq!(versions, super::migrations::LATEST);
+}
+
+#[test]
+fn every_parameter_type_postgres_infers_binds_and_every_column_type_decodes() {
+    let Some(test) = pg() else { return };
+    let store = test.store();
+    type Row = (
+        (i64, i64, i64, f64, f64, bool),
+        (String, String, String, Vec<u8>),
+        (Option<i64>, Option<Vec<u8>>, Option<String>, f64),
+    );
+    let row: Row = store
+        .read(|tx| {
+            tx.query_one(
+                "SELECT CAST(?1 AS SMALLINT), CAST(?2 AS INTEGER), CAST(?3 AS BIGINT), \
+                 CAST(?4 AS REAL), CAST(?5 AS DOUBLE PRECISION), CAST(?6 AS BOOLEAN), \
+                 CAST(?7 AS VARCHAR), CAST(?8 AS CHAR(3)), CAST(?9 AS NAME), \
+                 CAST(?10 AS BYTEA), CAST(?11 AS INTEGER), CAST(?12 AS BYTEA), \
+                 CAST(?13 AS TEXT), CAST(?14 AS DOUBLE PRECISION)",
+                &[
+                    &-7_i64,
+                    &70_000_i32,
+                    &i64::MAX,
+                    &1.5_f64,
+                    &-2.25_f64,
+                    &true,
+                    &"héllo",
+                    &"abc",
+                    &"nm",
+                    &vec![0_u8, 1, 255],
+                    &None::<i64>,
+                    &None::<Vec<u8>>,
+                    &None::<String>,
+                    &3_i64,
+                ],
+                |r| {
+                    Ok((
+                        (
+                            r.get(0)?,
+                            r.get(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                            r.get(5)?,
+                        ),
+                        (r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?),
+                        (r.get(10)?, r.get(11)?, r.get(12)?, r.get(13)?),
+                    ))
+                },
+            )
+        })
+        .unwrap();
+    assert_eq!(row.0, (-7, 70_000, i64::MAX, 1.5, -2.25, true));
+    assert_eq!(
+        row.1,
+        ("héllo".into(), "abc".into(), "nm".into(), vec![0, 1, 255])
+    );
+    assert_eq!(row.2, (None, None, None, 3.0));
+    // A boolean expression reads as a bool, an integer too small for the column is refused.
+    let flags: (bool, bool) = store
+        .read(|tx| tx.query_one("SELECT 1 = 1, 1 = 2", &[], |r| Ok((r.get(0)?, r.get(1)?))))
+        .unwrap();
+    assert_eq!(flags, (true, false));
+    let too_big = store.read(|tx| {
+        tx.query_one("SELECT CAST(?1 AS SMALLINT)", &[&100_000_i64], |r| {
+            r.get::<i64>(0)
+        })
+    });
+    assert!(
+        matches!(too_big, Err(StoreError::Backend(_))),
+        "{too_big:?}"
+    );
+}
+
+/// The kind and message of a backend error.
+fn backend_error<T: std::fmt::Debug>(result: Result<T, StoreError>) -> (BackendErrorKind, String) {
+    match result {
+        Err(StoreError::Backend(e)) => (e.kind, e.message),
+        other => panic!("expected a backend error, got {other:?}"),
+    }
+}
+
+#[test]
+fn what_has_no_faithful_conversion_is_refused_as_a_mistake_not_an_outage() {
+    let Some(test) = pg() else { return };
+    let store = test.store();
+    let numeric = store.read(|tx| {
+        tx.query_one(
+            "SELECT SUM(x) FROM (VALUES (CAST(1 AS BIGINT))) AS v(x)",
+            &[],
+            |r| r.get::<i64>(0),
+        )
+    });
+    let (kind, message) = backend_error(numeric);
+    assert_eq!(kind, BackendErrorKind::Other);
+    assert!(
+        message.contains("numeric") && message.contains("CAST"),
+        "{message}"
+    );
+    let text_as_int = store.read(|tx| {
+        tx.query_one("SELECT CAST(?1 AS BIGINT)", &[&"seven"], |r| {
+            r.get::<i64>(0)
+        })
+    });
+    let (kind, message) = backend_error(text_as_int);
+    assert_eq!(kind, BackendErrorKind::Other);
+    assert!(message.contains("CAST"), "{message}");
+    let (kind, _) = backend_error(store.read(|tx| tx.execute("SELEC 1", &[])));
+    assert_eq!(kind, BackendErrorKind::Other);
+}
+
+#[test]
+fn the_change_token_moves_exactly_when_a_write_changed_something() {
+    let Some(test) = pg() else { return };
+    let store = test.store();
+    let other = test.reopen();
+    let shards: i64 = store
+        .read(|tx| tx.query_one("SELECT count(*) FROM clawboo_changes", &[], |r| r.get(0)))
+        .unwrap();
+    assert_eq!(shards, super::CHANGE_SHARDS as i64);
+    let before = store.change_token().unwrap();
+    store
+        .write(|tx| tx.execute("UPDATE settings SET value = 'x' WHERE key = 'none'", &[]))
+        .unwrap();
+    store
+        .snapshot(|tx| tx.query_one("SELECT count(*) FROM settings", &[], |r| r.get::<i64>(0)))
+        .unwrap();
+    assert_eq!(store.change_token().unwrap(), before, "nothing changed");
+    // A commit by another store (another host) shows in this one's token.
+    other.setting_or_insert_with("k", || "v".into()).unwrap();
+    let after = store.change_token().unwrap();
+    assert_ne!(after, before);
+    // One bump per transaction, nested writes included.
+    store
+        .write(|tx| {
+            tx.execute("INSERT INTO settings(key, value) VALUES ('a', '1')", &[])?;
+            store.write(|tx| tx.execute("INSERT INTO settings(key, value) VALUES ('b', '1')", &[]))
+        })
+        .unwrap();
+    let last = store.change_token().unwrap();
+    assert_ne!(last, after);
+    assert_eq!(store.change_token().unwrap(), last);
+}
+
+#[test]
+fn nesting_reuses_the_outer_connection() {
+    let Some(test) = pg() else { return };
+    // One connection in all: any nested call that asked the pool for another would wait
+    // for it and fail.
+    let store = test.store_with(StoreConfig {
+        pg_pool_size: 1,
+        ..StoreConfig::default()
+    });
+    let seen: Option<String> = store
+        .read(|tx| {
+            tx.query_one("SELECT 1", &[], |r| r.get::<i64>(0))?;
+            // A write inside a read runs its transaction on the read's connection.
+            store.write(|tx| {
+                tx.execute("INSERT INTO settings(key, value) VALUES ('r', 'w')", &[])?;
+                store.snapshot(|_| Ok::<_, StoreError>(()))?;
+                store.read(|_| Ok::<_, StoreError>(()))
+            })?;
+            store.snapshot(|tx| {
+                tx.query_opt("SELECT value FROM settings WHERE key = 'r'", &[], |r| {
+                    r.get(0)
+                })
+            })
+        })
+        .unwrap();
+    assert_eq!(seen.as_deref(), Some("w"));
+}
+
+#[test]
+fn a_write_inside_a_snapshot_commits_on_its_own() {
+    let Some(test) = pg() else { return };
+    let store = test.store();
+    store
+        .snapshot(|tx| {
+            tx.query_one("SELECT count(*) FROM settings", &[], |r| r.get::<i64>(0))?;
+            store.write(|tx| tx.execute("INSERT INTO settings(key, value) VALUES ('s', '1')", &[]))
+        })
+        .unwrap();
+    assert_eq!(store.setting("s").unwrap().as_deref(), Some("1"));
+}
+
+#[test]
+fn queued_writes_commit_each_on_its_own_and_are_settled_after() {
+    let Some(test) = pg() else { return };
+    let store = test.store();
+    let (sent, settled) = std::sync::mpsc::channel();
+    for (i, key) in ["q1", "bad", "q2"].into_iter().enumerate() {
+        let sent = sent.clone();
+        let drain = store.queue_write(Box::new(move |store: &Store| -> SettleWrite {
+            let own: Result<usize, StoreError> = store.write(|tx| {
+                tx.execute("INSERT INTO settings(key, value) VALUES (?1, 'v')", &[&key])?;
+                if key == "bad" {
+                    return Err(StoreError::Conflict);
+                }
+                Ok(1)
+            });
+            Box::new(move |group| {
+                let _ = sent.send((key, own.is_ok(), group.is_ok()));
+            })
+        }));
+        // Only the first queued write finds nobody draining.
+        assert_eq!(drain, i == 0);
+    }
+    assert_eq!(store.queued_writes(), 3);
+    store.run_queued_writes();
+    assert_eq!(store.queued_writes(), 0);
+    drop(sent);
+    let mut outcomes: Vec<_> = settled.iter().collect();
+    outcomes.sort();
+    assert_eq!(
+        outcomes,
+        vec![("bad", false, true), ("q1", true, true), ("q2", true, true)]
+    );
+    assert_eq!(store.setting("q1").unwrap().as_deref(), Some("v"));
+    assert_eq!(store.setting("bad").unwrap(), None);
+    assert!(
+        store.run_if_idle(|_| ()).is_err(),
+        "PostgreSQL hands every call back"
+    );
+}
+
+#[test]
+fn one_test_body_runs_on_the_backend_under_test() {
+    let test = TestStore::new();
+    let store = test.store();
+    let expected = if std::env::var(crate::testing::POSTGRES_URL_ENV).is_ok_and(|u| !u.is_empty()) {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    assert_eq!(store.backend_name(), expected);
+    assert_eq!(
+        store.setting_or_insert_with("k", || "v".into()).unwrap(),
+        "v"
+    );
 }

@@ -104,14 +104,8 @@ pub(crate) struct SqliteDb {
     readers: Readers,
 }
 
-/// A value that changes whenever the database may have changed: a commit through this
-/// store or through any other connection (another process included). Caches compare it
-/// to skip reloading when nothing happened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ChangeToken {
-    data_version: i64,
-    commits: u64,
-}
+/// Where the memory caches have long imported the token from.
+pub(crate) use crate::store::ChangeToken;
 
 impl SqliteDb {
     /// Open (creating when missing) the SQLite file at `path`, apply pending migrations and
@@ -368,11 +362,12 @@ impl SqliteDb {
         let data_version = conn
             .prepare_cached("PRAGMA data_version")?
             .query_row([], |r| r.get(0))?;
-        Ok(ChangeToken {
+        // `PRAGMA data_version` counts other connections' commits, `commits` this store's
+        // own (read under the connection lock, which every commit holds while counting).
+        Ok(ChangeToken::new(
             data_version,
-            // Read under the connection lock, which every commit holds while counting.
-            commits: self.commits.load(Ordering::Relaxed),
-        })
+            self.commits.load(Ordering::Relaxed),
+        ))
     }
 
     /// Run `f` against a connection for reads (one consistent snapshot per statement;
