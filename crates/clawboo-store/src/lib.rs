@@ -1,9 +1,12 @@
-//! Clawboo's store and every domain rule, over SQLite (the `sqlite` module) today.
+//! Clawboo's store and every domain rule, over SQLite (one file, the `sqlite` module) or
+//! PostgreSQL (one server for many hosts, the `postgres` module).
 //!
 //! The store knows nothing of MCP, JSON-RPC or HTTP: it exposes typed operations
 //! (`Store::claim_task`, `Store::link_task`, …) and typed errors ([`StoreError`]) whose
-//! variants a caller can act on. Every read-modify-write runs in one `BEGIN IMMEDIATE`
-//! transaction, so each rule holds across OS processes sharing the file, not only threads.
+//! variants a caller can act on. Every read-modify-write runs in one write transaction
+//! (SQLite's `BEGIN IMMEDIATE`; on PostgreSQL, READ COMMITTED with an advisory lock where a
+//! rule reads then writes), so each rule holds across OS processes and hosts, not only
+//! threads. [`Store::open_location`] opens either; [`Store::open`] a SQLite file.
 //!
 //! ```
 //! use clawboo_store::{Store, board::{NewTask, CreatePolicy}};

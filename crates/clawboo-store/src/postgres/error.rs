@@ -79,10 +79,12 @@ fn message_of(error: &tokio_postgres::Error) -> String {
 
 impl From<tokio_postgres::Error> for StoreError {
     fn from(error: tokio_postgres::Error) -> StoreError {
-        StoreError::Backend(BackendError {
-            kind: kind_of(&error),
-            message: format!("PostgreSQL: {}", message_of(&error)),
-        })
+        let kind = kind_of(&error);
+        let mut message = format!("PostgreSQL: {}", message_of(&error));
+        if kind == BackendErrorKind::Unavailable {
+            message.push_str("; retry once the database server is reachable again");
+        }
+        StoreError::Backend(BackendError { kind, message })
     }
 }
 
