@@ -32,16 +32,20 @@ fn kind_of(error: &tokio_postgres::Error) -> BackendErrorKind {
     }
     let transport = error.is_closed()
         || io_error_in(error)
-        // tokio-postgres's connect timeout and TLS failures carry no I/O error to find.
-        || matches!(
-            error.to_string().as_str(),
-            "timeout waiting for server" | "error performing TLS handshake"
-        );
+        || is_tls(error)
+        // tokio-postgres's connect timeout carries no I/O error to find.
+        || error.to_string() == "timeout waiting for server";
     if transport {
         BackendErrorKind::Unavailable
     } else {
         BackendErrorKind::Other
     }
+}
+
+/// Whether the TLS handshake failed (the driver's error kinds are private; its text is
+/// the one way to tell).
+fn is_tls(error: &tokio_postgres::Error) -> bool {
+    error.code().is_none() && error.to_string() == "error performing TLS handshake"
 }
 
 /// Whether an I/O error (a socket's) is among `error`'s causes.
@@ -81,7 +85,12 @@ impl From<tokio_postgres::Error> for StoreError {
     fn from(error: tokio_postgres::Error) -> StoreError {
         let kind = kind_of(&error);
         let mut message = format!("PostgreSQL: {}", message_of(&error));
-        if kind == BackendErrorKind::Unavailable {
+        if is_tls(&error) {
+            message.push_str(
+                "; check the server's certificate against the URL's sslmode \
+                 (verify-full wants one a public authority signed for that host name)",
+            );
+        } else if kind == BackendErrorKind::Unavailable {
             message.push_str("; retry once the database server is reachable again");
         }
         StoreError::Backend(BackendError { kind, message })

@@ -1,8 +1,9 @@
-//! A PostgreSQL store outlives its server's outage: while the server is down every call
-//! fails within seconds as `Unavailable` (the callers' `backend_unavailable`, REST 503),
-//! nothing panics, and once the server is back the same `Store` works again.
+//! A PostgreSQL store against a server of its own: it outlives the server's outage (while
+//! the server is down every call fails within seconds as `Unavailable`, the callers'
+//! `backend_unavailable` and REST 503; nothing panics; once the server is back the same
+//! `Store` works again), and it speaks TLS as the URL's `sslmode` asks.
 //!
-//! Runs its own throwaway cluster, since it stops the server: it needs PostgreSQL's
+//! Runs its own throwaway clusters, since it stops them and configures TLS: it needs PostgreSQL's
 //! `initdb` and `pg_ctl` (on PATH, in /usr/local/bin or /usr/lib/postgresql/<v>/bin), and,
 //! as root, a `postgres` user to run them as (PostgreSQL refuses root). Without them it
 //! says so and passes.
@@ -60,7 +61,8 @@ struct Cluster {
 }
 
 impl Cluster {
-    fn start() -> Result<Option<Cluster>, String> {
+    /// A running cluster; with `tls`, serving TLS with a self-signed certificate.
+    fn start(tls: bool) -> Result<Option<Cluster>, String> {
         let Some(bin) = bindir() else {
             eprintln!("skipped: no PostgreSQL initdb/pg_ctl found");
             return Ok(None);
@@ -96,8 +98,55 @@ impl Cluster {
             "initdb",
             &["-D", &data, "-A", "trust", "-U", "postgres", "--no-sync"],
         )?;
+        if tls {
+            cluster.self_signed_tls()?;
+        }
         cluster.server("start")?;
         Ok(Some(cluster))
+    }
+
+    /// A certificate no authority signed, `ssl = on`, and TCP clients admitted only over
+    /// TLS, so a store that connects at all is encrypted.
+    fn self_signed_tls(&self) -> Result<(), String> {
+        let data = self.dir.path().join("data");
+        output(Command::new("openssl").current_dir(&data).args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.crt",
+        ]))?;
+        if let Some(user) = &self.run_as {
+            output(
+                Command::new("chown")
+                    .arg(user)
+                    .arg(data.join("server.key"))
+                    .arg(data.join("server.crt")),
+            )?;
+        }
+        output(
+            Command::new("chmod")
+                .arg("600")
+                .arg(data.join("server.key")),
+        )?;
+        let mut conf = std::fs::OpenOptions::new()
+            .append(true)
+            .open(data.join("postgresql.conf"))
+            .map_err(|e| e.to_string())?;
+        std::io::Write::write_all(&mut conf, b"\nssl = on\n").map_err(|e| e.to_string())?;
+        std::fs::write(
+            data.join("pg_hba.conf"),
+            "local all all trust\nhostssl all all 127.0.0.1/32 trust\n",
+        )
+        .map_err(|e| e.to_string())
     }
 
     fn data(&self) -> String {
@@ -146,6 +195,11 @@ impl Drop for Cluster {
     }
 }
 
+/// [`Cluster::start`], failing the test when a cluster that should start does not.
+fn cluster(tls: bool) -> Option<Cluster> {
+    Cluster::start(tls).unwrap_or_else(|e| panic!("starting the test cluster: {e}"))
+}
+
 /// How long a call may take to report the outage.
 const REPORTED_WITHIN: Duration = Duration::from_secs(10);
 
@@ -174,10 +228,8 @@ fn assert_unavailable<T: std::fmt::Debug>(
 
 #[test]
 fn a_store_reports_an_outage_within_seconds_and_recovers_when_the_server_is_back() {
-    let cluster = match Cluster::start() {
-        Ok(Some(cluster)) => cluster,
-        Ok(None) => return,
-        Err(e) => panic!("starting the test cluster: {e}"),
+    let Some(cluster) = cluster(false) else {
+        return;
     };
     let store = Store::open_location(
         &DbLocation::Postgres(cluster.url()),
@@ -211,4 +263,34 @@ fn a_store_reports_an_outage_within_seconds_and_recovers_when_the_server_is_back
     );
     store.push_inbox("a", None, "board", "after").unwrap();
     assert!(store.has_pending_inbox("a", None).unwrap());
+}
+
+#[test]
+fn sslmode_require_encrypts_and_verify_full_refuses_an_unknown_certificate() {
+    let Some(cluster) = cluster(true) else {
+        return;
+    };
+    let open = |query: &str| {
+        Store::open_location(
+            &DbLocation::Postgres(format!("{}{query}", cluster.url())),
+            StoreConfig::default(),
+        )
+    };
+    // The server admits TCP clients only over TLS.
+    let store = open("?sslmode=require").unwrap();
+    assert_eq!(
+        store.setting_or_insert_with("k", || "v".into()).unwrap(),
+        "v"
+    );
+    assert!(
+        open("").is_err(),
+        "no sslmode is plain text, which this server refuses"
+    );
+    match open("?sslmode=verify-full") {
+        Err(StoreError::Backend(e)) => {
+            assert_eq!(e.kind, BackendErrorKind::Unavailable, "{}", e.message);
+            eprintln!("verify-full: {}", e.message);
+        }
+        other => panic!("a self-signed certificate passed verify-full: {other:?}"),
+    }
 }
