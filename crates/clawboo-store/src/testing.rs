@@ -61,17 +61,6 @@ pub(crate) struct TestStore {
 }
 
 impl TestStore {
-    /// A fresh SQLite file.
-    pub(crate) fn sqlite() -> TestStore {
-        let dir = tempfile::tempdir().expect("a temp folder");
-        TestStore {
-            location: DbLocation::File(dir.path().join("test.db")),
-            _dir: Some(dir),
-            server: None,
-            databases: Mutex::new(Vec::new()),
-        }
-    }
-
     /// A fresh PostgreSQL database, or `None` (said on stderr) without a server to use.
     pub(crate) fn postgres() -> Option<TestStore> {
         let Some(server) = std::env::var(POSTGRES_URL_ENV)
