@@ -26,13 +26,17 @@ pub mod memory;
 mod migrations;
 pub mod normalize;
 mod path;
+mod postgres;
 pub mod scrub;
 pub mod settings;
 mod sqlite;
+mod store;
 pub mod teams;
+#[cfg(test)]
+mod testing;
 
 pub use error::{BackendError, BackendErrorKind, CapReason, StoreError};
-pub use sqlite::{Clock, QueuedWrite, SettleWrite, Store, StoreConfig};
+pub use store::{Clock, QueuedWrite, SettleWrite, Store, StoreConfig};
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = migrations::LATEST;
 
@@ -54,8 +58,24 @@ impl Store {
     pub fn open_with(path: &std::path::Path, config: StoreConfig) -> Result<Store, StoreError> {
         let mut hooks = sqlite::hooks::Hooks::default();
         memory::register_sqlite_hooks(&mut hooks);
-        let store = Store::open_sqlite(path, config, hooks)?;
+        let db = sqlite::SqliteDb::open(path, &config, hooks)?;
+        let store = Store::from_backend(store::Backend::Sqlite(db), &config);
         store.lease_unleased_claims()?;
         Ok(store)
+    }
+
+    /// Open the store `location` names: a SQLite file (created on first use) or a
+    /// PostgreSQL database (migrated on first use; its URL may carry `sslmode=require` or
+    /// `verify-full`).
+    pub fn open_location(location: &DbLocation, config: StoreConfig) -> Result<Store, StoreError> {
+        match location {
+            DbLocation::File(path) => Store::open_with(path, config),
+            DbLocation::Postgres(url) => {
+                let db = postgres::PgDb::open(url, &config)?;
+                let store = Store::from_backend(store::Backend::Postgres(db), &config);
+                store.lease_unleased_claims()?;
+                Ok(store)
+            }
+        }
     }
 }

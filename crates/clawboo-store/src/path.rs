@@ -4,8 +4,6 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::{Store, StoreConfig, StoreError};
-
 /// Environment variable that overrides the default database.
 pub const DB_PATH_ENV: &str = "CLAWBOO_DB_PATH";
 
@@ -78,31 +76,6 @@ impl fmt::Debug for DbLocation {
                 .field(&url_without_password(url))
                 .finish(),
         }
-    }
-}
-
-// TEMPORARY (pgharness branch): stands in for the PostgreSQL engine's
-// `Store::open_location` and `StoreConfig::pg_pool_size`, which replace both at merge.
-impl Store {
-    /// Open the store `location` names: a SQLite file, or (not in this build) a
-    /// PostgreSQL server.
-    pub fn open_location(location: &DbLocation, config: StoreConfig) -> Result<Store, StoreError> {
-        match location {
-            DbLocation::File(path) => Store::open_with(path, config),
-            DbLocation::Postgres(_) => Err(StoreError::Invalid(
-                "this build of clawboo has no PostgreSQL backend: give a SQLite file path with \
-                 --db or CLAWBOO_DB_PATH"
-                    .to_owned(),
-            )),
-        }
-    }
-}
-
-// TEMPORARY (pgharness branch): becomes the `pg_pool_size` field at merge.
-impl StoreConfig {
-    /// How many connections a PostgreSQL store keeps (a SQLite store ignores it).
-    pub fn with_pg_pool_size(self, _size: usize) -> StoreConfig {
-        self
     }
 }
 

@@ -429,7 +429,7 @@ fn tools_are_intact(store: &Arc<Store>, version: i64) {
         audit[0].result_text.as_deref(),
         Some("would delete /tmp/build")
     );
-    let conn = Connection::open(store.path()).unwrap();
+    let conn = Connection::open(store.path().expect("a SQLite store")).unwrap();
     // A grant keyed by agent alone cannot say which team it was for: migration 10 drops it;
     // one keyed by identity (written under version 10) stays.
     let (grants, note): (i64, String) = conn

@@ -53,7 +53,7 @@ pub fn open_store(location: &DbLocation, default_pool: usize) -> anyhow::Result<
         ..StoreConfig::default()
     };
     if location.is_postgres() {
-        config = config.with_pg_pool_size(pg_pool_size(default_pool)?);
+        config.pg_pool_size = pg_pool_size(default_pool)?;
     }
     // Logged and reported through `Display`, which leaves the password out.
     tracing::debug!(db = %location, "opening the store");

@@ -376,16 +376,15 @@ pub(crate) fn wait_for_decision(
     let total_ms = (expires_at - created_at).max(0) as u64;
     let mut last_progress: Option<Instant> = None;
     loop {
-        let row = store
-            .read_sqlite(|c| {
-                c.query_row(
-                    "SELECT status, decision FROM tool_call_approvals WHERE id = ?1",
-                    [approval_id],
-                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?)),
-                )
-                .optional()
-            })
-            .map_err(StoreError::from)?;
+        let row = store.read_sqlite(|c| {
+            c.query_row(
+                "SELECT status, decision FROM tool_call_approvals WHERE id = ?1",
+                [approval_id],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?)),
+            )
+            .optional()
+            .map_err(StoreError::from)
+        })?;
         let Some((status, decision)) = row else {
             return Ok(WaitEnd::Expired);
         };

@@ -296,7 +296,10 @@ fn safe_tools_record_mentions_and_injection_always_denies() {
     assert_eq!(d.reason, "security:high:ignore-previous-instructions");
     let notes: i64 = h
         .store
-        .read_sqlite(|c| c.query_row("SELECT count(*) FROM tool_notes", [], |r| r.get(0)))
+        .read_sqlite(|c| {
+            c.query_row("SELECT count(*) FROM tool_notes", [], |r| r.get(0))
+                .map_err(StoreError::from)
+        })
         .unwrap();
     assert_eq!(notes, 0);
 }
@@ -746,7 +749,7 @@ fn audit_and_approval_rows_hold_no_secret_from_the_corpus() {
                     out.push('\n');
                 }
             }
-            Ok::<_, rusqlite::Error>(out)
+            Ok::<_, StoreError>(out)
         })
         .unwrap();
     assert!(dump.contains("[REDACTED]"));
