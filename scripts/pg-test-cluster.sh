@@ -4,6 +4,10 @@
 #   scripts/pg-test-cluster.sh start        prints postgres://postgres@127.0.0.1:PORT/postgres
 #   scripts/pg-test-cluster.sh stop URL     stops the cluster at URL (or PORT), removes its folder
 #   scripts/pg-test-cluster.sh bindir       prints the folder of initdb/pg_ctl; fails when none
+#   scripts/pg-test-cluster.sh pause URL    stops the server at URL (or PORT), keeps its folder
+#   scripts/pg-test-cluster.sh resume URL   starts a paused server again, on the same port
+#
+# pause and resume let a fault test take its own cluster away under load and bring it back.
 #
 # Uses Debian's binaries (/usr/lib/postgresql/<version>/bin, the newest) or those on PATH.
 # PostgreSQL refuses to run as root: as root the cluster runs as `postgres` when that user
@@ -66,6 +70,16 @@ folder_for() {
   echo "${TMPDIR:-/tmp}/clawboo-pg-$1"
 }
 
+# Start the server of the cluster in folder DIR on PORT, as USER.
+run_server() {
+  local bin="$1" user="$2" port="$3" dir="$4"
+  # Tests open a database each and a pool per process: more connections than the default.
+  as_user "$user" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off \
+        -c synchronous_commit=off -c full_page_writes=off -c max_connections=400" \
+    start >/dev/null
+}
+
 start() {
   local bin user port dir attempt
   bin="$(bindir)" || die "no PostgreSQL binaries (install Debian's postgresql package)"
@@ -84,11 +98,7 @@ start() {
       rm -rf "$dir"
       die "initdb failed"
     fi
-    # Tests open a database each and a pool per process: more connections than the default.
-    if as_user "$user" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off \
-          -c synchronous_commit=off -c full_page_writes=off -c max_connections=400" \
-      start >/dev/null; then
+    if run_server "$bin" "$user" "$port" "$dir"; then
       echo "postgres://postgres@127.0.0.1:$port/postgres"
       return 0
     fi
@@ -99,25 +109,65 @@ start() {
   die "could not start a cluster (see the server log above)"
 }
 
-stop() {
-  local target="${1:-}" port dir bin owner
-  [ -n "$target" ] || die "usage: $0 stop URL|PORT"
+# The port a URL (or a bare PORT) names.
+port_of() {
+  local target="$1" port
+  [ -n "$target" ] || die "usage: $0 stop|pause|resume URL|PORT"
   port="${target##*:}"
   port="${port%%/*}"
   case "$port" in
     '' | *[!0-9]*) die "no port in $target" ;;
   esac
-  dir="$(folder_for "$port")"
+  echo "$port"
+}
+
+# The folder of the test cluster on PORT; fails when there is none.
+cluster_folder() {
+  local dir
+  dir="$(folder_for "$1")"
   [ -f "$dir/data/PG_VERSION" ] || die "no test cluster at $dir"
+  echo "$dir"
+}
+
+# Stop the server of the cluster in folder DIR (fast: open sessions are cut).
+stop_server() {
+  local dir="$1" bin
   bin="$(bindir)" || die "no PostgreSQL binaries"
-  owner="$(stat -c %U "$dir")"
-  as_user "$owner" "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null || true
+  as_user "$(stat -c %U "$dir")" "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
+}
+
+stop() {
+  local dir
+  dir="$(cluster_folder "$(port_of "${1:-}")")"
+  stop_server "$dir" || true
   rm -rf "$dir"
+}
+
+pause() {
+  stop_server "$(cluster_folder "$(port_of "${1:-}")")" || die "could not stop the server"
+}
+
+resume() {
+  local port dir bin
+  port="$(port_of "${1:-}")"
+  dir="$(cluster_folder "$port")"
+  bin="$(bindir)" || die "no PostgreSQL binaries"
+  # The port may still be held for a moment by the previous server's socket.
+  for _ in $(seq 1 20); do
+    if run_server "$bin" "$(stat -c %U "$dir")" "$port" "$dir"; then
+      return 0
+    fi
+    sleep 0.5
+  done
+  tail -5 "$dir/server.log" >&2 || true
+  die "could not start the cluster on port $port again"
 }
 
 case "${1:-}" in
   start) start ;;
   stop) stop "${2:-}" ;;
+  pause) pause "${2:-}" ;;
+  resume) resume "${2:-}" ;;
   bindir) bindir ;;
-  *) die "usage: $0 start | stop URL|PORT | bindir" ;;
+  *) die "usage: $0 start | stop URL|PORT | pause URL|PORT | resume URL|PORT | bindir" ;;
 esac

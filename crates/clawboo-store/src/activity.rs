@@ -31,7 +31,7 @@ pub struct ActivityMarks {
 /// `max(updated_at)` is the one scan (of a narrow table), fine at a poll every few hundred
 /// milliseconds.
 const MARKS_SQL: &str = "SELECT
-    (SELECT count(*) || '.' || coalesce(max(updated_at), 0) || '.' || total(lease_expires_at) FROM tasks)
+    (SELECT count(*) || '.' || coalesce(max(updated_at), 0) || '.' || CAST(COALESCE(SUM(lease_expires_at), 0) AS BIGINT) FROM tasks)
         || '.' || (SELECT count(*) FROM task_comments) || '.' || (SELECT count(*) FROM task_deps)
         || '.' || (SELECT coalesce(max(last_seen_at), 0) FROM agents),
     (SELECT count(*) FROM team_chat) || '.' || (SELECT coalesce(max(created_at), 0) FROM team_chat),
@@ -45,9 +45,8 @@ const MARKS_SQL: &str = "SELECT
 impl Store {
     /// Read the change mark of every area in one snapshot.
     pub fn activity_marks(&self) -> Result<ActivityMarks> {
-        self.read_sqlite(|conn| {
-            let mut stmt = conn.prepare_cached(MARKS_SQL)?;
-            let marks = stmt.query_row([], |row| {
+        self.read(|tx| {
+            tx.query_one(MARKS_SQL, &[], |row| {
                 Ok(ActivityMarks {
                     board: row.get(0)?,
                     chat: row.get(1)?,
@@ -56,8 +55,7 @@ impl Store {
                     audit: row.get(4)?,
                     pending_approvals: row.get(5)?,
                 })
-            })?;
-            Ok(marks)
+            })
         })
     }
 }

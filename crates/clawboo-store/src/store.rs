@@ -192,21 +192,8 @@ impl Store {
         }
     }
 
-    /// [`Store::snapshot`] for a read that takes long, kept off SQLite's writer connection.
-    pub(crate) fn long_snapshot<T, E>(
-        &self,
-        f: impl FnOnce(&dyn Tx) -> Result<T, E>,
-    ) -> Result<T, E>
-    where
-        E: From<StoreError>,
-    {
-        match &self.backend {
-            Backend::Sqlite(db) => db.long_snapshot_sqlite(|conn| f(&SqliteTx(conn))),
-            Backend::Postgres(db) => db.snapshot(f),
-        }
-    }
-
     /// [`Store::write`] on the SQLite connection itself, for SQLite-only work.
+    #[cfg(test)]
     pub(crate) fn write_sqlite<T, E>(
         &self,
         f: impl FnOnce(&rusqlite::Connection) -> Result<T, E>,
@@ -221,6 +208,7 @@ impl Store {
     }
 
     /// [`Store::read`] on a SQLite connection itself, for SQLite-only work.
+    #[cfg(test)]
     pub(crate) fn read_sqlite<T, E>(
         &self,
         f: impl FnOnce(&rusqlite::Connection) -> Result<T, E>,
@@ -235,6 +223,7 @@ impl Store {
     }
 
     /// [`Store::snapshot`] on a SQLite connection itself, for SQLite-only work.
+    #[cfg(test)]
     pub(crate) fn snapshot_sqlite<T, E>(
         &self,
         f: impl FnOnce(&rusqlite::Connection) -> Result<T, E>,
@@ -248,7 +237,8 @@ impl Store {
         }
     }
 
-    /// [`Store::long_snapshot`] on a SQLite connection itself, for SQLite-only work.
+    /// [`Store::snapshot`] for a read that takes long, on a SQLite read-only connection
+    /// (kept off the writer's), for SQLite-only work.
     pub(crate) fn long_snapshot_sqlite<T, E>(
         &self,
         f: impl FnOnce(&rusqlite::Connection) -> Result<T, E>,

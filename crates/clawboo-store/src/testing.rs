@@ -54,6 +54,13 @@ fn with_database(url: &str, name: &str) -> String {
     out
 }
 
+/// The server [`POSTGRES_URL_ENV`] names, if any.
+fn server_url() -> Option<String> {
+    std::env::var(POSTGRES_URL_ENV)
+        .ok()
+        .filter(|u| !u.is_empty())
+}
+
 /// A database for one test, removed when dropped.
 pub struct TestStore {
     location: DbLocation,
@@ -65,7 +72,10 @@ pub struct TestStore {
 impl TestStore {
     /// A fresh database on PostgreSQL when [`POSTGRES_URL_ENV`] is set, else a SQLite file.
     pub fn new() -> TestStore {
-        TestStore::postgres().unwrap_or_else(TestStore::sqlite)
+        match server_url() {
+            Some(_) => TestStore::postgres().unwrap_or_else(TestStore::sqlite),
+            None => TestStore::sqlite(),
+        }
     }
 
     /// A fresh SQLite file.
@@ -81,10 +91,7 @@ impl TestStore {
 
     /// A fresh PostgreSQL database, or `None` (said on stderr) without a server to use.
     pub fn postgres() -> Option<TestStore> {
-        let Some(server) = std::env::var(POSTGRES_URL_ENV)
-            .ok()
-            .filter(|u| !u.is_empty())
-        else {
+        let Some(server) = server_url() else {
             eprintln!("skipped on PostgreSQL: {POSTGRES_URL_ENV} is not set");
             return None;
         };

@@ -40,7 +40,7 @@ pub mod registry;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::{OptionalExtension, Row, params};
+use crate::db::DbRow;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -279,7 +279,7 @@ pub struct AuditRow {
     pub created_at: i64,
 }
 
-fn audit_from_row(row: &Row<'_>) -> rusqlite::Result<AuditRow> {
+fn audit_from_row(row: &dyn DbRow) -> Result<AuditRow, StoreError> {
     let observations: String = row.get(8)?;
     Ok(AuditRow {
         id: row.get(0)?,
@@ -293,7 +293,7 @@ fn audit_from_row(row: &Row<'_>) -> rusqlite::Result<AuditRow> {
         observations: serde_json::from_str(&observations).unwrap_or_default(),
         args_json: row.get(9)?,
         result_text: row.get(10)?,
-        is_error: row.get::<_, Option<i64>>(11)?.map(|v| v != 0),
+        is_error: row.get::<Option<i64>>(11)?.map(|v| v != 0),
         approval_id: row.get(12)?,
         created_at: row.get(13)?,
     })
@@ -383,12 +383,12 @@ impl Broker {
     }
 
     fn disabled_tools(&self) -> Result<Vec<String>, StoreError> {
-        self.store.read_sqlite(|c| {
-            let mut stmt = c.prepare("SELECT name FROM tool_registry WHERE enabled = 0")?;
-            let names = stmt
-                .query_map([], |r| r.get(0))?
-                .collect::<rusqlite::Result<Vec<String>>>()?;
-            Ok(names)
+        self.store.read(|tx| {
+            tx.query_map(
+                "SELECT name FROM tool_registry WHERE enabled = 0",
+                &[],
+                |r| r.get(0),
+            )
         })
     }
 
@@ -560,16 +560,14 @@ impl Broker {
     }
 
     fn is_blocked(&self, caller: &Caller, tool: &str) -> Result<bool, StoreError> {
-        self.store.read_sqlite(|c| {
-            let found = c
-                .query_row(
-                    "SELECT 1 FROM tool_blocklist WHERE tool_name = ?1 AND (
-                        (subject_kind = 'agent' AND subject_id = ?2) OR
-                        (subject_kind = 'team' AND subject_id = ?3))",
-                    params![tool, caller.agent_id, caller.team_id],
-                    |_| Ok(()),
-                )
-                .optional()?;
+        self.store.read(|tx| {
+            let found = tx.query_opt(
+                "SELECT 1 FROM tool_blocklist WHERE tool_name = ?1 AND (
+                    (subject_kind = 'agent' AND subject_id = ?2) OR
+                    (subject_kind = 'team' AND subject_id = ?3))",
+                &[&tool, &caller.agent_id, &caller.team_id],
+                |_| Ok(()),
+            )?;
             Ok(found.is_some())
         })
     }
@@ -595,7 +593,7 @@ impl Broker {
         let args_json =
             truncate_for_audit(&scrub_json(&Value::Object(record.args.clone())).to_string());
         let caller = record.caller;
-        let remembered = self.store.write_sqlite(|tx| {
+        let remembered = self.store.write(|tx| {
             if approvals::has_grant(tx, spec.name, caller)? {
                 return Ok::<_, StoreError>(true);
             }
@@ -703,26 +701,26 @@ impl Broker {
         let reason = reason.map(scrub_text);
         let observations =
             serde_json::to_string(&record.observations).unwrap_or_else(|_| "[]".into());
-        self.store.write_sqlite(|tx| {
+        self.store.write(|tx| {
             tx.execute(
                 "INSERT INTO tool_call_audit(id, call_id, phase, tool_name, agent_id, team_id, decision,
                      reason, observations, args_json, result_text, is_error, approval_id, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-                params![
-                    new_id(),
-                    record.call_id,
-                    phase,
-                    tool,
-                    record.caller.agent_id,
-                    record.caller.team_id,
-                    decision,
-                    reason,
-                    observations,
-                    args_json,
-                    result_text,
-                    is_error.map(i64::from),
-                    record.approval_id,
-                    now
+                &[
+                    &new_id(),
+                    &record.call_id,
+                    &phase,
+                    &tool,
+                    &record.caller.agent_id,
+                    &record.caller.team_id,
+                    &decision,
+                    &reason,
+                    &observations,
+                    &args_json,
+                    &result_text,
+                    &is_error,
+                    &record.approval_id,
+                    &now,
                 ],
             )?;
             Ok(())
@@ -737,17 +735,15 @@ impl Store {
         tool_name: Option<&str>,
         limit: usize,
     ) -> Result<Vec<AuditRow>, StoreError> {
-        self.read_sqlite(|c| {
-            let mut stmt = c.prepare(
+        self.read(|tx| {
+            tx.query_map(
                 "SELECT id, call_id, phase, tool_name, agent_id, team_id, decision, reason,
                         observations, args_json, result_text, is_error, approval_id, created_at
-                 FROM tool_call_audit WHERE (?1 IS NULL OR tool_name = ?1)
+                 FROM tool_call_audit WHERE (CAST(?1 AS TEXT) IS NULL OR tool_name = ?1)
                  ORDER BY created_at DESC, id DESC LIMIT ?2",
-            )?;
-            let rows = stmt
-                .query_map(params![tool_name, limit as i64], audit_from_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
+                &[&tool_name, &limit],
+                audit_from_row,
+            )
         })
     }
 
@@ -757,11 +753,12 @@ impl Store {
             return Err(StoreError::NotFound(format!("tool {tool}")));
         }
         let now = self.now_ms();
-        self.write_sqlite(|tx| {
+        self.write(|tx| {
             tx.execute(
                 "INSERT INTO tool_registry(name, enabled, updated_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(name) DO UPDATE SET enabled = ?2, updated_at = ?3",
-                params![tool, enabled as i64, now],
+                 ON CONFLICT(name) DO UPDATE SET enabled = excluded.enabled,
+                                                 updated_at = excluded.updated_at",
+                &[&tool, &enabled, &now],
             )?;
             Ok(())
         })
@@ -770,11 +767,11 @@ impl Store {
     /// Put `tool` on `subject`'s blocklist (idempotent).
     pub fn block_tool(&self, subject: &Subject, tool: &str) -> Result<(), StoreError> {
         let now = self.now_ms();
-        self.write_sqlite(|tx| {
+        self.write(|tx| {
             tx.execute(
                 "INSERT INTO tool_blocklist(subject_kind, subject_id, tool_name, created_at)
                  VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
-                params![subject.kind(), subject.id(), tool, now],
+                &[&subject.kind(), &subject.id(), &tool, &now],
             )?;
             Ok(())
         })
@@ -782,10 +779,10 @@ impl Store {
 
     /// Take `tool` off `subject`'s blocklist; `true` if it was there.
     pub fn unblock_tool(&self, subject: &Subject, tool: &str) -> Result<bool, StoreError> {
-        self.write_sqlite(|tx| {
+        self.write(|tx| {
             Ok(tx.execute(
                 "DELETE FROM tool_blocklist WHERE subject_kind = ?1 AND subject_id = ?2 AND tool_name = ?3",
-                params![subject.kind(), subject.id(), tool],
+                &[&subject.kind(), &subject.id(), &tool],
             )? == 1)
         })
     }

@@ -641,7 +641,7 @@ fn stale_pending_rows_expire_when_listed() {
     let broker = h.default_broker();
     // A waiter that abandons without expiring is a crashed process: simulate with a raw row.
     h.store
-        .write_sqlite(|tx| {
+        .write(|tx| {
             approvals::insert_pending(
                 tx,
                 1,

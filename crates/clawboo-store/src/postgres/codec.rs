@@ -33,6 +33,7 @@ impl ToSql for Param<'_> {
                 Type::INT2 => i16::try_from(i)?.to_sql(ty, out),
                 Type::BOOL => (i != 0).to_sql(ty, out),
                 Type::FLOAT8 => (i as f64).to_sql(ty, out),
+                Type::FLOAT4 => (i as f32).to_sql(ty, out),
                 _ if is_text(ty) => i.to_string().as_str().to_sql(&Type::TEXT, out),
                 _ => Err(format!("cannot bind an integer as {ty}: add a CAST in the SQL").into()),
             },

@@ -3,7 +3,13 @@
 //! works from any thread (plain threads, tokio's blocking pool, and a stdio server's
 //! single-threaded runtime alike). Statements block on the client's futures with
 //! `futures_executor::block_on`: a client talks to its connection task over channels,
-//! so those futures can be polled from any thread while the runtime does the I/O.
+//! so those futures can be polled from any thread while the runtime does the I/O. Taking a
+//! connection from the pool is polled the same way with the runtime entered, so the
+//! connection tasks the pool spawns and its timers land on the backend's runtime.
+//!
+//! The URL's `sslmode` picks TLS (`tls.rs`): `require` encrypts without checking the
+//! certificate, `verify-full` checks it and the host name, and `disable`, `prefer` or no
+//! `sslmode` connect in plain text.
 //!
 //! Writers run side by side under READ COMMITTED; the rules that need one writer at a time
 //! say so through [`Tx::serialize_on`] (a transaction-scoped advisory lock). Nothing

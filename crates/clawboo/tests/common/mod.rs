@@ -33,6 +33,20 @@ pub fn no_postgres_server() -> bool {
     missing
 }
 
+/// True, after printing a one-line notice, unless this run is the PostgreSQL one
+/// ([`BACKEND_ENV`] is `postgres` and [`POSTGRES_URL_ENV`] is set): a test of what only
+/// PostgreSQL offers (hosts sharing one database, the server going away) then returns
+/// early, and runs once in test.sh, in its PostgreSQL pass.
+pub fn not_a_postgres_run() -> bool {
+    let skip = !on_postgres() || std::env::var(POSTGRES_URL_ENV).is_err();
+    if skip {
+        eprintln!(
+            "skipped: PostgreSQL only (set {BACKEND_ENV}=postgres and {POSTGRES_URL_ENV}, as test.sh does)"
+        );
+    }
+    skip
+}
+
 /// True, after printing `reason`, when `db` is on PostgreSQL and the caller is about to
 /// check a SQLite-only property (its files, WAL, `integrity_check`), which it then skips.
 pub fn skip_on_postgres(db: &TestDb, reason: &str) -> bool {
@@ -86,6 +100,13 @@ impl TestDb {
         let server = std::env::var(POSTGRES_URL_ENV).unwrap_or_else(|_| {
             panic!("{BACKEND_ENV}=postgres needs {POSTGRES_URL_ENV} (test.sh sets both)")
         });
+        TestDb::postgres_on(&server)
+    }
+
+    /// A fresh database on the PostgreSQL server at `server` (a URL whose role may create
+    /// databases), for a test that runs a server of its own.
+    pub fn postgres_on(server: &str) -> TestDb {
+        let server = server.to_owned();
         let name = format!("clawboo_t_{}", clawboo_store::new_id().replace('-', "_"));
         pg_batch(&server, &format!("CREATE DATABASE {name}"));
         let url = with_database(&server, &name);
