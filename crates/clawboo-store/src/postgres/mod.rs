@@ -156,11 +156,8 @@ impl PgDb {
         Ok(db)
     }
 
-    /// Run `future` to completion on this thread, with the backend's runtime as the
-    /// context (the pool spawns connection tasks and sets timers on it).
     fn block_on<F: Future>(&self, future: F) -> F::Output {
-        let _context = self.handle.enter();
-        futures_executor::block_on(future)
+        block_on(&self.handle, future)
     }
 
     /// A pooled connection; `Unavailable` within [`CONNECTION_WAIT`] when none can be had.
@@ -209,9 +206,8 @@ impl PgDb {
 
     /// Run `f` in a write or a read-only transaction on `tx`'s connection (which has none
     /// open), registered as this thread's innermost meanwhile; any error or panic rolls it
-    /// back.
-    /// A write commits with a bump of one `clawboo_changes` row when it changed anything
-    /// (see [`PgDb::change_token`]), in the same round trip as its `COMMIT`.
+    /// back. A write commits with a bump of one `clawboo_changes` row when it changed
+    /// anything (see [`PgDb::change_token`]), in the same round trip as its `COMMIT`.
     fn in_transaction<T, E>(
         &self,
         tx: Rc<PgTx>,
@@ -367,6 +363,19 @@ impl Drop for PgDb {
     }
 }
 
+/// Run `future` to completion on this thread, with the backend's runtime as the context
+/// (the pool spawns connection tasks and sets timers on it).
+///
+/// Outside tokio's cooperative budget: on a stdio server's single-threaded runtime a store
+/// call runs inside one of that runtime's tasks, whose budget every tokio resource polled
+/// here (the pool's semaphore, its timers) would spend. Once spent, tokio answers "not
+/// yet" and defers the wake-up until that runtime's thread gets back to its scheduler,
+/// which it never does while this call blocks it: a drain of many queued writes hung there.
+fn block_on<F: Future>(runtime: &tokio::runtime::Handle, future: F) -> F::Output {
+    let _context = runtime.enter();
+    futures_executor::block_on(tokio::task::unconstrained(future))
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
@@ -413,8 +422,7 @@ pub(crate) struct PgTx {
 
 impl PgTx {
     fn block_on<F: Future>(&self, future: F) -> F::Output {
-        let _context = self.runtime.enter();
-        futures_executor::block_on(future)
+        block_on(&self.runtime, future)
     }
 
     /// Run a statement without parameters through the simple protocol.

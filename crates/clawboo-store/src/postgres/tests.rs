@@ -136,12 +136,34 @@ fn serialize_on_makes_a_read_then_write_rule_run_one_at_a_time() {
     assert_eq!(store.setting("n").unwrap().as_deref(), Some("60"));
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn a_store_call_works_on_a_single_threaded_runtime() {
+/// A stdio server runs store calls inline on its single-threaded runtime, many in one task
+/// poll when it drains queued writes: more calls than tokio's cooperative budget allows
+/// one poll must still all complete.
+#[test]
+fn many_store_calls_inside_one_task_of_a_single_threaded_runtime_complete() {
     let Some(test) = pg() else { return };
-    let store: Store = test.store();
-    store.push_inbox("rt", None, "board", "inline").unwrap();
-    assert!(store.has_pending_inbox("rt", None).unwrap());
+    let store = test.store_with(StoreConfig {
+        pg_pool_size: 2,
+        ..StoreConfig::default()
+    });
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let outcome = runtime.block_on(async {
+            for i in 0..300 {
+                store.push_inbox("rt", None, "board", &format!("inline {i}"))?;
+            }
+            store.take_inbox("rt", None, 1000, "test")
+        });
+        let _ = done.send(outcome.map(|taken| taken.len()));
+    });
+    let taken = finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("store calls on a single-threaded runtime hung");
+    assert_eq!(taken.unwrap(), 300);
 }
 
 #[test]
