@@ -316,7 +316,7 @@ impl Drop for WaitRegistration {
     }
 }
 
-fn wake(id: &str) {
+pub(crate) fn wake(id: &str) {
     let waker = lock(wakers()).get(id).cloned();
     if let Some(wake) = waker {
         *lock(&wake.decided) = true;
@@ -474,6 +474,7 @@ impl Store {
             } else {
                 "allowed"
             };
+            tx.notify(&crate::notices::approval(id))?;
             tx.execute(
                 "UPDATE tool_call_approvals
                  SET status = ?2, decision = ?3, decided_by = ?4, decided_at = ?5 WHERE id = ?1",
