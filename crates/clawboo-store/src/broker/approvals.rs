@@ -316,7 +316,7 @@ impl Drop for WaitRegistration {
     }
 }
 
-fn wake(id: &str) {
+pub(crate) fn wake(id: &str) {
     let waker = lock(wakers()).get(id).cloned();
     if let Some(wake) = waker {
         *lock(&wake.decided) = true;
@@ -501,6 +501,7 @@ impl Store {
             let Some(row) = decided else {
                 return Ok(Err(settled_meanwhile(tx, &sql, id)?));
             };
+            tx.notify(&crate::notices::approval(id))?;
             if decision == Decision::AllowAlways
                 && let Some([agent, team, tenant]) = grant_identity(
                     row.agent_id.as_deref(),

@@ -11,6 +11,7 @@
 
 mod codec;
 mod error;
+mod listen;
 mod migrations;
 mod tls;
 
@@ -63,7 +64,7 @@ pub(crate) struct PgDb {
 impl PgDb {
     /// Connect to `url` (its password in the URL or already filled in from libpq's
     /// sources), and migrate the database to this build's schema.
-    pub(crate) fn open(url: &str, config: &StoreConfig) -> Result<PgDb> {
+    pub(crate) fn open(url: &str, config: &StoreConfig, on_notice: fn(&str)) -> Result<PgDb> {
         let (mut pg_config, tls) = tls::configure(url)?;
         if pg_config.get_connect_timeout().is_none() {
             pg_config.connect_timeout(CONNECTION_WAIT);
@@ -81,6 +82,11 @@ impl PgDb {
             .map_err(|e| unavailable(format!("cannot start the PostgreSQL runtime: {e}")))?;
         let manager_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
+        };
+        let listener = listen::Listener {
+            config: pg_config.clone(),
+            tls: tls.clone(),
+            on_notice,
         };
         let manager = match tls {
             Some(tls) => Manager::from_config(pg_config, tls, manager_config),
@@ -107,14 +113,14 @@ impl PgDb {
         };
         let client = db.connection()?;
         migrations::apply(&db, &client)?;
+        db.handle.spawn(listener.run());
         Ok(db)
     }
 
     /// Run `future` to completion on this thread, with the backend's runtime as the
     /// context (the pool spawns connection tasks and sets timers on it).
     fn block_on<F: Future>(&self, future: F) -> F::Output {
-        let _context = self.handle().enter();
-        futures_executor::block_on(future)
+        block_on_in(self.handle(), future)
     }
 
     fn handle(&self) -> &tokio::runtime::Handle {
@@ -270,6 +276,16 @@ impl Drop for PgDb {
     }
 }
 
+/// Run `future` to completion on this thread, with `runtime` as the context (the pool
+/// spawns connection tasks and sets timers on it). Outside tokio's cooperative budget: a
+/// stdio server calls the store from inside one of its own runtime's tasks, whose budget
+/// would otherwise run out after a burst of calls and defer the pool's wake-up until that
+/// task yields, which it never does while blocked here.
+fn block_on_in<F: Future>(runtime: &tokio::runtime::Handle, future: F) -> F::Output {
+    let _context = runtime.enter();
+    futures_executor::block_on(tokio::task::unconstrained(future))
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
@@ -316,8 +332,7 @@ pub(crate) struct PgTx {
 
 impl PgTx {
     fn block_on<F: Future>(&self, future: F) -> F::Output {
-        let _context = self.runtime.enter();
-        futures_executor::block_on(future)
+        block_on_in(&self.runtime, future)
     }
 
     /// Run a statement without parameters through the simple protocol.
@@ -404,6 +419,14 @@ impl Tx for PgTx {
             each(&PgRow(row))?;
         }
         Ok(())
+    }
+
+    fn notify(&self, topic: &str) -> Result<()> {
+        self.query_each(
+            "SELECT pg_notify('clawboo', CAST(?1 AS TEXT))",
+            &[&topic],
+            &mut |_| Ok(()),
+        )
     }
 
     fn serialize_on(&self, key: &str) -> Result<()> {

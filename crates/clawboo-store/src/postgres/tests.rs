@@ -140,7 +140,13 @@ fn serialize_on_makes_a_read_then_write_rule_run_one_at_a_time() {
 async fn a_store_call_works_on_a_single_threaded_runtime() {
     let Some(test) = pg() else { return };
     let store: Store = test.store();
-    store.push_inbox("rt", None, "board", "inline").unwrap();
+    // Past tokio's cooperative budget of a task (128 operations): the pool's wake-ups
+    // must not wait for this task to yield.
+    for n in 0..300 {
+        store
+            .push_inbox("rt", None, "board", &format!("inline {n}"))
+            .unwrap();
+    }
     assert!(store.has_pending_inbox("rt", None).unwrap());
 }
 
