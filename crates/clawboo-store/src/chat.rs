@@ -286,6 +286,7 @@ pub(crate) fn insert_post(
     body: &str,
 ) -> Result<ChatPost> {
     tx.serialize_on(&format!("chat-room:{room_id}"))?;
+    tx.notify(crate::notices::CHAT)?;
     let id = new_id();
     let seq: i64 = tx.query_one(
         "INSERT INTO team_chat(id, room_id, seq, author, body, kind, created_at)

@@ -28,6 +28,7 @@ pub mod leases;
 pub mod memory;
 mod migrations;
 pub mod normalize;
+mod notices;
 mod path;
 mod postgres;
 pub mod scrub;
@@ -74,7 +75,7 @@ impl Store {
         match location {
             DbLocation::File(path) => Store::open_with(path, config),
             DbLocation::Postgres(url) => {
-                let db = postgres::PgDb::open(url, &config)?;
+                let db = postgres::PgDb::open(url, &config, notices::deliver)?;
                 let store = Store::from_backend(store::Backend::Postgres(db), &config);
                 store.lease_unleased_claims()?;
                 Ok(store)

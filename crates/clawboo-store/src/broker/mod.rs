@@ -31,7 +31,7 @@
 //! assert!(matches!(outcome, CallOutcome::Completed { ref text, .. } if text == "hi"));
 //! ```
 
-mod approvals;
+pub(crate) mod approvals;
 pub mod compact;
 mod exec;
 pub mod inspect;

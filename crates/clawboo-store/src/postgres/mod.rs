@@ -17,6 +17,7 @@
 
 mod codec;
 mod error;
+mod listen;
 mod migrations;
 mod tls;
 
@@ -99,7 +100,7 @@ impl PgDb {
     /// Connect to `url` (its password in the URL or already filled in from libpq's
     /// sources), and migrate the database to this build's schema. Needs PostgreSQL 13 or
     /// later (`pg_current_xact_id_if_assigned`).
-    pub(crate) fn open(url: &str, config: &StoreConfig) -> Result<PgDb> {
+    pub(crate) fn open(url: &str, config: &StoreConfig, on_notice: fn(&str)) -> Result<PgDb> {
         let (mut pg_config, tls) = tls::configure(url)?;
         if pg_config.get_connect_timeout().is_none() {
             pg_config.connect_timeout(CONNECTION_WAIT);
@@ -128,6 +129,11 @@ impl PgDb {
         let manager_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };
+        let listener = listen::Listener {
+            config: pg_config.clone(),
+            tls: tls.clone(),
+            on_notice,
+        };
         let manager = match tls {
             Some(tls) => Manager::from_config(pg_config, tls, manager_config),
             None => Manager::from_config(pg_config, tokio_postgres::NoTls, manager_config),
@@ -153,6 +159,7 @@ impl PgDb {
         };
         let client = db.connection()?;
         migrations::apply(&db, &client)?;
+        db.handle.spawn(listener.run());
         Ok(db)
     }
 
@@ -509,6 +516,14 @@ impl Tx for PgTx {
             each(&PgRow(row))?;
         }
         Ok(())
+    }
+
+    fn notify(&self, topic: &str) -> Result<()> {
+        self.query_each(
+            "SELECT pg_notify('clawboo', CAST(?1 AS TEXT))",
+            &[&topic],
+            &mut |_| Ok(()),
+        )
     }
 
     fn serialize_on(&self, key: &str) -> Result<()> {
