@@ -762,6 +762,11 @@ pub(crate) fn insert_task(
     require_task(tx, &id, scope)
 }
 
+/// How many times a claim or a move reads the task again after another host changed the
+/// row between its read and its write (never on SQLite, whose write transactions run one
+/// at a time).
+const ROW_ATTEMPTS: usize = 4;
+
 /// The key the capped creates of one team (team-less tasks share one) serialize on, so a
 /// cap's count and the insert it allows never interleave with another host's.
 fn cap_key(team_id: Option<&str>) -> String {
@@ -938,27 +943,48 @@ impl Store {
                  WHERE id = ?4 AND (CAST(?5 AS TEXT) IS NULL OR team_id = ?5) AND status = 'todo'
                    AND assignee_agent_id IS NULL AND dropped = 0 AND NOT {UNFINISHED_DEP}"
             );
-            let changed = tx.execute(&sql, &[&agent_id, &runtime, &now, &id, &scope.team_id, &lease])?;
-            if changed == 1 {
-                if runtime.is_some() {
-                    leases::seen_in(tx, agent_id, scope.team_id, runtime, now)?;
+            // On PostgreSQL the row may change between a claim that changed nothing and the
+            // read that says why (another host claimed, then released it): a task found
+            // claimable after all is claimed again.
+            for _ in 0..ROW_ATTEMPTS {
+                let changed = tx.execute(&sql, &[&agent_id, &runtime, &now, &id, &scope.team_id, &lease])?;
+                if changed == 1 {
+                    if runtime.is_some() {
+                        leases::seen_in(tx, agent_id, scope.team_id, runtime, now)?;
+                    }
+                    return require_task(tx, id, scope);
                 }
-                return require_task(tx, id, scope);
-            }
-            match load_task(tx, id, scope)?.filter(|t| !t.dropped) {
-                None => Err(StoreError::NotFound(id.to_owned())),
-                // Claiming a task you hold renews its lease (idempotent).
-                Some(t) if t.status == Status::InProgress && t.assignee_agent_id.as_deref() == Some(agent_id) => {
-                    tx.execute(
-                        "UPDATE tasks SET lease_expires_at = CAST(?1 AS BIGINT) + CAST(?2 AS BIGINT) \
-                         WHERE id = ?3 AND lease_expires_at IS NOT NULL",
-                        &[&now, &lease, &id],
-                    )?;
-                    require_task(tx, id, scope)
+                match load_task(tx, id, scope)?.filter(|t| !t.dropped) {
+                    None => return Err(StoreError::NotFound(id.to_owned())),
+                    // Claiming a task you hold renews its lease (idempotent).
+                    Some(t) if t.status == Status::InProgress && t.assignee_agent_id.as_deref() == Some(agent_id) => {
+                        // Renewed only while this agent still holds it: its lease may have
+                        // expired, and another agent claimed the task, since the read.
+                        let renewed = tx.execute(
+                            "UPDATE tasks SET lease_expires_at = CAST(?1 AS BIGINT) + CAST(?2 AS BIGINT) \
+                             WHERE id = ?3 AND lease_expires_at IS NOT NULL AND status = 'in_progress' \
+                               AND assignee_agent_id = ?4",
+                            &[&now, &lease, &id, &agent_id],
+                        )?;
+                        if renewed == 0 && t.lease_expires_at.is_some() {
+                            return Err(StoreError::Conflict);
+                        }
+                        return require_task(tx, id, scope);
+                    }
+                    Some(t) if t.status == Status::Todo && t.assignee_agent_id.is_none() => {
+                        let open: bool = tx.query_one(
+                            &format!("SELECT {UNFINISHED_DEP} FROM tasks WHERE id = ?1"),
+                            &[&id],
+                            |r| r.get(0),
+                        )?;
+                        if open {
+                            return Err(StoreError::NotReady);
+                        }
+                    }
+                    Some(_) => return Err(StoreError::Conflict),
                 }
-                Some(t) if t.status == Status::Todo && t.assignee_agent_id.is_none() => Err(StoreError::NotReady),
-                Some(_) => Err(StoreError::Conflict),
             }
+            Err(StoreError::Conflict)
         })
     }
 
@@ -1006,37 +1032,57 @@ impl Store {
         let now = self.now_ms();
         let lease = self.lease_ms();
         self.write(|tx| {
-            let task = require_task(tx, id, scope)?;
-            check_fence(&task, scope.claim_token)?;
-            if let (Some(agent), Some(holder)) = (scope.agent_id, task.assignee_agent_id.as_deref())
-                && agent != holder
-            {
-                return Err(StoreError::NotAssignee {
-                    task_id: task.id,
-                    holder: holder.to_owned(),
-                });
+            // The move is checked against the task as read, and written only while the row
+            // is still that task (status, holder, claim): on PostgreSQL another host may
+            // release, reclaim or move it in between, and a move must not overwrite a
+            // state it never checked. A row that changed is read and checked again.
+            for _ in 0..ROW_ATTEMPTS {
+                let task = require_task(tx, id, scope)?;
+                check_fence(&task, scope.claim_token)?;
+                if let (Some(agent), Some(holder)) =
+                    (scope.agent_id, task.assignee_agent_id.as_deref())
+                    && agent != holder
+                {
+                    return Err(StoreError::NotAssignee {
+                        task_id: task.id,
+                        holder: holder.to_owned(),
+                    });
+                }
+                if !allowed_from(task.status) || !task.status.can_transition_to(to) {
+                    return Err(StoreError::IllegalTransition {
+                        from: task.status.as_str().into(),
+                        to: to.as_str().into(),
+                    });
+                }
+                if task.status == to {
+                    return Ok(task);
+                }
+                let changed = tx.execute(
+                    "UPDATE tasks SET status = ?1, updated_at = ?2,
+                         completed_at = CASE WHEN CAST(?3 AS BIGINT) = 1 THEN ?2 ELSE completed_at END,
+                         assignee_agent_id = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_agent_id END,
+                         assignee_runtime = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_runtime END,
+                         lease_expires_at = CASE WHEN ?1 = 'in_progress' AND assignee_agent_id IS NOT NULL
+                             THEN CAST(?2 AS BIGINT) + CAST(?5 AS BIGINT) END
+                     WHERE id = ?4 AND status = ?6 AND assignee_agent_id IS NOT DISTINCT FROM ?7
+                       AND claim_token = ?8",
+                    &[
+                        &to.as_str(),
+                        &now,
+                        &to.is_terminal(),
+                        &id,
+                        &lease,
+                        &task.status.as_str(),
+                        &task.assignee_agent_id,
+                        &task.claim_token,
+                    ],
+                )?;
+                if changed == 1 {
+                    notify_assignee(tx, now, &task, actor, &format!("moved it to {to}"))?;
+                    return require_task(tx, id, scope);
+                }
             }
-            if !allowed_from(task.status) || !task.status.can_transition_to(to) {
-                return Err(StoreError::IllegalTransition {
-                    from: task.status.as_str().into(),
-                    to: to.as_str().into(),
-                });
-            }
-            if task.status == to {
-                return Ok(task);
-            }
-            tx.execute(
-                "UPDATE tasks SET status = ?1, updated_at = ?2,
-                     completed_at = CASE WHEN CAST(?3 AS BIGINT) = 1 THEN ?2 ELSE completed_at END,
-                     assignee_agent_id = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_agent_id END,
-                     assignee_runtime = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_runtime END,
-                     lease_expires_at = CASE WHEN ?1 = 'in_progress' AND assignee_agent_id IS NOT NULL
-                         THEN CAST(?2 AS BIGINT) + CAST(?5 AS BIGINT) END
-                 WHERE id = ?4",
-                &[&to.as_str(), &now, &to.is_terminal(), &id, &lease],
-            )?;
-            notify_assignee(tx, now, &task, actor, &format!("moved it to {to}"))?;
-            require_task(tx, id, scope)
+            Err(StoreError::Conflict)
         })
     }
 
@@ -1182,5 +1228,107 @@ mod tests {
             assert_eq!(s.as_str().parse::<Status>().unwrap(), s);
         }
         assert!("doing".parse::<Status>().is_err());
+    }
+}
+
+/// Moves and claims racing another process's write to the same row, on the engine
+/// `CLAWBOO_TEST_BACKEND` names (SQLite unless `postgres`).
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod race_tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Two stores on one fresh database, as two processes would open it; the guard keeps
+    /// the database until the test ends.
+    fn two_stores() -> (Box<dyn std::any::Any>, Store, Store) {
+        if std::env::var("CLAWBOO_TEST_BACKEND").is_ok_and(|b| b == "postgres") {
+            let db = crate::testing::TestStore::postgres()
+                .expect("CLAWBOO_TEST_BACKEND=postgres needs CLAWBOO_TEST_POSTGRES_URL");
+            let (one, other) = (db.store(), db.reopen());
+            (Box::new(db), one, other)
+        } else {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.db");
+            let (one, other) = (Store::open(&path).unwrap(), Store::open(&path).unwrap());
+            (Box::new(dir), one, other)
+        }
+    }
+
+    /// Run `write` in `other`'s transaction and, while it is still open, `race` on a
+    /// thread: `race` reads the row before `write` commits and writes it after.
+    fn racing<T: Send + 'static>(
+        other: &Store,
+        write: &str,
+        id: &str,
+        race: impl FnOnce() -> T + Send + 'static,
+    ) -> T {
+        other
+            .write(|tx| {
+                tx.execute(write, &[&id])?;
+                let racer = std::thread::spawn(race);
+                // Time for the racer to read the old row and block on this one (on SQLite,
+                // on the write lock); should it be slower, it reads the new row and the
+                // outcome holds.
+                std::thread::sleep(Duration::from_millis(300));
+                Ok::<_, StoreError>(racer)
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_move_never_overwrites_a_release_it_did_not_see() {
+        let (_db, store, other) = two_stores();
+        let store = std::sync::Arc::new(store);
+        let task = store
+            .create_task(NewTask::titled("t"), CreatePolicy::Uncapped)
+            .unwrap();
+        store.claim_task(&task.id, "a1", None).unwrap();
+        let mover = store.clone();
+        let id = task.id.clone();
+        let moved = racing(
+            &other,
+            "UPDATE tasks SET status = 'todo', assignee_agent_id = NULL, lease_expires_at = NULL
+             WHERE id = ?1",
+            &task.id,
+            move || {
+                mover.set_status(
+                    &id,
+                    Status::Done,
+                    Some("a1"),
+                    Scope::bound(None, Some("a1")),
+                )
+            },
+        );
+        assert!(
+            matches!(&moved, Err(StoreError::IllegalTransition { from, .. }) if from == "todo"),
+            "{moved:?}"
+        );
+        let now = store.get_task(&task.id, Scope::ALL).unwrap().unwrap();
+        assert_eq!((now.status, now.completed_at), (Status::Todo, None));
+    }
+
+    #[test]
+    fn a_claim_waiting_on_another_process_claim_loses_with_a_conflict() {
+        let (_db, store, other) = two_stores();
+        let store = std::sync::Arc::new(store);
+        let task = store
+            .create_task(NewTask::titled("t"), CreatePolicy::Uncapped)
+            .unwrap();
+        let claimer = store.clone();
+        let id = task.id.clone();
+        let claimed = racing(
+            &other,
+            "UPDATE tasks SET status = 'in_progress', assignee_agent_id = 'b1',
+                 claim_token = claim_token + 1 WHERE id = ?1",
+            &task.id,
+            move || claimer.claim_task(&id, "a1", None),
+        );
+        assert!(matches!(claimed, Err(StoreError::Conflict)), "{claimed:?}");
+        let now = store.get_task(&task.id, Scope::ALL).unwrap().unwrap();
+        assert_eq!(now.assignee_agent_id.as_deref(), Some("b1"));
     }
 }
