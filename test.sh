@@ -25,7 +25,9 @@ cargo build --workspace --bins --locked
 cargo test --workspace --locked
 if [ -n "${CLAWBOO_TEST_POSTGRES_URL:-}" ]; then
   echo "== the clawboo integration suites again, on PostgreSQL"
-  CLAWBOO_TEST_BACKEND=postgres cargo test -p clawboo-store --locked
+  # The store's tests that take their backend from CLAWBOO_TEST_BACKEND (SQLite's own
+  # engine tests ran in the first pass).
+  CLAWBOO_TEST_BACKEND=postgres cargo test -p clawboo-store --locked -- --skip sqlite::
   CLAWBOO_TEST_BACKEND=postgres cargo test -p clawboo --test '*' --locked
 else
   echo "== SKIPPED the PostgreSQL run: no CLAWBOO_TEST_POSTGRES_URL and no PostgreSQL" \
