@@ -779,6 +779,11 @@ const RECENT_ROOTS_POSTGRES: &str = "SELECT COUNT(*) FROM tasks
      WHERE parent_task_id IS NULL AND created_at > ?1
        AND team_id IS NOT DISTINCT FROM CAST(?2 AS TEXT)";
 
+/// How many times [`Store::claim_task_in`] and a status move read a task again after
+/// another host changed it between their reading and their conditional update. On SQLite,
+/// whose writers take turns, the first attempt always decides.
+const RECHECK_ATTEMPTS: usize = 8;
+
 impl Store {
     /// Create a task. With [`CreatePolicy::Capped`] the parent, depth, child-count and
     /// root-rate caps are checked together with the insert in one `BEGIN IMMEDIATE`.
@@ -929,36 +934,52 @@ impl Store {
         }
         let now = self.now_ms();
         let lease = self.lease_ms();
+        let claim = format!(
+            "UPDATE tasks SET assignee_agent_id = ?1, assignee_runtime = COALESCE(?2, assignee_runtime),
+                 status = 'in_progress', updated_at = ?3, lease_expires_at = ?3 + CAST(?6 AS BIGINT), {GRANT_LEASE}
+             WHERE id = ?4 AND (CAST(?5 AS TEXT) IS NULL OR team_id = ?5) AND status = 'todo'
+               AND assignee_agent_id IS NULL AND dropped = 0 AND NOT {UNFINISHED_DEP}"
+        );
+        let open_dependency = format!("SELECT {UNFINISHED_DEP} FROM tasks WHERE id = ?1");
         self.write(|tx| {
             // A claim that meets an expired lease reclaims it first (SPEC §12).
             leases::expire_in(tx, now)?;
-            let sql = format!(
-                "UPDATE tasks SET assignee_agent_id = ?1, assignee_runtime = COALESCE(?2, assignee_runtime),
-                     status = 'in_progress', updated_at = ?3, lease_expires_at = ?3 + CAST(?6 AS BIGINT), {GRANT_LEASE}
-                 WHERE id = ?4 AND (CAST(?5 AS TEXT) IS NULL OR team_id = ?5) AND status = 'todo'
-                   AND assignee_agent_id IS NULL AND dropped = 0 AND NOT {UNFINISHED_DEP}"
-            );
-            let changed = tx.execute(&sql, &[&agent_id, &runtime, &now, &id, &scope.team_id, &lease])?;
-            if changed == 1 {
-                if runtime.is_some() {
-                    leases::seen_in(tx, agent_id, scope.team_id, runtime, now)?;
+            // Why the claim changed nothing is read after it, in a later statement: on
+            // PostgreSQL other hosts may have moved the task in between, so a reading that
+            // explains nothing (the task is claimable now) claims again, and the renewal of
+            // a claim we hold changes the row only while we still hold it.
+            for _ in 0..RECHECK_ATTEMPTS {
+                let changed = tx.execute(&claim, &[&agent_id, &runtime, &now, &id, &scope.team_id, &lease])?;
+                if changed == 1 {
+                    if runtime.is_some() {
+                        leases::seen_in(tx, agent_id, scope.team_id, runtime, now)?;
+                    }
+                    return require_task(tx, id, scope);
                 }
-                return require_task(tx, id, scope);
-            }
-            match load_task(tx, id, scope)?.filter(|t| !t.dropped) {
-                None => Err(StoreError::NotFound(id.to_owned())),
-                // Claiming a task you hold renews its lease (idempotent).
-                Some(t) if t.status == Status::InProgress && t.assignee_agent_id.as_deref() == Some(agent_id) => {
-                    tx.execute(
-                        "UPDATE tasks SET lease_expires_at = CAST(?1 AS BIGINT) + CAST(?2 AS BIGINT) \
-                         WHERE id = ?3 AND lease_expires_at IS NOT NULL",
-                        &[&now, &lease, &id],
-                    )?;
-                    require_task(tx, id, scope)
+                match load_task(tx, id, scope)?.filter(|t| !t.dropped) {
+                    None => return Err(StoreError::NotFound(id.to_owned())),
+                    // Claiming a task you hold renews its lease (idempotent).
+                    Some(t) if t.status == Status::InProgress && t.assignee_agent_id.as_deref() == Some(agent_id) => {
+                        let renewed = tx.execute(
+                            "UPDATE tasks SET lease_expires_at = CASE WHEN lease_expires_at IS NOT NULL \
+                                 THEN CAST(?1 AS BIGINT) + CAST(?2 AS BIGINT) END \
+                             WHERE id = ?3 AND status = 'in_progress' AND assignee_agent_id = ?4",
+                            &[&now, &lease, &id, &agent_id],
+                        )?;
+                        if renewed == 1 {
+                            return require_task(tx, id, scope);
+                        }
+                    }
+                    Some(t) if t.status == Status::Todo && t.assignee_agent_id.is_none() => {
+                        if tx.query_one(&open_dependency, &[&id], |r| r.get::<bool>(0))? {
+                            return Err(StoreError::NotReady);
+                        }
+                    }
+                    Some(_) => return Err(StoreError::Conflict),
                 }
-                Some(t) if t.status == Status::Todo && t.assignee_agent_id.is_none() => Err(StoreError::NotReady),
-                Some(_) => Err(StoreError::Conflict),
             }
+            tracing::warn!(task = id, agent = agent_id, attempts = RECHECK_ATTEMPTS, "claim_task found the task changing under every attempt");
+            Err(StoreError::Conflict)
         })
     }
 
@@ -970,7 +991,8 @@ impl Store {
     /// Move a task to `to` if the state machine allows it. Entering `done`/`cancelled`
     /// stamps `completed_at`; entering `todo` clears the assignee. When `actor` is not the
     /// assignee, the assignee gets an inbox note. With an agent in `scope`, a task another
-    /// agent holds is refused ([`StoreError::NotAssignee`]); so in the two below.
+    /// agent holds is refused ([`StoreError::NotAssignee`]); so in the two below. A task
+    /// other hosts keep changing under the move is [`StoreError::Conflict`].
     pub fn set_status(
         &self,
         id: &str,
@@ -1006,37 +1028,57 @@ impl Store {
         let now = self.now_ms();
         let lease = self.lease_ms();
         self.write(|tx| {
-            let task = require_task(tx, id, scope)?;
-            check_fence(&task, scope.claim_token)?;
-            if let (Some(agent), Some(holder)) = (scope.agent_id, task.assignee_agent_id.as_deref())
-                && agent != holder
-            {
-                return Err(StoreError::NotAssignee {
-                    task_id: task.id,
-                    holder: holder.to_owned(),
-                });
+            // The checks below read the task's status, holder and claim; the update lands
+            // only while those are still what was read. On PostgreSQL another host may claim,
+            // release or move the task in between (a claim takes no lock): then the move is
+            // decided again on what the task is now.
+            for _ in 0..RECHECK_ATTEMPTS {
+                let task = require_task(tx, id, scope)?;
+                check_fence(&task, scope.claim_token)?;
+                if let (Some(agent), Some(holder)) = (scope.agent_id, task.assignee_agent_id.as_deref())
+                    && agent != holder
+                {
+                    return Err(StoreError::NotAssignee {
+                        task_id: task.id,
+                        holder: holder.to_owned(),
+                    });
+                }
+                if !allowed_from(task.status) || !task.status.can_transition_to(to) {
+                    return Err(StoreError::IllegalTransition {
+                        from: task.status.as_str().into(),
+                        to: to.as_str().into(),
+                    });
+                }
+                if task.status == to {
+                    return Ok(task);
+                }
+                let changed = tx.execute(
+                    "UPDATE tasks SET status = ?1, updated_at = ?2,
+                         completed_at = CASE WHEN CAST(?3 AS BIGINT) = 1 THEN ?2 ELSE completed_at END,
+                         assignee_agent_id = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_agent_id END,
+                         assignee_runtime = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_runtime END,
+                         lease_expires_at = CASE WHEN ?1 = 'in_progress' AND assignee_agent_id IS NOT NULL
+                             THEN CAST(?2 AS BIGINT) + CAST(?5 AS BIGINT) END
+                     WHERE id = ?4 AND status = ?6 AND claim_token = ?7
+                       AND assignee_agent_id IS NOT DISTINCT FROM CAST(?8 AS TEXT)",
+                    &[
+                        &to.as_str(),
+                        &now,
+                        &to.is_terminal(),
+                        &id,
+                        &lease,
+                        &task.status.as_str(),
+                        &task.claim_token,
+                        &task.assignee_agent_id,
+                    ],
+                )?;
+                if changed == 1 {
+                    notify_assignee(tx, now, &task, actor, &format!("moved it to {to}"))?;
+                    return require_task(tx, id, scope);
+                }
             }
-            if !allowed_from(task.status) || !task.status.can_transition_to(to) {
-                return Err(StoreError::IllegalTransition {
-                    from: task.status.as_str().into(),
-                    to: to.as_str().into(),
-                });
-            }
-            if task.status == to {
-                return Ok(task);
-            }
-            tx.execute(
-                "UPDATE tasks SET status = ?1, updated_at = ?2,
-                     completed_at = CASE WHEN CAST(?3 AS BIGINT) = 1 THEN ?2 ELSE completed_at END,
-                     assignee_agent_id = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_agent_id END,
-                     assignee_runtime = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_runtime END,
-                     lease_expires_at = CASE WHEN ?1 = 'in_progress' AND assignee_agent_id IS NOT NULL
-                         THEN CAST(?2 AS BIGINT) + CAST(?5 AS BIGINT) END
-                 WHERE id = ?4",
-                &[&to.as_str(), &now, &to.is_terminal(), &id, &lease],
-            )?;
-            notify_assignee(tx, now, &task, actor, &format!("moved it to {to}"))?;
-            require_task(tx, id, scope)
+            tracing::warn!(task = id, attempts = RECHECK_ATTEMPTS, "a status move found the task changing under every attempt");
+            Err(StoreError::Conflict)
         })
     }
 
@@ -1182,5 +1224,135 @@ mod tests {
             assert_eq!(s.as_str().parse::<Status>().unwrap(), s);
         }
         assert!("doing".parse::<Status>().is_err());
+    }
+}
+
+/// The board's read-then-write rules on PostgreSQL, where writers of two hosts run side by
+/// side: set `CLAWBOO_TEST_POSTGRES_URL`; without it these tests say so and pass nothing.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod postgres_tests {
+    use std::sync::{Arc, Barrier};
+
+    use super::*;
+    use crate::testing::TestStore;
+
+    /// Run `each(host, i)` on `threads` threads, half on each of the two hosts, all
+    /// released at once; the results in thread order.
+    fn race<T: Send + 'static>(
+        hosts: &[Arc<Store>; 2],
+        threads: usize,
+        each: impl Fn(&Store, usize) -> T + Send + Sync + 'static,
+    ) -> Vec<T> {
+        let start = Arc::new(Barrier::new(threads));
+        let each = Arc::new(each);
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let host = Arc::clone(&hosts[i % 2]);
+                let (start, each) = (Arc::clone(&start), Arc::clone(&each));
+                std::thread::spawn(move || {
+                    start.wait();
+                    each(&host, i)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
+    fn hosts(test: &TestStore) -> [Arc<Store>; 2] {
+        [Arc::new(test.store()), Arc::new(test.reopen())]
+    }
+
+    #[test]
+    fn capped_roots_of_one_team_stop_at_the_cap_across_hosts() {
+        let Some(test) = TestStore::postgres() else {
+            return;
+        };
+        let hosts = hosts(&test);
+        let outcomes = race(&hosts, 40, |store, i| {
+            let new = NewTask {
+                team_id: Some("t".into()),
+                ..NewTask::titled(format!("root {i}"))
+            };
+            store.create_task(new, CreatePolicy::Capped)
+        });
+        let created = outcomes.iter().filter(|o| o.is_ok()).count();
+        assert_eq!(created as i64, MAX_ROOTS_PER_WINDOW);
+        for refused in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+            assert!(
+                matches!(
+                    refused,
+                    StoreError::Cap {
+                        reason: CapReason::RootRateCap,
+                        ..
+                    }
+                ),
+                "{refused:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn two_links_that_would_close_a_cycle_never_both_land() {
+        let Some(test) = TestStore::postgres() else {
+            return;
+        };
+        let hosts = hosts(&test);
+        for round in 0..20 {
+            let a = hosts[0]
+                .create_task(NewTask::titled(format!("a{round}")), CreatePolicy::Uncapped)
+                .unwrap()
+                .id;
+            let b = hosts[0]
+                .create_task(NewTask::titled(format!("b{round}")), CreatePolicy::Uncapped)
+                .unwrap()
+                .id;
+            let outcomes = race(&hosts, 2, move |store, i| {
+                let (task, on) = if i == 0 { (&a, &b) } else { (&b, &a) };
+                store.link_task(task, on, Scope::ALL)
+            });
+            let linked = outcomes.iter().filter(|o| o.is_ok()).count();
+            assert_eq!(linked, 1, "round {round}: {outcomes:?}");
+            assert!(
+                outcomes
+                    .iter()
+                    .any(|o| matches!(o, Err(StoreError::Cycle { .. })))
+            );
+        }
+    }
+
+    #[test]
+    fn a_move_refused_to_others_never_lands_on_a_claim_it_did_not_see() {
+        let Some(test) = TestStore::postgres() else {
+            return;
+        };
+        let hosts = hosts(&test);
+        for round in 0..20 {
+            let id = hosts[0]
+                .create_task(NewTask::titled(format!("t{round}")), CreatePolicy::Uncapped)
+                .unwrap()
+                .id;
+            let outcomes = race(&hosts, 2, move |store, i| {
+                if i == 0 {
+                    store.claim_task(&id, "x", None).map(|_| ())
+                } else {
+                    store
+                        .set_status(
+                            &id,
+                            Status::Cancelled,
+                            Some("y"),
+                            Scope::bound(None, Some("y")),
+                        )
+                        .map(|_| ())
+                }
+            });
+            // Either the claim came first (the cancel is another agent's move on x's task)
+            // or the cancel did (nothing is left to claim): never both.
+            assert_eq!(
+                outcomes.iter().filter(|o| o.is_ok()).count(),
+                1,
+                "round {round}: {outcomes:?}"
+            );
+        }
     }
 }
