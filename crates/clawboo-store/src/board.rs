@@ -996,7 +996,8 @@ impl Store {
     /// Move a task to `to` if the state machine allows it. Entering `done`/`cancelled`
     /// stamps `completed_at`; entering `todo` clears the assignee. When `actor` is not the
     /// assignee, the assignee gets an inbox note. With an agent in `scope`, a task another
-    /// agent holds is refused ([`StoreError::NotAssignee`]); so in the two below.
+    /// agent holds is refused ([`StoreError::NotAssignee`]); so in the two below. A task
+    /// other hosts keep changing under the move is [`StoreError::Conflict`].
     pub fn set_status(
         &self,
         id: &str,
@@ -1330,5 +1331,135 @@ mod race_tests {
         assert!(matches!(claimed, Err(StoreError::Conflict)), "{claimed:?}");
         let now = store.get_task(&task.id, Scope::ALL).unwrap().unwrap();
         assert_eq!(now.assignee_agent_id.as_deref(), Some("b1"));
+    }
+}
+
+/// The board's read-then-write rules on PostgreSQL, where writers of two hosts run side by
+/// side: set `CLAWBOO_TEST_POSTGRES_URL`; without it these tests say so and pass nothing.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod postgres_tests {
+    use std::sync::{Arc, Barrier};
+
+    use super::*;
+    use crate::testing::TestStore;
+
+    /// Run `each(host, i)` on `threads` threads, half on each of the two hosts, all
+    /// released at once; the results in thread order.
+    fn race<T: Send + 'static>(
+        hosts: &[Arc<Store>; 2],
+        threads: usize,
+        each: impl Fn(&Store, usize) -> T + Send + Sync + 'static,
+    ) -> Vec<T> {
+        let start = Arc::new(Barrier::new(threads));
+        let each = Arc::new(each);
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let host = Arc::clone(&hosts[i % 2]);
+                let (start, each) = (Arc::clone(&start), Arc::clone(&each));
+                std::thread::spawn(move || {
+                    start.wait();
+                    each(&host, i)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
+    fn hosts(test: &TestStore) -> [Arc<Store>; 2] {
+        [Arc::new(test.store()), Arc::new(test.reopen())]
+    }
+
+    #[test]
+    fn capped_roots_of_one_team_stop_at_the_cap_across_hosts() {
+        let Some(test) = TestStore::postgres() else {
+            return;
+        };
+        let hosts = hosts(&test);
+        let outcomes = race(&hosts, 40, |store, i| {
+            let new = NewTask {
+                team_id: Some("t".into()),
+                ..NewTask::titled(format!("root {i}"))
+            };
+            store.create_task(new, CreatePolicy::Capped)
+        });
+        let created = outcomes.iter().filter(|o| o.is_ok()).count();
+        assert_eq!(created as i64, MAX_ROOTS_PER_WINDOW);
+        for refused in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+            assert!(
+                matches!(
+                    refused,
+                    StoreError::Cap {
+                        reason: CapReason::RootRateCap,
+                        ..
+                    }
+                ),
+                "{refused:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn two_links_that_would_close_a_cycle_never_both_land() {
+        let Some(test) = TestStore::postgres() else {
+            return;
+        };
+        let hosts = hosts(&test);
+        for round in 0..20 {
+            let a = hosts[0]
+                .create_task(NewTask::titled(format!("a{round}")), CreatePolicy::Uncapped)
+                .unwrap()
+                .id;
+            let b = hosts[0]
+                .create_task(NewTask::titled(format!("b{round}")), CreatePolicy::Uncapped)
+                .unwrap()
+                .id;
+            let outcomes = race(&hosts, 2, move |store, i| {
+                let (task, on) = if i == 0 { (&a, &b) } else { (&b, &a) };
+                store.link_task(task, on, Scope::ALL)
+            });
+            let linked = outcomes.iter().filter(|o| o.is_ok()).count();
+            assert_eq!(linked, 1, "round {round}: {outcomes:?}");
+            assert!(
+                outcomes
+                    .iter()
+                    .any(|o| matches!(o, Err(StoreError::Cycle { .. })))
+            );
+        }
+    }
+
+    #[test]
+    fn a_move_refused_to_others_never_lands_on_a_claim_it_did_not_see() {
+        let Some(test) = TestStore::postgres() else {
+            return;
+        };
+        let hosts = hosts(&test);
+        for round in 0..20 {
+            let id = hosts[0]
+                .create_task(NewTask::titled(format!("t{round}")), CreatePolicy::Uncapped)
+                .unwrap()
+                .id;
+            let outcomes = race(&hosts, 2, move |store, i| {
+                if i == 0 {
+                    store.claim_task(&id, "x", None).map(|_| ())
+                } else {
+                    store
+                        .set_status(
+                            &id,
+                            Status::Cancelled,
+                            Some("y"),
+                            Scope::bound(None, Some("y")),
+                        )
+                        .map(|_| ())
+                }
+            });
+            // Either the claim came first (the cancel is another agent's move on x's task)
+            // or the cancel did (nothing is left to claim): never both.
+            assert_eq!(
+                outcomes.iter().filter(|o| o.is_ok()).count(),
+                1,
+                "round {round}: {outcomes:?}"
+            );
+        }
     }
 }
