@@ -241,11 +241,12 @@ impl ServerCpu {
         let DbLocation::Postgres(url) = location else {
             return None;
         };
-        let backend = with_client(url, async |client| {
+        // The backend's parent is the postmaster; read it while the backend still runs.
+        let postmaster = with_client(url, async |client| {
             let row = client.query_one("SELECT pg_backend_pid()", &[]).await?;
-            Ok(row.get::<_, i32>(0))
+            crate::procs::parent_pid(u32::try_from(row.get::<_, i32>(0))?)
         });
-        match backend.and_then(|pid| crate::procs::parent_pid(u32::try_from(pid)?)) {
+        match postmaster {
             Ok(postmaster) => Some(ServerCpu { postmaster }),
             Err(e) => {
                 eprintln!(
