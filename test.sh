@@ -25,6 +25,7 @@ cargo build --workspace --bins --locked
 cargo test --workspace --locked
 if [ -n "${CLAWBOO_TEST_POSTGRES_URL:-}" ]; then
   echo "== the clawboo integration suites again, on PostgreSQL"
+  CLAWBOO_TEST_BACKEND=postgres cargo test -p clawboo-store --locked
   CLAWBOO_TEST_BACKEND=postgres cargo test -p clawboo --test '*' --locked
 else
   echo "== SKIPPED the PostgreSQL run: no CLAWBOO_TEST_POSTGRES_URL and no PostgreSQL" \

@@ -437,6 +437,18 @@ fn expire(store: &Store, approval_id: &str) -> Result<bool, StoreError> {
     })
 }
 
+/// Why a pending row read earlier in this transaction could not be decided or expired: a
+/// conditional `UPDATE` found it settled (or gone) by another process in between.
+fn settled_meanwhile(tx: &dyn Tx, select: &str, id: &str) -> Result<ApprovalError, StoreError> {
+    Ok(match tx.query_opt(select, &[&id], from_row)? {
+        None => ApprovalError::NotFound(id.to_string()),
+        Some(row) => ApprovalError::AlreadySettled {
+            id: id.to_string(),
+            status: row.status,
+        },
+    })
+}
+
 impl Store {
     /// Record a human's decision on a pending approval and wake its waiting call.
     /// `allow_always` is remembered for the tool and the call's bound identity (agent, team
@@ -448,10 +460,7 @@ impl Store {
         decided_by: &str,
     ) -> Result<Approval, ApprovalError> {
         let now = self.now_ms();
-        let outcome = self.write(|tx| -> Result<Result<Approval, ApprovalError>, StoreError> {
-            // Read, check and decide as one: on PostgreSQL two deciders on two hosts would
-            // otherwise both read `pending`.
-            tx.serialize_on(&format!("approval:{id}"))?;
+        let outcome = self.write::<_, StoreError>(|tx| {
             let sql = format!("SELECT {COLUMNS} FROM tool_call_approvals WHERE id = ?1");
             let Some(row) = tx.query_opt(&sql, &[&id], from_row)? else {
                 return Ok(Err(ApprovalError::NotFound(id.to_string())));
@@ -462,11 +471,17 @@ impl Store {
                     status: row.status,
                 }));
             }
+            // Each write below holds only while the row is still `pending`: on PostgreSQL
+            // another host may have decided it, or its waiter expired it, since the read.
             if now >= row.expires_at {
-                tx.execute(
-                    "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?2 WHERE id = ?1",
+                let expired = tx.execute(
+                    "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?2
+                     WHERE id = ?1 AND status = 'pending'",
                     &[&id, &now],
                 )?;
+                if expired == 0 {
+                    return Ok(Err(settled_meanwhile(tx, &sql, id)?));
+                }
                 return Ok(Err(ApprovalError::Expired(id.to_string())));
             }
             let status = if decision == Decision::Deny {
@@ -474,12 +489,19 @@ impl Store {
             } else {
                 "allowed"
             };
-            tx.notify(&crate::notices::approval(id))?;
-            tx.execute(
-                "UPDATE tool_call_approvals
-                 SET status = ?2, decision = ?3, decided_by = ?4, decided_at = ?5 WHERE id = ?1",
+            let decided = tx.query_opt(
+                &format!(
+                    "UPDATE tool_call_approvals
+                     SET status = ?2, decision = ?3, decided_by = ?4, decided_at = ?5
+                     WHERE id = ?1 AND status = 'pending' RETURNING {COLUMNS}"
+                ),
                 &[&id, &status, &decision.as_str(), &decided_by, &now],
+                from_row,
             )?;
+            let Some(row) = decided else {
+                return Ok(Err(settled_meanwhile(tx, &sql, id)?));
+            };
+            tx.notify(&crate::notices::approval(id))?;
             if decision == Decision::AllowAlways
                 && let Some([agent, team, tenant]) = grant_identity(
                     row.agent_id.as_deref(),
@@ -497,7 +519,7 @@ impl Store {
                     &[&row.tool_name, &agent, &team, &tenant, &id, &now],
                 )?;
             }
-            Ok(Ok(tx.query_one(&sql, &[&id], from_row)?))
+            Ok(Ok(row))
         })?;
         if outcome.is_ok() {
             wake(id);

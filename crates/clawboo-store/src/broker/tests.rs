@@ -8,16 +8,40 @@ use serde_json::{Value, json};
 use super::*;
 
 struct Harness {
-    _dir: tempfile::TempDir,
+    db: Database,
     store: Arc<Store>,
     executor: Arc<Recorder>,
 }
 
+/// Where a harness keeps its rows: a temp SQLite file, or with `CLAWBOO_TEST_BACKEND=postgres`
+/// a fresh database on the `CLAWBOO_TEST_POSTGRES_URL` server (as the binaries' suites do), so
+/// every rule here runs on either engine.
+enum Database {
+    Sqlite(tempfile::TempDir),
+    Postgres(crate::testing::TestStore),
+}
+
+impl Database {
+    fn open(&self) -> Store {
+        match self {
+            Database::Sqlite(dir) => Store::open(&dir.path().join("t.db")).unwrap(),
+            Database::Postgres(db) => db.store(),
+        }
+    }
+}
+
 fn harness() -> Harness {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open(&dir.path().join("t.db")).unwrap());
+    let db = if std::env::var("CLAWBOO_TEST_BACKEND").is_ok_and(|b| b == "postgres") {
+        Database::Postgres(
+            crate::testing::TestStore::postgres()
+                .expect("CLAWBOO_TEST_BACKEND=postgres needs CLAWBOO_TEST_POSTGRES_URL"),
+        )
+    } else {
+        Database::Sqlite(tempfile::tempdir().unwrap())
+    };
+    let store = Arc::new(db.open());
     Harness {
-        _dir: dir,
+        db,
         store,
         executor: Arc::default(),
     }
@@ -105,6 +129,28 @@ fn call_deciding(
         })
         .unwrap();
     (outcome, asked)
+}
+
+/// A `delete_path` approval row created at time 1, written as a waiting call would.
+fn insert_pending_row(store: &Store, id: &str, caller: &Caller, expires_at: i64) {
+    store
+        .write(|tx| {
+            approvals::insert_pending(
+                tx,
+                1,
+                &NewApproval {
+                    id,
+                    call_id: "c",
+                    tool_name: "delete_path",
+                    caller,
+                    risk: "destructive",
+                    message: "m",
+                    args_json: "{}",
+                    expires_at,
+                },
+            )
+        })
+        .unwrap();
 }
 
 fn denial(outcome: CallOutcome) -> Denial {
@@ -296,10 +342,7 @@ fn safe_tools_record_mentions_and_injection_always_denies() {
     assert_eq!(d.reason, "security:high:ignore-previous-instructions");
     let notes: i64 = h
         .store
-        .read_sqlite(|c| {
-            c.query_row("SELECT count(*) FROM tool_notes", [], |r| r.get(0))
-                .map_err(StoreError::from)
-        })
+        .read(|tx| tx.query_one("SELECT count(*) FROM tool_notes", &[], |r| r.get(0)))
         .unwrap();
     assert_eq!(notes, 0);
 }
@@ -636,29 +679,58 @@ fn a_decision_from_another_thread_wakes_the_waiter_without_polling() {
 }
 
 #[test]
+fn a_decision_racing_another_process_that_settled_the_row_changes_nothing() {
+    let h = harness();
+    let id = "raced".to_string();
+    insert_pending_row(&h.store, &id, &agent("a1"), i64::MAX);
+    // Another process expires the row and holds its transaction open while this one
+    // decides: the decision must wait, then find the row settled, not overwrite it.
+    let other = h.db.open();
+    let decided = other
+        .write(|tx| {
+            tx.execute(
+                "UPDATE tool_call_approvals SET status = 'expired', decided_at = 1
+                 WHERE id = ?1 AND status = 'pending'",
+                &[&id],
+            )?;
+            let store = h.store.clone();
+            let id = id.clone();
+            let decider = std::thread::spawn(move || {
+                store.resolve_approval(&id, Decision::AllowAlways, "late")
+            });
+            // Time for the decider to read `pending` and block on this row (on SQLite, on
+            // the write lock); should it be slower, it reads `expired` and the outcome holds.
+            std::thread::sleep(Duration::from_millis(300));
+            Ok::<_, StoreError>(decider)
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert!(
+        matches!(
+            decided,
+            Err(ApprovalError::AlreadySettled {
+                status: ApprovalStatus::Expired,
+                ..
+            })
+        ),
+        "{decided:?}"
+    );
+    let row = h.store.approval(&id).unwrap();
+    assert_eq!((row.status, row.decision), (ApprovalStatus::Expired, None));
+    assert!(
+        !h.store
+            .revoke_approval_grant("delete_path", &agent("a1"))
+            .unwrap()
+    );
+}
+
+#[test]
 fn stale_pending_rows_expire_when_listed() {
     let h = harness();
     let broker = h.default_broker();
     // A waiter that abandons without expiring is a crashed process: simulate with a raw row.
-    h.store
-        .write(|tx| {
-            approvals::insert_pending(
-                tx,
-                1,
-                &NewApproval {
-                    id: "old",
-                    call_id: "c",
-                    tool_name: "delete_path",
-                    caller: &Caller::anonymous(),
-                    risk: "destructive",
-                    message: "m",
-                    args_json: "{}",
-                    expires_at: 2,
-                },
-            )
-            .map_err(StoreError::from)
-        })
-        .unwrap();
+    insert_pending_row(&h.store, "old", &Caller::anonymous(), 2);
     drop(broker);
     assert!(h.store.list_approvals(true, 10).unwrap().is_empty());
     assert_eq!(
@@ -736,16 +808,15 @@ fn audit_and_approval_rows_hold_no_secret_from_the_corpus() {
     }
     let dump: String = h
         .store
-        .read_sqlite(|c| {
+        .read(|tx| {
             let mut out = String::new();
             for sql in [
                 "SELECT coalesce(args_json,'') || coalesce(result_text,'') || coalesce(reason,'') FROM tool_call_audit",
                 "SELECT args_json || message FROM tool_call_approvals",
                 "SELECT note FROM tool_notes",
             ] {
-                let mut stmt = c.prepare(sql)?;
-                for row in stmt.query_map([], |r| r.get::<_, String>(0))? {
-                    out.push_str(&row?);
+                for text in tx.query_map(sql, &[], |r| r.get::<String>(0))? {
+                    out.push_str(&text);
                     out.push('\n');
                 }
             }

@@ -24,7 +24,7 @@ pub(crate) const LATEST: i64 = MIGRATIONS.len() as i64;
 
 /// The advisory lock every host takes while it migrates (an arbitrary constant: "clawboo"
 /// in ASCII).
-const MIGRATION_LOCK: i64 = 0x636c_6177_626f_6f;
+const MIGRATION_LOCK: i64 = 0x0063_6c61_7762_6f6f;
 
 /// Apply every pending migration, each in its own transaction, holding the migration lock
 /// throughout; the lock is released even when a migration fails.

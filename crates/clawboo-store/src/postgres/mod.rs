@@ -169,11 +169,8 @@ impl PgDb {
             tx: Rc::clone(&tx),
             armed: true,
         };
-        let value = f(&*tx);
-        let value = match value {
-            Ok(value) => value,
-            Err(e) => return Err(e), // `closing` rolls back
-        };
+        // An error returns here and `closing` rolls back.
+        let value = f(&*tx)?;
         tx.simple("COMMIT")?;
         closing.disarm();
         Ok(value)
