@@ -490,14 +490,11 @@ fn a_client_that_declares_elicitation_decides_approvals_in_its_own_window() {
     // Deny in the form: the call is denied and the audit says where it came from.
     start_call(&mut client, 1, "delete_path", json!({"path": "/srv/one"}));
     let form = answer_form(&mut client, accept("deny"));
-    let schema = &form["params"]["requestedSchema"]["properties"]["decision"]["oneOf"];
-    let offered: Vec<&str> = schema
-        .as_array()
-        .expect("choices")
-        .iter()
-        .map(|c| c["const"].as_str().expect("const"))
-        .collect();
-    assert_eq!(offered, ["allow_once", "allow_always", "deny"], "{form}");
+    assert_eq!(
+        offered(&form),
+        ["allow_once", "allow_always", "deny"],
+        "{form}"
+    );
     let denied = answer(&mut client, 1);
     assert_denied(&denied, "approval:deny", "approval");
     let listed = approvals_json(&db, &["list", "--all", "--json"]);
@@ -567,4 +564,195 @@ fn a_client_that_declares_elicitation_decides_approvals_in_its_own_window() {
     approvals_json(&db, &["deny", &approval, "--json"]);
     assert_denied(&answer(&mut plain, 8), "approval:deny", "approval");
     assert!(!was_asked(&plain), "{:?}", plain.backlog);
+}
+
+/// A 2026-07-28 `tools/call` (no `initialize`: the protocol rides in `_meta`) from a client
+/// that declares form elicitation; `extra` adds `requestState`/`inputResponses`.
+fn send_2026_call(client: &mut StdioClient, id: u64, tool: &str, arguments: Value, extra: Value) {
+    let mut params = json!({
+        "name": tool,
+        "arguments": arguments,
+        "_meta": {
+            "progressToken": format!("p{id}"),
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+            "io.modelcontextprotocol/clientInfo": {"name": "rounds-test", "version": "0"},
+        },
+    });
+    if let (Some(params), Value::Object(extra)) = (params.as_object_mut(), extra) {
+        params.extend(extra);
+    }
+    client.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}));
+}
+
+/// The first round of a 2026-07-28 call that needs approval: the form and the state.
+fn first_round(
+    client: &mut StdioClient,
+    id: u64,
+    tool: &str,
+    arguments: &Value,
+) -> (Value, String) {
+    send_2026_call(client, id, tool, arguments.clone(), json!({}));
+    let round = answer(client, id);
+    assert_eq!(round["resultType"], "input_required", "{round}");
+    let form = round["inputRequests"]["approval"].clone();
+    assert_eq!(form["method"], "elicitation/create", "{round}");
+    let state = round["requestState"]
+        .as_str()
+        .expect("requestState")
+        .to_owned();
+    (form, state)
+}
+
+/// Retry call `id`'s arguments with the form's `answer` and the state, as a new request.
+fn retry(
+    client: &mut StdioClient,
+    id: u64,
+    tool: &str,
+    arguments: &Value,
+    state: &str,
+    answer_: Value,
+) {
+    send_2026_call(
+        client,
+        id,
+        tool,
+        arguments.clone(),
+        json!({"requestState": state, "inputResponses": {"approval": answer_}}),
+    );
+}
+
+/// Assert `who` decided approval `id`, as the operator's list and the call's audit
+/// decision row both say.
+fn assert_decided(db: &TestDb, approval_id: &str, who: &str) {
+    assert_eq!(decided_by(db, approval_id), who);
+    let audited = db.query_text(&format!(
+        "SELECT decided_by FROM tool_call_audit WHERE approval_id = '{approval_id}' AND phase = 'before'"
+    ));
+    assert_eq!(audited, who);
+}
+
+/// The three choices a form offers.
+fn offered(form: &Value) -> Vec<String> {
+    form["params"]["requestedSchema"]["properties"]["decision"]["oneOf"]
+        .as_array()
+        .expect("choices")
+        .iter()
+        .map(|c| c["const"].as_str().expect("const").to_owned())
+        .collect()
+}
+
+fn only_pending(db: &TestDb) -> String {
+    let listed = approvals_json(db, &["list", "--json"]);
+    let pending = listed["approvals"].as_array().expect("approvals");
+    assert_eq!(pending.len(), 1, "{listed}");
+    pending[0]["id"].as_str().expect("id").to_owned()
+}
+
+#[test]
+fn a_2026_client_that_declares_elicitation_answers_approvals_in_the_calls_rounds() {
+    let db = TestDb::new();
+    let mut client = StdioClient::spawn_with_env(
+        TOOLS_BIN,
+        &db,
+        &["--agent", "a1", "--team", "t1"],
+        &[("TAVILY_API_KEY", "")],
+    );
+
+    // Deny: the first round opens the approval and carries the form; the retry denies.
+    let one = json!({"path": "/srv/one"});
+    let (form, state) = first_round(&mut client, 1, "delete_path", &one);
+    assert_eq!(
+        offered(&form),
+        ["allow_once", "allow_always", "deny"],
+        "{form}"
+    );
+    let approval = only_pending(&db);
+    retry(&mut client, 2, "delete_path", &one, &state, accept("deny"));
+    let denied = answer(&mut client, 2);
+    assert_denied(&denied, "approval:deny", "approval");
+    assert_eq!(denied["_meta"]["approvalId"], approval.as_str());
+    assert_decided(&db, &approval, "elicitation");
+
+    // Allow once: the call runs, once; a replayed retry does not run it again, and a state
+    // moved to other arguments opens nothing.
+    let two = json!({"path": "/srv/two"});
+    let (_, state) = first_round(&mut client, 3, "delete_path", &two);
+    retry(
+        &mut client,
+        4,
+        "delete_path",
+        &two,
+        &state,
+        accept("allow_once"),
+    );
+    let allowed = answer(&mut client, 4);
+    assert_ne!(allowed["isError"], true, "{allowed}");
+    let approval = allowed["_meta"]["approvalId"]
+        .as_str()
+        .expect("approvalId")
+        .to_owned();
+    assert_decided(&db, &approval, "elicitation");
+    let root = json!({"path": "/"});
+    for (id, args, reason) in [(5, &two, "approval:used"), (6, &root, "approval:unknown")] {
+        retry(
+            &mut client,
+            id,
+            "delete_path",
+            args,
+            &state,
+            accept("allow_once"),
+        );
+        assert_denied(&answer(&mut client, id), reason, "approval");
+    }
+
+    // Cancel (and decline) decide nothing: the retry waits for the other surfaces.
+    for (id, action) in [(7, "cancel"), (9, "decline")] {
+        let three = json!({"path": "/srv/three"});
+        let (_, state) = first_round(&mut client, id, "delete_path", &three);
+        retry(
+            &mut client,
+            id + 1,
+            "delete_path",
+            &three,
+            &state,
+            json!({"action": action}),
+        );
+        let approval = wait_until_pending(&mut client, &db, id + 1);
+        approvals_json(&db, &["allow", &approval, "--json"]);
+        let result = answer(&mut client, id + 1);
+        assert_ne!(result["isError"], true, "{result}");
+        assert_decided(&db, &approval, "cli");
+    }
+
+    // Allow always: the next call of that tool by this identity is over in one round.
+    let six = json!({"path": "/srv/six"});
+    let (_, state) = first_round(&mut client, 11, "delete_path", &six);
+    retry(
+        &mut client,
+        12,
+        "delete_path",
+        &six,
+        &state,
+        accept("allow_always"),
+    );
+    assert_ne!(answer(&mut client, 12)["isError"], true);
+    send_2026_call(
+        &mut client,
+        13,
+        "delete_path",
+        json!({"path": "/srv/seven"}),
+        json!({}),
+    );
+    let again = answer(&mut client, 13);
+    assert_ne!(again["resultType"], "input_required", "{again}");
+    assert_ne!(again["isError"], true, "{again}");
+    assert_eq!(
+        db.query_text(
+            "SELECT decided_by FROM tool_call_audit WHERE phase = 'before' ORDER BY created_at DESC, id DESC LIMIT 1"
+        ),
+        "allow_always"
+    );
+    assert!(!was_asked(&client), "{:?}", client.backlog);
+    assert_eq!(client.close(), Some(0));
 }

@@ -850,3 +850,156 @@ fn decisions_read_and_write_their_wire_names() {
             .contains("allow_once, allow_always or deny")
     );
 }
+
+/// Who decided each call, from its `before` audit row (newest first).
+fn decided_by_of(store: &Store, tool: &str) -> Vec<Option<String>> {
+    store
+        .tool_audit(Some(tool), 100)
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.phase == "before")
+        .map(|r| r.decided_by)
+        .collect()
+}
+
+#[test]
+fn the_audit_records_who_decided_each_call() {
+    let h = harness();
+    let broker = h.default_broker();
+    completed(call(
+        &broker,
+        &agent("a1"),
+        "echo",
+        json!({"message": "hi"}),
+    ));
+    denial(call(&broker, &agent("a1"), "nope", json!({})));
+    assert_eq!(
+        decided_by_of(&h.store, "echo"),
+        [Some("policy".to_string())]
+    );
+    assert_eq!(
+        decided_by_of(&h.store, "nope"),
+        [Some("policy".to_string())]
+    );
+    let (outcome, _) = call_deciding(
+        &broker,
+        &agent("a1"),
+        "delete_path",
+        json!({"path": "/a"}),
+        Decision::AllowAlways,
+    );
+    completed(outcome);
+    completed(call(
+        &broker,
+        &agent("a1"),
+        "delete_path",
+        json!({"path": "/b"}),
+    ));
+    // Both rows of a call say it.
+    let rows = h.store.tool_audit(Some("delete_path"), 10).unwrap();
+    assert!(rows.iter().all(|r| r.decided_by.is_some()), "{rows:?}");
+    assert_eq!(
+        decided_by_of(&h.store, "delete_path"),
+        [Some("allow_always".to_string()), Some("test".to_string())]
+    );
+    let quick = h.broker(BrokerConfig {
+        env: no_env,
+        approval_wait: Duration::from_millis(50),
+        poll_interval: Duration::from_millis(10),
+        ..BrokerConfig::default()
+    });
+    let expired = denial(
+        quick
+            .call(
+                &agent("a2"),
+                "delete_path",
+                json!({"path": "/c"}).as_object().unwrap(),
+                &mut |_| WaitControl::Continue,
+            )
+            .unwrap(),
+    );
+    assert_eq!(expired.reason, "approval:expired");
+    assert_eq!(
+        decided_by_of(&h.store, "delete_path")[0].as_deref(),
+        Some("expired")
+    );
+}
+
+#[test]
+fn an_opened_approval_is_decided_in_a_later_round_of_the_same_call() {
+    let h = harness();
+    let broker = h.default_broker();
+    let args = json!({"path": "/srv/x"});
+    let args = args.as_object().unwrap();
+    // A call that needs no human is over in its first round.
+    let echo = json!({"message": "hi"});
+    assert!(matches!(
+        broker
+            .open_call(&agent("a1"), "echo", echo.as_object().unwrap())
+            .unwrap(),
+        FirstRound::Done(CallOutcome::Completed { .. })
+    ));
+    let FirstRound::Asking(opened) = broker.open_call(&agent("a1"), "delete_path", args).unwrap()
+    else {
+        panic!("delete_path needs a human");
+    };
+    // Nothing runs, nothing is audited, the approval waits for any surface.
+    assert!(h.executor.seen.lock().is_empty());
+    assert!(
+        h.store
+            .tool_audit(Some("delete_path"), 10)
+            .unwrap()
+            .is_empty()
+    );
+    let pending = h.store.approval(&opened.approval_id).unwrap();
+    assert_eq!(pending.status, ApprovalStatus::Pending);
+    assert_eq!(pending.expires_at, opened.expires_at);
+
+    // Another caller (or tool) cannot resume it.
+    let foreign = denial(
+        broker
+            .resume_call(
+                &agent("a2"),
+                "delete_path",
+                args,
+                &opened.approval_id,
+                &mut |_| panic!("not waited for"),
+            )
+            .unwrap(),
+    );
+    assert_eq!(foreign.reason, "approval:unknown");
+
+    h.store
+        .resolve_approval(&opened.approval_id, Decision::AllowOnce, "elicitation")
+        .unwrap();
+    let done = broker
+        .resume_call(
+            &agent("a1"),
+            "delete_path",
+            args,
+            &opened.approval_id,
+            &mut |_| WaitControl::Continue,
+        )
+        .unwrap();
+    assert!(
+        matches!(done, CallOutcome::Completed { approval_id: Some(ref id), .. } if *id == opened.approval_id)
+    );
+    let rows = h.store.tool_audit(Some("delete_path"), 10).unwrap();
+    let before = rows.iter().find(|r| r.phase == "before").unwrap();
+    assert_eq!(before.call_id, pending.call_id, "the rounds are one call");
+    assert_eq!(before.decided_by.as_deref(), Some("elicitation"));
+    // A replayed round does not run the call a second time.
+    let again = denial(
+        broker
+            .resume_call(
+                &agent("a1"),
+                "delete_path",
+                args,
+                &opened.approval_id,
+                &mut |_| WaitControl::Continue,
+            )
+            .unwrap(),
+    );
+    assert_eq!(again.reason, "approval:used");
+    assert_eq!(h.executor.seen.lock().len(), 1);
+}

@@ -17,6 +17,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0002_memory_search",
         include_str!("../../migrations/postgres/0002_memory_search.sql"),
     ),
+    (
+        "0003_audit_decided_by",
+        include_str!("../../migrations/postgres/0003_audit_decided_by.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated PostgreSQL database reports.

@@ -262,25 +262,9 @@ pub async fn post_modern(
     url: &str,
     id: i64,
     method: &str,
-    mut params: Value,
+    params: Value,
 ) -> ModernAnswer {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "clawboo-test", "version": "0"},
-    });
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let mut req = http
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", MODERN)
-        .header("mcp-method", method)
-        .body(body.to_string());
-    if let Some(name) = params["name"].as_str() {
-        req = req.header("mcp-name", name);
-    }
-    let resp = req.send().await.unwrap();
+    let resp = send_modern(http, url, id, method, params, json!({})).await;
     let status = resp.status().as_u16();
     let session = resp
         .headers()
@@ -292,4 +276,37 @@ pub async fn post_modern(
         session,
         message,
     }
+}
+
+/// Send one 2026-07-28 request from a client declaring `capabilities` (`params` may carry
+/// a `progressToken` in `_meta`); the response is left unread.
+pub async fn send_modern(
+    http: &reqwest::Client,
+    url: &str,
+    id: i64,
+    method: &str,
+    mut params: Value,
+    capabilities: Value,
+) -> reqwest::Response {
+    let progress = params["_meta"]["progressToken"].clone();
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "clawboo-test", "version": "0"},
+    });
+    if !progress.is_null() {
+        params["_meta"]["progressToken"] = progress;
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let mut req = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", method)
+        .body(body.to_string());
+    if let Some(name) = params["name"].as_str() {
+        req = req.header("mcp-name", name);
+    }
+    req.send().await.unwrap()
 }
