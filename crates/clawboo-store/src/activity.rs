@@ -1,12 +1,28 @@
 //! Change marks: one cheap reading per area of the store (board, team chat, memory, tool
 //! approvals, audit) that changes whenever that area does, whichever process wrote it.
-//! A live view polls [`Store::activity_marks`] and refetches only the areas whose mark
-//! moved, so agents' moves from any process appear without a reload.
+//! A live view reads [`Store::activity_marks`] and refetches only the areas whose mark
+//! moved, so agents' moves from any process appear without a reload. On PostgreSQL every
+//! process announces its writes to every other ([`Store::activity_changes`]), so a view
+//! reads again when told; on SQLite, whose other processes write the file without telling
+//! anyone, it polls.
+
+use std::sync::LazyLock;
 
 use serde::Serialize;
+use tokio::sync::watch;
 
 use crate::Store;
 use crate::error::Result;
+use crate::store::Backend;
+
+/// How many write announcements this process has heard (its own writes' included, which
+/// come back through the database like everyone else's).
+static ANNOUNCEMENTS: LazyLock<watch::Sender<u64>> = LazyLock::new(|| watch::Sender::new(0));
+
+/// Count an announcement: every receiver of [`Store::activity_changes`] wakes.
+pub(crate) fn announce() {
+    ANNOUNCEMENTS.send_modify(|heard| *heard = heard.wrapping_add(1));
+}
 
 /// What each area of the store looks like now, as opaque marks: compare two readings
 /// area by area; a different mark means that area changed in between.
@@ -49,6 +65,17 @@ const MARKS_SQL: &str = "SELECT
     (SELECT count(*) FROM tool_call_approvals WHERE status = 'pending')";
 
 impl Store {
+    /// Wakes whenever any process may have written to this database, so a live view need
+    /// not poll: `Some` on PostgreSQL (writes are announced by `LISTEN/NOTIFY`, and once
+    /// more whenever the listening connection is made again, since announcements sent
+    /// while it was down are lost); `None` on SQLite, where a view must poll the marks.
+    pub fn activity_changes(&self) -> Option<watch::Receiver<u64>> {
+        match &self.backend {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(_) => Some(ANNOUNCEMENTS.subscribe()),
+        }
+    }
+
     /// Read the change mark of every area in one snapshot.
     pub fn activity_marks(&self) -> Result<ActivityMarks> {
         self.read(|tx| {

@@ -6,6 +6,11 @@
 /// A room got a post: long-polls re-read their rooms.
 pub(crate) const CHAT: &str = "chat";
 
+/// Something was written: live views re-read their change marks ([`crate::activity`]).
+/// Each process announces its writes at most once a short while, never inside a write
+/// transaction (a `NOTIFY` there would serialise every writer's commit).
+pub(crate) const ACTIVITY: &str = "activity";
+
 /// The prefix of an approval's topic.
 const APPROVAL: &str = "approval:";
 
@@ -18,6 +23,8 @@ pub(crate) fn approval(id: &str) -> String {
 pub(crate) fn deliver(topic: &str) {
     if topic == CHAT {
         crate::chat::ring_doorbell();
+    } else if topic == ACTIVITY {
+        crate::activity::announce();
     } else if let Some(id) = topic.strip_prefix(APPROVAL) {
         crate::broker::approvals::wake(id);
     }

@@ -82,7 +82,7 @@ pub(crate) enum Backend {
 /// through it. Cheap to share behind an `Arc`; every method is blocking and must run off
 /// the async executor's hot path (`clawboo_mcp::protocol::blocking` says where).
 pub struct Store {
-    backend: Backend,
+    pub(crate) backend: Backend,
     clock: Clock,
     /// [`StoreConfig::lease`] in milliseconds.
     lease_ms: Option<i64>,

@@ -1,7 +1,9 @@
-//! `GET /api/events`: the web board's live feed, as Server-Sent Events. One poller per
+//! `GET /api/events`: the web board's live feed, as Server-Sent Events. One reader per
 //! server reads the store's change marks ([`clawboo_store::activity`]) while anyone is
 //! listening and sends a `marks` event whenever an area changed, whichever process (a
-//! stdio agent, an HTTP session, the REST API) wrote it. Clients refetch what moved.
+//! stdio agent, an HTTP session, the REST API, another host) wrote it. Clients refetch
+//! what moved. On PostgreSQL the reader reads when a write is announced; on SQLite it
+//! polls.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -19,8 +21,18 @@ use tokio::sync::watch;
 
 use crate::AppState;
 
-/// How often the store is read while someone listens.
+/// How often the store is read while someone listens, on a backend that does not
+/// announce writes.
 const POLL_INTERVAL: Duration = Duration::from_millis(300);
+
+/// The shortest gap between two reads on a backend that announces writes: many hosts'
+/// announcements in a burst cost one read.
+const READ_GAP: Duration = Duration::from_millis(100);
+
+/// The longest gap between two reads on a backend that announces writes: a process killed
+/// between a write and its announcement (sent a moment after the commit, never inside
+/// it) leaves the feed stale no longer than this.
+const UNANNOUNCED_WITHIN: Duration = Duration::from_secs(5);
 
 /// The events route.
 pub fn routes() -> Router<AppState> {
@@ -44,18 +56,20 @@ impl Default for ActivityFeed {
 
 impl ActivityFeed {
     /// A receiver that sees the current marks first, then every change; starts the
-    /// poller when it is not running.
+    /// reader when it is not running.
     fn subscribe(self: &Arc<Self>, store: Arc<Store>) -> watch::Receiver<Option<ActivityMarks>> {
         let mut receiver = self.latest.subscribe();
         receiver.mark_changed();
         if !self.polling.swap(true, Ordering::SeqCst) {
-            tokio::spawn(self.clone().poll(store));
+            tokio::spawn(self.clone().follow(store));
         }
         receiver
     }
 
-    /// Read the marks every [`POLL_INTERVAL`] until the last listener leaves.
-    async fn poll(self: Arc<Self>, store: Arc<Store>) {
+    /// Read the marks whenever the store announces a write (or every [`POLL_INTERVAL`]
+    /// where it announces none) until the last listener leaves.
+    async fn follow(self: Arc<Self>, store: Arc<Store>) {
+        let mut announcements = store.activity_changes();
         loop {
             if self.latest.receiver_count() == 0 {
                 self.polling.store(false, Ordering::SeqCst);
@@ -79,7 +93,24 @@ impl ActivityFeed {
                 Ok(Err(e)) => tracing::warn!("live feed could not read the store: {e}"),
                 Err(e) => tracing::warn!("live feed reader failed: {e}"),
             }
-            tokio::time::sleep(POLL_INTERVAL).await;
+            let still_announced = match announcements.as_mut() {
+                Some(announcements) => {
+                    tokio::time::sleep(READ_GAP).await;
+                    tokio::select! {
+                        heard = announcements.changed() => heard.is_ok(),
+                        () = self.latest.closed() => true,
+                        () = tokio::time::sleep(UNANNOUNCED_WITHIN) => true,
+                    }
+                }
+                None => {
+                    tokio::time::sleep(POLL_INTERVAL).await;
+                    true
+                }
+            };
+            if !still_announced {
+                tracing::warn!("the store stopped announcing writes; the live feed polls");
+                announcements = None;
+            }
         }
     }
 }

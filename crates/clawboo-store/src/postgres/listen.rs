@@ -3,12 +3,24 @@
 //! store's dispatcher, so a waiting call wakes within the notification's round trip instead
 //! of its next poll. The connection is remade after a loss; waiters keep their slow poll as
 //! the fallback for what was sent meanwhile.
+//!
+//! The same connection announces this process's writes ([`crate::notices::ACTIVITY`]) to
+//! every process, the sender included, at most once every [`ANNOUNCE_EVERY`]: live views
+//! wake on it instead of polling. It is sent here, outside the writes, because a `NOTIFY`
+//! inside a transaction takes a database-wide lock from its commit to the end of that
+//! commit, which would queue every writer's commit behind the others'.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_postgres::{AsyncMessage, Client, Connection};
 use tokio_postgres_rustls::MakeRustlsConnect;
+
+use crate::notices;
 
 /// The channel every write's notices go to.
 const CHANNEL: &str = "clawboo";
@@ -16,11 +28,24 @@ const CHANNEL: &str = "clawboo";
 /// How long to wait before connecting again after the listening connection was lost.
 const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 
+/// The shortest gap between two announcements of this process's writes: a busy process
+/// sends a few a second, not one a write, and a view hears of a write within this.
+const ANNOUNCE_EVERY: Duration = Duration::from_millis(50);
+
 /// What the listening task needs: how to connect, and where topics go.
 pub(super) struct Listener {
     pub(super) config: tokio_postgres::Config,
     pub(super) tls: Option<MakeRustlsConnect>,
     pub(super) on_notice: fn(&str),
+    /// Told after each of this process's committed writes.
+    pub(super) wrote: Arc<tokio::sync::Notify>,
+    /// Whether a committed write waits for its announcement (cleared here when sending).
+    pub(super) unannounced: Arc<AtomicBool>,
+}
+
+/// The statement that tells every process this one wrote.
+pub(super) fn announcement() -> String {
+    format!("NOTIFY {CHANNEL}, '{}'", notices::ACTIVITY)
 }
 
 impl Listener {
@@ -44,7 +69,8 @@ impl Listener {
         }
     }
 
-    /// Issue `LISTEN` and deliver notifications until the connection ends.
+    /// Issue `LISTEN`, then deliver notifications and announce this process's writes until
+    /// the connection ends.
     async fn listen<S, T>(
         &self,
         client: Client,
@@ -54,18 +80,45 @@ impl Listener {
         S: AsyncRead + AsyncWrite + Unpin,
         T: AsyncRead + AsyncWrite + Unpin,
     {
-        let statement = format!("LISTEN {CHANNEL}");
-        let listen = client.batch_execute(&statement);
-        tokio::pin!(listen);
+        type Statement<'a> =
+            Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send + 'a>>;
+        let listen = format!("LISTEN {CHANNEL}");
+        let announce = announcement();
+        // The statement in flight on `client`: `LISTEN` first, then one announcement at a
+        // time, each after waiting out the gap since the one before.
+        let mut in_flight: Option<Statement<'_>> = Some(Box::pin(client.batch_execute(&listen)));
         let mut listening = false;
+        let mut next_announcement = tokio::time::Instant::now();
         loop {
             tokio::select! {
-                done = &mut listen, if !listening => {
+                done = async {
+                    match in_flight.as_mut() {
+                        Some(statement) => statement.await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    in_flight = None;
                     done?;
-                    listening = true;
-                    // Whatever was sent while this process was not listening is unknown:
-                    // let the chat waiters look again (approval waiters poll anyway).
-                    (self.on_notice)(crate::notices::CHAT);
+                    if !listening {
+                        listening = true;
+                        // Whatever was sent while this process was not listening is
+                        // unknown: chat waiters and live views look again (approval
+                        // waiters poll anyway).
+                        (self.on_notice)(notices::CHAT);
+                        (self.on_notice)(notices::ACTIVITY);
+                    }
+                }
+                () = self.wrote.notified(), if listening && in_flight.is_none() => {
+                    let at = next_announcement.max(tokio::time::Instant::now());
+                    next_announcement = at + ANNOUNCE_EVERY;
+                    let (client, announce, unannounced) = (&client, &announce, &self.unannounced);
+                    in_flight = Some(Box::pin(async move {
+                        tokio::time::sleep_until(at).await;
+                        // Cleared before sending: a write committed from here on is
+                        // covered by this announcement or, its permit stored, the next.
+                        unannounced.store(false, Ordering::SeqCst);
+                        client.batch_execute(announce).await
+                    }));
                 }
                 message = std::future::poll_fn(|cx| connection.poll_message(cx)) => {
                     match message {

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -46,6 +46,9 @@ const DEFAULT_KEEPALIVES_IDLE: Duration = Duration::from_secs(2 * 60 * 60);
 /// reports the database unavailable: long enough for a busy pool, short enough that an
 /// agent hears of an outage within seconds.
 const CONNECTION_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a store being dropped tries to announce its last writes.
+const ANNOUNCE_AT_EXIT: Duration = Duration::from_secs(1);
 
 /// Every store in this process gets its own number, so a thread's open transactions are
 /// matched to the store they belong to.
@@ -94,6 +97,11 @@ pub(crate) struct PgDb {
     rewritten: Arc<Mutex<HashMap<String, Arc<str>>>>,
     /// Writes queued by [`Store::queue_write`], and whether someone is draining them.
     queued: Mutex<(Vec<QueuedWrite>, bool)>,
+    /// Told after every committed write; the listener announces them to every process.
+    wrote: Arc<tokio::sync::Notify>,
+    /// Set by a committed write, cleared by the announcement that covers it: a store
+    /// dropped before its listener announced (a short-lived stdio server) announces then.
+    unannounced: Arc<AtomicBool>,
 }
 
 impl PgDb {
@@ -129,10 +137,14 @@ impl PgDb {
         let manager_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };
+        let wrote = Arc::new(tokio::sync::Notify::new());
+        let unannounced = Arc::new(AtomicBool::new(false));
         let listener = listen::Listener {
             config: pg_config.clone(),
             tls: tls.clone(),
             on_notice,
+            wrote: Arc::clone(&wrote),
+            unannounced: Arc::clone(&unannounced),
         };
         let manager = match tls {
             Some(tls) => Manager::from_config(pg_config, tls, manager_config),
@@ -156,6 +168,8 @@ impl PgDb {
             pool,
             rewritten: Arc::default(),
             queued: Mutex::new((Vec::new(), false)),
+            wrote,
+            unannounced,
         };
         let client = db.connection()?;
         migrations::apply(&db, &client)?;
@@ -245,6 +259,12 @@ impl PgDb {
         let value = f(&*tx)?; // on an error `holding` rolls back
         tx.simple(&commit)?;
         holding.committed();
+        if writes {
+            self.unannounced.store(true, Ordering::SeqCst);
+            // A stored permit, not a wake-up of current waiters: a write committed while
+            // the listener is busy announcing is announced next.
+            self.wrote.notify_one();
+        }
         Ok(value)
     }
 
@@ -361,6 +381,15 @@ impl PgDb {
 
 impl Drop for PgDb {
     fn drop(&mut self) {
+        if self.unannounced.swap(false, Ordering::SeqCst) {
+            // Best effort and brief: an unreachable server must not hold up an exit.
+            let announce = async {
+                let client = self.pool.get().await.ok()?;
+                client.batch_execute(&listen::announcement()).await.ok()
+            };
+            // The timer is made inside, where the backend's runtime is entered.
+            let _ = self.block_on(async { tokio::time::timeout(ANNOUNCE_AT_EXIT, announce).await });
+        }
         self.pool.close();
         // A store may be dropped on an async runtime's thread (a stdio server ending),
         // where waiting for this runtime's threads is not allowed.

@@ -443,3 +443,27 @@ fn one_test_body_runs_on_the_backend_under_test() {
         "v"
     );
 }
+
+#[test]
+fn a_write_on_one_host_is_announced_to_every_host() {
+    let Some(test) = pg() else { return };
+    let store = test.store();
+    let other = test.reopen();
+    let mut announcements = store
+        .activity_changes()
+        .expect("PostgreSQL announces writes");
+    announcements.mark_unchanged();
+    other
+        .setting_or_insert_with("announced", || "v".into())
+        .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    runtime
+        .block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(2), announcements.changed()).await
+        })
+        .expect("the write was announced within two seconds")
+        .unwrap();
+}
