@@ -370,12 +370,15 @@ pub struct NewComment {
 
 /// Every task column, then its dependency ids joined by [`DEP_SEPARATOR`] (one correlated
 /// lookup on `task_deps`' primary key per row, so one statement loads tasks with their deps);
-/// `$dep_join` and `$dep_test` narrow which dependencies are listed.
+/// `$parent` is the expression read as the parent's id, and `$dep_join` and `$dep_test`
+/// narrow which dependencies are listed.
 macro_rules! task_columns {
-    ($dep_join:literal, $dep_test:literal) => {
+    ($parent:literal, $dep_join:literal, $dep_test:literal) => {
         concat!(
             "id, title, description, status, priority, team_id, assignee_agent_id, \
-             assignee_runtime, parent_task_id, dropped, tenant_id, created_at, updated_at, \
+             assignee_runtime, ",
+            $parent,
+            ", dropped, tenant_id, created_at, updated_at, \
              completed_at, lease_expires_at, claim_token, reclaimed_at, reclaimed_from, \
              (SELECT string_agg(d.depends_on_task_id, '\u{1f}' \
              ORDER BY d.created_at, d.depends_on_task_id) FROM task_deps d",
@@ -387,15 +390,35 @@ macro_rules! task_columns {
     };
 }
 
-/// [`task_columns!`] with every dependency, for operators.
-const TASK_COLUMNS: &str = task_columns!("", "");
+/// [`task_columns!`] with every parent and dependency, for operators.
+macro_rules! all_task_columns {
+    () => {
+        task_columns!("parent_task_id", "", "")
+    };
+}
 
 /// [`task_columns!`] for a caller bound to a team, where every task it may see is of that
-/// team: only dependencies of the task's own team are listed.
-const SCOPED_TASK_COLUMNS: &str = task_columns!(
-    " JOIN tasks dep ON dep.id = d.depends_on_task_id",
-    " AND dep.team_id IS NOT DISTINCT FROM tasks.team_id"
-);
+/// team: the parent's id only when the parent is of the task's own team (the id of a task
+/// the caller may not see is never shown, not even as a `parentTaskId`), and only
+/// dependencies of the task's own team. The parent's column is named: PostgreSQL would
+/// name it `id`, after the subquery's column, and a list's `ORDER BY … id` would be
+/// ambiguous.
+macro_rules! scoped_task_columns {
+    () => {
+        task_columns!(
+            "(SELECT parent.id FROM tasks parent WHERE parent.id = tasks.parent_task_id \
+             AND parent.team_id IS NOT DISTINCT FROM tasks.team_id) AS parent_task_id",
+            " JOIN tasks dep ON dep.id = d.depends_on_task_id",
+            " AND dep.team_id IS NOT DISTINCT FROM tasks.team_id"
+        )
+    };
+}
+
+/// [`all_task_columns!`], for operators.
+const TASK_COLUMNS: &str = all_task_columns!();
+
+/// [`scoped_task_columns!`], for a caller bound to a team.
+const SCOPED_TASK_COLUMNS: &str = scoped_task_columns!();
 
 /// The task columns a caller in `scope` may read.
 fn columns_for(scope: Scope<'_>) -> &'static str {
@@ -583,15 +606,12 @@ fn load_task(tx: &dyn Tx, id: &str, scope: Scope<'_>) -> Result<Option<Task>> {
 /// [`SCOPED_TASK_COLUMNS`] written out, so each statement's text is a constant.
 const LOAD_TASK: &str = concat!(
     "SELECT ",
-    task_columns!("", ""),
+    all_task_columns!(),
     " FROM tasks WHERE id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR team_id = ?2)"
 );
 const LOAD_SCOPED_TASK: &str = concat!(
     "SELECT ",
-    task_columns!(
-        " JOIN tasks dep ON dep.id = d.depends_on_task_id",
-        " AND dep.team_id IS NOT DISTINCT FROM tasks.team_id"
-    ),
+    scoped_task_columns!(),
     " FROM tasks WHERE id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR team_id = ?2)"
 );
 
@@ -601,8 +621,8 @@ pub(crate) fn require_task(tx: &dyn Tx, id: &str, scope: Scope<'_>) -> Result<Ta
 
 /// Depth of a task whose parent is `parent` (a root, with no parent, is 0), walking up one
 /// cached lookup per ancestor. A recursive CTE did the same through a temporary table
-/// opened and closed on every call: a twentieth of a `create_subtask`'s CPU, where the
-/// usual parent is a root and this walk reads nothing.
+/// opened and closed on every call, where the usual parent is a root and this walk reads
+/// one row.
 fn depth_below(tx: &dyn Tx, parent: Option<&str>) -> Result<i64> {
     let mut depth = 0;
     let mut next = parent.map(str::to_owned);
@@ -682,11 +702,28 @@ pub(crate) fn insert_task(
                 CreatePolicy::Uncapped => StoreError::NotFound(parent_id.to_owned()),
             });
         };
+        // A parent of another team is refused before any cap is counted: the caps of a
+        // tree the new task may not join are none of its business.
+        match &team_id {
+            None => team_id = parent.team_id.clone(),
+            Some(team) if parent.team_id.as_ref() != Some(team) => {
+                return Err(StoreError::Invalid(format!(
+                    "parent {parent_id} belongs to {}, not to team {team}: a subtask lives in its parent's team; leave teamId out (it defaults to the parent's) or pick a parent of team {team}",
+                    parent
+                        .team_id
+                        .as_deref()
+                        .map_or_else(|| "no team".to_owned(), |t| format!("team {t}"))
+                )));
+            }
+            Some(_) => {}
+        }
         if policy == CreatePolicy::Capped {
             // A subtask's caps are its parent's team's (it lives in that team): one capped
             // create of a team at a time counts and inserts, across hosts.
             tx.serialize_on(&cap_key(parent.team_id.as_deref()))?;
-            if depth_below(tx, parent.parent_task_id.as_deref())? + 1 > MAX_DEPTH {
+            // The depth counts every ancestor, seen or not (the parent as read in `scope`
+            // shows no parent of another team).
+            if depth_below(tx, Some(parent_id))? > MAX_DEPTH {
                 return Err(StoreError::Cap {
                     reason: CapReason::DepthCap,
                     message: format!(
@@ -707,19 +744,6 @@ pub(crate) fn insert_task(
                     ),
                 });
             }
-        }
-        match &team_id {
-            None => team_id = parent.team_id,
-            Some(team) if parent.team_id.as_ref() != Some(team) => {
-                return Err(StoreError::Invalid(format!(
-                    "parent {parent_id} belongs to {}, not to team {team}: a subtask lives in its parent's team; leave teamId out (it defaults to the parent's) or pick a parent of team {team}",
-                    parent
-                        .team_id
-                        .as_deref()
-                        .map_or_else(|| "no team".to_owned(), |t| format!("team {t}"))
-                )));
-            }
-            Some(_) => {}
         }
     } else if policy == CreatePolicy::Capped {
         tx.serialize_on(&cap_key(team_id.as_deref()))?;
