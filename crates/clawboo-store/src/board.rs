@@ -1,6 +1,7 @@
 //! The durable kanban board: the state machine, atomic claims, dependencies, ancestors,
 //! soft delete and the creation caps. One state table ([`Status::can_transition_to`])
-//! serves every surface (MCP, REST, UI).
+//! serves every surface (MCP, REST, UI). Titles, descriptions and comments are scrubbed of
+//! secrets ([`crate::scrub`]) before they are stored, whichever surface wrote them.
 
 use std::fmt;
 use std::str::FromStr;
@@ -10,6 +11,7 @@ use serde::Serialize;
 use crate::db::{DbRow, Dialect, Tx};
 use crate::error::{CapReason, Result, StoreError};
 use crate::leases::{self, GRANT_LEASE, check_fence};
+use crate::scrub::{is_only_redactions, scrub_text};
 use crate::{Store, inbox, new_id};
 
 /// A parent may have at most this many live (non-dropped) children.
@@ -25,6 +27,9 @@ pub const ROOT_RATE_WINDOW_MS: i64 = 5 * 60 * 1000;
 pub const MAX_TITLE_CHARS: usize = 500;
 /// Longest accepted description or comment body, in characters.
 pub const MAX_BODY_CHARS: usize = 100_000;
+/// The refusal of a comment that was nothing but secrets (secrets are scrubbed from every
+/// title, description and comment before it is stored, as from memory).
+pub const COMMENT_ENTIRELY_REDACTED: &str = "nothing to save: the comment was entirely redacted secrets; write what happened without the credential";
 
 /// A task's place in the workflow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -687,6 +692,9 @@ pub(crate) fn insert_task(
     if let Some(d) = &new.description {
         check_len("description", d, MAX_BODY_CHARS)?;
     }
+    // Secrets never reach the board's rows (nor the inbox notes quoting them).
+    let title = scrub_text(title);
+    let description = new.description.as_deref().map(scrub_text);
     if new.parent_task_id.as_deref() == Some("") {
         return Err(StoreError::Invalid("parentTaskId must not be empty".into()));
     }
@@ -771,7 +779,7 @@ pub(crate) fn insert_task(
         &[
             &id,
             &title,
-            &new.description,
+            &description,
             &status.as_str(),
             &new.priority.unwrap_or(0),
             &team_id,
@@ -1117,6 +1125,10 @@ impl Store {
             return Err(StoreError::Invalid("body must not be empty".into()));
         }
         check_len("body", &new.body, MAX_BODY_CHARS)?;
+        let body = scrub_text(&new.body);
+        if is_only_redactions(&body) {
+            return Err(StoreError::Invalid(COMMENT_ENTIRELY_REDACTED.into()));
+        }
         let now = self.now_ms();
         self.write(|tx| {
             let task = require_task(tx, task_id, scope)?;
@@ -1125,16 +1137,16 @@ impl Store {
             tx.execute(
                 "INSERT INTO task_comments(id, task_id, author_agent_id, author_type, body, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                &[&id, &task_id, &new.author_agent_id, &new.author_type.as_str(), &new.body, &now],
+                &[&id, &task_id, &new.author_agent_id, &new.author_type.as_str(), &body, &now],
             )?;
-            let what = format!("commented \"{}\"", summarize(&new.body));
+            let what = format!("commented \"{}\"", summarize(&body));
             notify_assignee(tx, now, &task, new.author_agent_id.as_deref(), &what)?;
             Ok(Comment {
                 id,
                 task_id: task_id.to_owned(),
                 author_agent_id: new.author_agent_id,
                 author_type: new.author_type,
-                body: new.body,
+                body,
                 created_at: now,
             })
         })
@@ -1210,13 +1222,15 @@ impl Store {
         if let Some(d) = &patch.description {
             check_len("description", d, MAX_BODY_CHARS)?;
         }
+        let title = patch.title.as_deref().map(|t| scrub_text(t.trim()));
+        let description = patch.description.as_deref().map(scrub_text);
         let now = self.now_ms();
         self.write(|tx| {
             require_task(tx, id, scope)?;
             tx.execute(
                 "UPDATE tasks SET title = COALESCE(?1, title), description = COALESCE(?2, description),
                      priority = COALESCE(?3, priority), updated_at = ?4 WHERE id = ?5",
-                &[&patch.title.as_deref().map(str::trim), &patch.description, &patch.priority, &now, &id],
+                &[&title, &description, &patch.priority, &now, &id],
             )?;
             require_task(tx, id, scope)
         })
