@@ -1,6 +1,7 @@
 //! The durable kanban board: the state machine, atomic claims, dependencies, ancestors,
 //! soft delete and the creation caps. One state table ([`Status::can_transition_to`])
-//! serves every surface (MCP, REST, UI).
+//! serves every surface (MCP, REST, UI). Titles, descriptions and comments are scrubbed of
+//! secrets ([`crate::scrub`]) before they are stored, whichever surface wrote them.
 
 use std::fmt;
 use std::str::FromStr;
@@ -10,6 +11,7 @@ use serde::Serialize;
 use crate::db::{DbRow, Dialect, Tx};
 use crate::error::{CapReason, Result, StoreError};
 use crate::leases::{self, GRANT_LEASE, check_fence};
+use crate::scrub::{is_only_redactions, scrub_text};
 use crate::{Store, inbox, new_id};
 
 /// A parent may have at most this many live (non-dropped) children.
@@ -25,6 +27,9 @@ pub const ROOT_RATE_WINDOW_MS: i64 = 5 * 60 * 1000;
 pub const MAX_TITLE_CHARS: usize = 500;
 /// Longest accepted description or comment body, in characters.
 pub const MAX_BODY_CHARS: usize = 100_000;
+/// The refusal of a comment that was nothing but secrets (secrets are scrubbed from every
+/// title, description and comment before it is stored, as from memory).
+pub const COMMENT_ENTIRELY_REDACTED: &str = "nothing to save: the comment was entirely redacted secrets; write what happened without the credential";
 
 /// A task's place in the workflow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -370,12 +375,15 @@ pub struct NewComment {
 
 /// Every task column, then its dependency ids joined by [`DEP_SEPARATOR`] (one correlated
 /// lookup on `task_deps`' primary key per row, so one statement loads tasks with their deps);
-/// `$dep_join` and `$dep_test` narrow which dependencies are listed.
+/// `$parent` is the expression read as the parent's id, and `$dep_join` and `$dep_test`
+/// narrow which dependencies are listed.
 macro_rules! task_columns {
-    ($dep_join:literal, $dep_test:literal) => {
+    ($parent:literal, $dep_join:literal, $dep_test:literal) => {
         concat!(
             "id, title, description, status, priority, team_id, assignee_agent_id, \
-             assignee_runtime, parent_task_id, dropped, tenant_id, created_at, updated_at, \
+             assignee_runtime, ",
+            $parent,
+            ", dropped, tenant_id, created_at, updated_at, \
              completed_at, lease_expires_at, claim_token, reclaimed_at, reclaimed_from, \
              (SELECT string_agg(d.depends_on_task_id, '\u{1f}' \
              ORDER BY d.created_at, d.depends_on_task_id) FROM task_deps d",
@@ -387,15 +395,35 @@ macro_rules! task_columns {
     };
 }
 
-/// [`task_columns!`] with every dependency, for operators.
-const TASK_COLUMNS: &str = task_columns!("", "");
+/// [`task_columns!`] with every parent and dependency, for operators.
+macro_rules! all_task_columns {
+    () => {
+        task_columns!("parent_task_id", "", "")
+    };
+}
 
 /// [`task_columns!`] for a caller bound to a team, where every task it may see is of that
-/// team: only dependencies of the task's own team are listed.
-const SCOPED_TASK_COLUMNS: &str = task_columns!(
-    " JOIN tasks dep ON dep.id = d.depends_on_task_id",
-    " AND dep.team_id IS NOT DISTINCT FROM tasks.team_id"
-);
+/// team: the parent's id only when the parent is of the task's own team (the id of a task
+/// the caller may not see is never shown, not even as a `parentTaskId`), and only
+/// dependencies of the task's own team. The parent's column is named: PostgreSQL would
+/// name it `id`, after the subquery's column, and a list's `ORDER BY … id` would be
+/// ambiguous.
+macro_rules! scoped_task_columns {
+    () => {
+        task_columns!(
+            "(SELECT parent.id FROM tasks parent WHERE parent.id = tasks.parent_task_id \
+             AND parent.team_id IS NOT DISTINCT FROM tasks.team_id) AS parent_task_id",
+            " JOIN tasks dep ON dep.id = d.depends_on_task_id",
+            " AND dep.team_id IS NOT DISTINCT FROM tasks.team_id"
+        )
+    };
+}
+
+/// [`all_task_columns!`], for operators.
+const TASK_COLUMNS: &str = all_task_columns!();
+
+/// [`scoped_task_columns!`], for a caller bound to a team.
+const SCOPED_TASK_COLUMNS: &str = scoped_task_columns!();
 
 /// The task columns a caller in `scope` may read.
 fn columns_for(scope: Scope<'_>) -> &'static str {
@@ -583,15 +611,12 @@ fn load_task(tx: &dyn Tx, id: &str, scope: Scope<'_>) -> Result<Option<Task>> {
 /// [`SCOPED_TASK_COLUMNS`] written out, so each statement's text is a constant.
 const LOAD_TASK: &str = concat!(
     "SELECT ",
-    task_columns!("", ""),
+    all_task_columns!(),
     " FROM tasks WHERE id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR team_id = ?2)"
 );
 const LOAD_SCOPED_TASK: &str = concat!(
     "SELECT ",
-    task_columns!(
-        " JOIN tasks dep ON dep.id = d.depends_on_task_id",
-        " AND dep.team_id IS NOT DISTINCT FROM tasks.team_id"
-    ),
+    scoped_task_columns!(),
     " FROM tasks WHERE id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR team_id = ?2)"
 );
 
@@ -601,8 +626,8 @@ pub(crate) fn require_task(tx: &dyn Tx, id: &str, scope: Scope<'_>) -> Result<Ta
 
 /// Depth of a task whose parent is `parent` (a root, with no parent, is 0), walking up one
 /// cached lookup per ancestor. A recursive CTE did the same through a temporary table
-/// opened and closed on every call: a twentieth of a `create_subtask`'s CPU, where the
-/// usual parent is a root and this walk reads nothing.
+/// opened and closed on every call, where the usual parent is a root and this walk reads
+/// one row.
 fn depth_below(tx: &dyn Tx, parent: Option<&str>) -> Result<i64> {
     let mut depth = 0;
     let mut next = parent.map(str::to_owned);
@@ -667,6 +692,9 @@ pub(crate) fn insert_task(
     if let Some(d) = &new.description {
         check_len("description", d, MAX_BODY_CHARS)?;
     }
+    // Secrets never reach the board's rows (nor the inbox notes quoting them).
+    let title = scrub_text(title);
+    let description = new.description.as_deref().map(scrub_text);
     if new.parent_task_id.as_deref() == Some("") {
         return Err(StoreError::Invalid("parentTaskId must not be empty".into()));
     }
@@ -682,11 +710,28 @@ pub(crate) fn insert_task(
                 CreatePolicy::Uncapped => StoreError::NotFound(parent_id.to_owned()),
             });
         };
+        // A parent of another team is refused before any cap is counted: the caps of a
+        // tree the new task may not join are none of its business.
+        match &team_id {
+            None => team_id = parent.team_id.clone(),
+            Some(team) if parent.team_id.as_ref() != Some(team) => {
+                return Err(StoreError::Invalid(format!(
+                    "parent {parent_id} belongs to {}, not to team {team}: a subtask lives in its parent's team; leave teamId out (it defaults to the parent's) or pick a parent of team {team}",
+                    parent
+                        .team_id
+                        .as_deref()
+                        .map_or_else(|| "no team".to_owned(), |t| format!("team {t}"))
+                )));
+            }
+            Some(_) => {}
+        }
         if policy == CreatePolicy::Capped {
             // A subtask's caps are its parent's team's (it lives in that team): one capped
             // create of a team at a time counts and inserts, across hosts.
             tx.serialize_on(&cap_key(parent.team_id.as_deref()))?;
-            if depth_below(tx, parent.parent_task_id.as_deref())? + 1 > MAX_DEPTH {
+            // The depth counts every ancestor, seen or not (the parent as read in `scope`
+            // shows no parent of another team).
+            if depth_below(tx, Some(parent_id))? > MAX_DEPTH {
                 return Err(StoreError::Cap {
                     reason: CapReason::DepthCap,
                     message: format!(
@@ -707,19 +752,6 @@ pub(crate) fn insert_task(
                     ),
                 });
             }
-        }
-        match &team_id {
-            None => team_id = parent.team_id,
-            Some(team) if parent.team_id.as_ref() != Some(team) => {
-                return Err(StoreError::Invalid(format!(
-                    "parent {parent_id} belongs to {}, not to team {team}: a subtask lives in its parent's team; leave teamId out (it defaults to the parent's) or pick a parent of team {team}",
-                    parent
-                        .team_id
-                        .as_deref()
-                        .map_or_else(|| "no team".to_owned(), |t| format!("team {t}"))
-                )));
-            }
-            Some(_) => {}
         }
     } else if policy == CreatePolicy::Capped {
         tx.serialize_on(&cap_key(team_id.as_deref()))?;
@@ -747,7 +779,7 @@ pub(crate) fn insert_task(
         &[
             &id,
             &title,
-            &new.description,
+            &description,
             &status.as_str(),
             &new.priority.unwrap_or(0),
             &team_id,
@@ -1093,6 +1125,10 @@ impl Store {
             return Err(StoreError::Invalid("body must not be empty".into()));
         }
         check_len("body", &new.body, MAX_BODY_CHARS)?;
+        let body = scrub_text(&new.body);
+        if is_only_redactions(&body) {
+            return Err(StoreError::Invalid(COMMENT_ENTIRELY_REDACTED.into()));
+        }
         let now = self.now_ms();
         self.write(|tx| {
             let task = require_task(tx, task_id, scope)?;
@@ -1101,16 +1137,16 @@ impl Store {
             tx.execute(
                 "INSERT INTO task_comments(id, task_id, author_agent_id, author_type, body, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                &[&id, &task_id, &new.author_agent_id, &new.author_type.as_str(), &new.body, &now],
+                &[&id, &task_id, &new.author_agent_id, &new.author_type.as_str(), &body, &now],
             )?;
-            let what = format!("commented \"{}\"", summarize(&new.body));
+            let what = format!("commented \"{}\"", summarize(&body));
             notify_assignee(tx, now, &task, new.author_agent_id.as_deref(), &what)?;
             Ok(Comment {
                 id,
                 task_id: task_id.to_owned(),
                 author_agent_id: new.author_agent_id,
                 author_type: new.author_type,
-                body: new.body,
+                body,
                 created_at: now,
             })
         })
@@ -1186,13 +1222,15 @@ impl Store {
         if let Some(d) = &patch.description {
             check_len("description", d, MAX_BODY_CHARS)?;
         }
+        let title = patch.title.as_deref().map(|t| scrub_text(t.trim()));
+        let description = patch.description.as_deref().map(scrub_text);
         let now = self.now_ms();
         self.write(|tx| {
             require_task(tx, id, scope)?;
             tx.execute(
                 "UPDATE tasks SET title = COALESCE(?1, title), description = COALESCE(?2, description),
                      priority = COALESCE(?3, priority), updated_at = ?4 WHERE id = ?5",
-                &[&patch.title.as_deref().map(str::trim), &patch.description, &patch.priority, &now, &id],
+                &[&title, &description, &patch.priority, &now, &id],
             )?;
             require_task(tx, id, scope)
         })

@@ -1,6 +1,6 @@
 //! The one secret scrubber. Memory runs it on every save (title, content, tags, procedure
-//! content) and the tool broker on every audit row, so a credential an agent pastes never
-//! reaches the database.
+//! content), the board on every task title, description and comment, and the tool broker
+//! on every audit row and note, so a credential an agent pastes never reaches the database.
 //!
 //! What is redacted (each match becomes [`REDACTED`]):
 //! - PEM private-key blocks (an unterminated block is redacted to the end of the text);

@@ -254,6 +254,15 @@ impl Store {
 
     /// The current [`ChangeToken`]: read it before loading what a cache holds, compare it
     /// before trusting the cache again.
+    /// The SQLite backend, for its own tests.
+    #[cfg(test)]
+    pub(crate) fn sqlite_db(&self) -> Option<&SqliteDb> {
+        match &self.backend {
+            Backend::Sqlite(db) => Some(db),
+            Backend::Postgres(_) => None,
+        }
+    }
+
     pub(crate) fn change_token(&self) -> Result<ChangeToken> {
         match &self.backend {
             Backend::Sqlite(db) => db.change_token(),

@@ -301,3 +301,137 @@ async fn a_bound_agent_cannot_move_a_teammates_task_but_the_holder_and_rest_can(
     );
     assert_eq!(state(&db, &task), ("todo".to_owned(), None));
 }
+
+#[tokio::test]
+async fn a_bound_agent_never_sees_the_id_of_a_foreign_parent() {
+    let server = Server::start(&[]);
+    let blue_epic = id_of(&create_task(&server, "blue epic", "blue").await);
+    let red_story = id_of(&create_task(&server, "red story", "red").await);
+    let red_child = id_of(&create_task(&server, "red child", "red").await);
+    // red child -> red story -> blue epic, as another surface (or a team move) would leave it.
+    for (parent, id) in [(&blue_epic, &red_story), (&red_story, &red_child)] {
+        server.db.exec(&format!(
+            "UPDATE tasks SET parent_task_id = {} WHERE id = {}",
+            sql_quote(parent),
+            sql_quote(id)
+        ));
+    }
+    let mut c = tasks(&server.db, &["--team", "red", "--agent", "alice"]);
+    let mut answers = Vec::new();
+
+    // The top ancestor shown has no parent, not the foreign one's id.
+    let child = c.call_ok("get_task", json!({"taskId": red_child}));
+    assert_eq!(child["task"]["parentTaskId"], red_story.as_str());
+    assert_eq!(child["ancestors"].as_array().unwrap().len(), 1, "{child}");
+    assert_eq!(child["ancestors"][0]["id"], red_story.as_str());
+    assert_eq!(child["ancestors"][0]["parentTaskId"], Value::Null);
+    answers.push(child);
+    let story = c.call_ok("get_task", json!({"taskId": red_story}));
+    assert_eq!(story["task"]["parentTaskId"], Value::Null, "{story}");
+    assert_eq!(story["ancestors"], json!([]));
+    answers.push(story);
+    let listed = c.call_ok("list_tasks", json!({}));
+    let listed_story = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == red_story.as_str())
+        .unwrap();
+    assert_eq!(listed_story["parentTaskId"], Value::Null, "{listed}");
+    answers.push(listed.clone());
+    // Nor does any write's answer show it.
+    answers.push(c.call_ok(
+        "claim_task",
+        json!({"taskId": red_story, "assigneeAgentId": "alice"}),
+    ));
+    answers.push(c.call_ok(
+        "update_task_status",
+        json!({"taskId": red_story, "status": "blocked"}),
+    ));
+    answers.push(c.call_ok("claim_next", json!({})));
+    for answer in &answers {
+        assert!(!answer.to_string().contains(&blue_epic), "{answer}");
+    }
+    // The cap still counts the whole tree: red story sits at depth 1, so a subtask of it
+    // is at depth 2, and one of red child would be at depth 3.
+    let made = c.call_ok(
+        "create_subtask",
+        json!({"parentTaskId": red_story, "title": "red detail"}),
+    );
+    assert_eq!(made["task"]["parentTaskId"], red_story.as_str());
+    let deep = c.call_tool(
+        "create_subtask",
+        json!({"parentTaskId": red_child, "title": "too deep"}),
+    );
+    assert_eq!(deep["_meta"]["denied"], "depth_cap", "{deep}");
+
+    // The operator still sees where red story hangs.
+    let rest = board_detail(&server, &red_story).await;
+    assert_eq!(rest["task"]["parentTaskId"], blue_epic.as_str());
+    let mut operator = tasks(&server.db, &[]);
+    let seen = operator.call_ok("get_task", json!({"taskId": red_child}));
+    assert_eq!(seen["ancestors"][0]["id"], blue_epic.as_str(), "{seen}");
+}
+
+#[test]
+fn a_parent_of_another_team_is_refused_before_its_caps_are_counted() {
+    let db = TestDb::new();
+    let mut operator = tasks(&db, &[]);
+    let blue_epic = id_of(
+        &operator.call_ok(
+            "create_task",
+            json!({"title": "blue epic", "teamId": "blue"}),
+        )["task"],
+    );
+    let mut children = Vec::new();
+    for i in 0..24 {
+        let made = operator.call_ok(
+            "create_subtask",
+            json!({"parentTaskId": blue_epic, "title": format!("blue part {i}")}),
+        );
+        children.push(id_of(&made["task"]));
+    }
+    let blue_leaf = id_of(
+        &operator.call_ok(
+            "create_task",
+            json!({"title": "blue leaf", "teamId": "blue", "parentTaskId": children[0]}),
+        )["task"],
+    );
+    // blue epic is full and blue leaf is at the maximum depth: for blue itself these are
+    // caps.
+    let full = operator.call_tool(
+        "create_subtask",
+        json!({"parentTaskId": blue_epic, "title": "one more"}),
+    );
+    assert_eq!(full["_meta"]["denied"], "child_cap", "{full}");
+    let before = count(&db, "SELECT COUNT(*) FROM tasks");
+
+    // A session bound to red cannot see either parent: not found, whatever its caps.
+    let mut red = tasks(&db, &["--team", "red", "--agent", "alice"]);
+    for parent in [&blue_epic, &blue_leaf] {
+        for tool in ["create_subtask", "create_task"] {
+            let refused = red.call_tool(tool, json!({"parentTaskId": parent, "title": "x"}));
+            assert_eq!(refused["isError"], json!(true), "{refused}");
+            assert_eq!(first_text(&refused), format!("parent not found: {parent}"));
+            assert_eq!(refused["_meta"]["denied"], "parent_not_found", "{refused}");
+        }
+    }
+    // An unbound session filing work for red under a blue parent is told the parent is
+    // blue's, not blue's cap state.
+    for parent in [&blue_epic, &blue_leaf] {
+        let refused = operator.call_tool(
+            "create_task",
+            json!({"parentTaskId": parent, "title": "x", "teamId": "red"}),
+        );
+        assert_eq!(refused["isError"], json!(true), "{refused}");
+        assert_eq!(refused["_meta"]["error"], "invalid_args", "{refused}");
+        assert_eq!(refused["_meta"]["denied"], Value::Null, "{refused}");
+        assert_eq!(
+            first_text(&refused),
+            format!(
+                "invalid args: parent {parent} belongs to team blue, not to team red: a subtask lives in its parent's team; leave teamId out (it defaults to the parent's) or pick a parent of team red"
+            )
+        );
+    }
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM tasks"), before);
+}

@@ -1,19 +1,25 @@
 //! No secret reaches the database: every shape the scrubber knows (and the same tokens split
-//! by format characters or written full-width) is saved through the real memory and tools
-//! servers, then the database is read back, every text column of every table and the raw
-//! bytes of the `.db` and `-wal` files (SQLite), and no secret may appear anywhere, nor in
-//! the answers.
+//! by format characters or written full-width) is saved through the real memory, tools and
+//! tasks servers and the board's REST API, then the database is read back, every text
+//! column of every table and the raw bytes of the `.db` and `-wal` files (SQLite), and no
+//! secret may appear anywhere, nor in the answers.
 #![allow(clippy::unwrap_used)]
 
 mod common;
+mod http_support;
 
 use std::path::Path;
 
 use common::{StdioClient, TestDb, first_text, skip_on_postgres};
-use serde_json::json;
+use http_support::{Server, client};
+use serde_json::{Value, json};
 
 const MEMORY_BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-memory");
 const TOOLS_BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-tools");
+const TASKS_BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-tasks");
+
+/// The refusal of a comment that was nothing but secrets.
+const COMMENT_DECLINED: &str = "nothing to save: the comment was entirely redacted secrets; write what happened without the credential";
 
 /// Every secret shape, each fake but of the real shape, in the prose an agent would write.
 fn secrets() -> Vec<String> {
@@ -161,6 +167,8 @@ fn no_secret_reaches_any_table_index_or_file_and_pure_secrets_are_declined() {
         &["--agent", "alice", "--team", "red"],
         &[("TAVILY_API_KEY", ""), ("CLAWBOO_APPROVAL_WAIT_MS", "200")],
     );
+    let mut alice = spawn(TASKS_BIN, &db, &["--team", "red", "--agent", "alice"], &[]);
+    let mut bob = spawn(TASKS_BIN, &db, &["--team", "red", "--agent", "bob"], &[]);
     let mut answers = String::new();
     for (i, secret) in secrets().iter().enumerate() {
         let prose = format!("deploy note {i}: use {secret} for the staging run");
@@ -206,6 +214,44 @@ fn no_secret_reaches_any_table_index_or_file_and_pure_secrets_are_declined() {
         let asked = tools.call_tool("delete_path", json!({"path": format!("/srv/{secret}")}));
         assert_eq!(asked["_meta"]["denied"], "approval:expired", "{asked}");
         answers.push_str(&format!("{noted}\n{asked}\n"));
+        // A task's title, description and comments (and the inbox note that quotes a
+        // comment to the task's holder); a comment of nothing but the secret is declined.
+        let title = if secret.chars().count() <= 400 {
+            format!("rotate {i}: {secret}")
+        } else {
+            format!("rotate {i}")
+        };
+        let task = alice.call_ok("create_task", json!({"title": title, "description": prose}));
+        assert!(
+            task["task"]["description"]
+                .as_str()
+                .unwrap()
+                .contains("[REDACTED]"),
+            "{task}"
+        );
+        let id = task["task"]["id"].as_str().unwrap().to_owned();
+        let claimed = alice.call_ok(
+            "claim_task",
+            json!({"taskId": id, "assigneeAgentId": "alice"}),
+        );
+        let comment = bob.call_ok("add_comment", json!({"taskId": id, "body": prose}));
+        let body = comment["comment"]["body"].as_str().unwrap();
+        assert!(body.contains(&format!("deploy note {i}:")), "{body}");
+        assert!(body.contains("[REDACTED]"), "{body}");
+        answers.push_str(&format!("{task}\n{claimed}\n{comment}\n"));
+        if !keeps_a_word {
+            let declined = bob.call_tool("add_comment", json!({"taskId": id, "body": secret}));
+            assert_eq!(declined["isError"], true, "{secret}: {declined}");
+            assert_eq!(
+                first_text(&declined),
+                format!("invalid args: {COMMENT_DECLINED}"),
+                "{secret}"
+            );
+        }
+        // The holder reads the task and its inbox note (delivered with its next call).
+        let read = alice.call_tool("get_task", json!({"taskId": id}));
+        assert_ne!(read["isError"], true, "{read}");
+        answers.push_str(&format!("{read}\n"));
     }
     let searched = memory.call_ok(
         "memory_search",
@@ -230,10 +276,18 @@ fn no_secret_reaches_any_table_index_or_file_and_pure_secrets_are_declined() {
         "one fact per secret, none for the declined ones"
     );
     assert_eq!((count("tool_notes"), count("tool_call_approvals")), (n, n));
+    assert_eq!(
+        (count("tasks"), count("task_comments")),
+        (n, n),
+        "one task and one comment per secret, none for the declined comments"
+    );
+    assert!(count("agent_inbox") >= n, "each comment told the holder");
     let audit = count("tool_call_audit");
     assert!(audit >= 5 * n, "audit rows: {audit}");
     memory.close();
     tools.close();
+    alice.close();
+    bob.close();
     if !db.is_postgres() {
         assert_free_of_secrets(
             &raw_files(db.sqlite_path()),
@@ -241,4 +295,79 @@ fn no_secret_reaches_any_table_index_or_file_and_pure_secrets_are_declined() {
         );
     }
     assert_free_of_secrets(&dump_every_text_column(&db), "a table after close");
+}
+
+#[tokio::test]
+async fn the_board_rest_api_stores_no_secret_either() {
+    let server = Server::start(&[]);
+    let mut answers = String::new();
+    for (i, secret) in secrets().iter().enumerate() {
+        let prose = format!("deploy note {i}: use {secret} for the staging run");
+        let r = client()
+            .post(server.url("/api/board"))
+            .json(&json!({"title": format!("rotate {i}"), "description": prose, "teamId": "red"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let created: Value = r.json().await.unwrap();
+        let id = created["task"]["id"].as_str().unwrap().to_owned();
+        let short = secret.chars().count() <= 400;
+        let title = if short {
+            format!("rotate {i}: {secret}")
+        } else {
+            format!("rotate {i}")
+        };
+        let r = client()
+            .patch(server.url(&format!("/api/board/{id}")))
+            .json(&json!({"title": title, "description": format!("{prose} (edited)")}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let patched: Value = r.json().await.unwrap();
+        let description = patched["task"]["description"].as_str().unwrap();
+        assert!(description.ends_with("(edited)"), "{description}");
+        assert!(description.contains("[REDACTED]"), "{description}");
+        let r = client()
+            .post(server.url(&format!("/api/board/{id}/comments")))
+            .json(&json!({"body": prose}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let comment: Value = r.json().await.unwrap();
+        assert!(
+            comment["comment"]["body"]
+                .as_str()
+                .unwrap()
+                .contains("[REDACTED]")
+        );
+        answers.push_str(&format!("{created}\n{patched}\n{comment}\n"));
+    }
+    // A comment of nothing but a bare token is refused, and nothing is written.
+    let id = answers.lines().next().map(|l| {
+        let v: Value = serde_json::from_str(l).unwrap();
+        v["task"]["id"].as_str().unwrap().to_owned()
+    });
+    let comments = server.db.query_i64("SELECT count(*) FROM task_comments");
+    let r = client()
+        .post(server.url(&format!("/api/board/{}/comments", id.unwrap())))
+        .json(&json!({"body": "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let refused: Value = r.json().await.unwrap();
+    assert_eq!(
+        refused["error"],
+        format!("invalid request: {COMMENT_DECLINED}"),
+        "{refused}"
+    );
+    assert_eq!(
+        server.db.query_i64("SELECT count(*) FROM task_comments"),
+        comments
+    );
+    assert_free_of_secrets(&answers, "an answer");
+    assert_free_of_secrets(&dump_every_text_column(&server.db), "a table");
 }

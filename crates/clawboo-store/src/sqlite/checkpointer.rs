@@ -32,6 +32,10 @@ pub(super) const INLINE_CHECKPOINT_PAGES: u32 = 4_000;
 pub(super) struct Checkpointer {
     pub(super) wake: mpsc::SyncSender<()>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Each round runs holding this, so a test that holds it decides when the thread's
+    /// checkpoints may overlap its commits.
+    #[cfg(test)]
+    pub(super) rounds: Arc<std::sync::Mutex<()>>,
 }
 
 impl Checkpointer {
@@ -49,6 +53,10 @@ impl Checkpointer {
             }
         };
         let (wake, woken) = mpsc::sync_channel::<()>(1);
+        #[cfg(test)]
+        let rounds = Arc::new(std::sync::Mutex::new(()));
+        #[cfg(test)]
+        let held = Arc::clone(&rounds);
         let thread = std::thread::Builder::new()
             .name("clawboo-checkpoint".into())
             .spawn(move || {
@@ -61,6 +69,10 @@ impl Checkpointer {
                 let mut idle_work_done = 0;
                 loop {
                     let woke = woken.recv_timeout(IDLE_ROUND);
+                    #[cfg(test)]
+                    let _round = held
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
                     let stopping = matches!(woke, Err(mpsc::RecvTimeoutError::Disconnected));
                     let now = commits.load(Ordering::Relaxed);
                     let left_idle_work = idle_work_commits.load(Ordering::Relaxed);
@@ -95,6 +107,8 @@ impl Checkpointer {
             Ok(thread) => Some(Checkpointer {
                 wake,
                 thread: Some(thread),
+                #[cfg(test)]
+                rounds,
             }),
             Err(e) => {
                 tracing::warn!(error = %e, "no checkpoint thread; SQLite checkpoints inline");

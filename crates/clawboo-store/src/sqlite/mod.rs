@@ -192,6 +192,16 @@ impl SqliteDb {
         }
     }
 
+    /// What the checkpoint thread's rounds hold ([`Checkpointer::rounds`]), once the first
+    /// commit started it.
+    #[cfg(test)]
+    pub(crate) fn checkpoint_rounds(&self) -> Option<Arc<Mutex<()>>> {
+        self.checkpointer
+            .get()
+            .and_then(Option::as_ref)
+            .map(|c| Arc::clone(&c.rounds))
+    }
+
     fn lock(&self) -> ReentrantMutexGuard<'_, Connection> {
         // No poisoning to recover from: a panic while holding the lock leaves no transaction
         // open (`in_transaction`'s guard rolls back on unwind), so the connection stays sound.
