@@ -1,6 +1,7 @@
 //! `clawboo-bench`: measure the real binaries from outside, as a client would.
 //!
-//! Run after `cargo build --release --bins` as `target/release/clawboo-bench <command>`;
+//! Run after `cargo build --release --bins` as `target/release/clawboo-bench <command>`
+//! (or `--profile dist` and `target/dist/…`: it runs the servers built beside it);
 //! `scripts/bench.sh` runs the whole set. See docs/BENCHMARKS.md for the figures.
 
 mod contention;
