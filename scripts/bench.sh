@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Every benchmark in docs/BENCHMARKS.md in one run: builds the release binaries, installs the
-# peer (@modelcontextprotocol/server-everything, pinned in crates/clawboo-bench/peer), runs
-# each measure and writes everything to target/bench-results.txt as well as stdout.
+# Every benchmark in docs/BENCHMARKS.md in one run: builds the binaries, installs the peer
+# (@modelcontextprotocol/server-everything, pinned in crates/clawboo-bench/peer), runs each
+# measure and writes everything to target/bench-results.txt (under $CARGO_TARGET_DIR when
+# set) as well as stdout.
 #
-#   scripts/bench.sh                 # the full set (about 5 min on 2 cores once built: the
-#                                    # release build is whole-program optimised, ~18 min fresh;
-#                                    # the first run also seeds 100k tasks and 100k facts, kept
-#                                    # in target/bench-data)
+#   scripts/bench.sh                 # the full set on the `release` profile (the first run
+#                                    # also seeds 100k tasks and 100k facts, kept in
+#                                    # target/bench-data; timings in docs/BENCHMARKS.md)
+#   DIST=1 scripts/bench.sh          # the same on the `dist` profile, what packaged binaries
+#                                    # are built with (whole-program optimised: a much longer
+#                                    # fresh build; binaries in target/dist)
 #   QUICK=1 scripts/bench.sh         # a tenth of the calls: checks that everything runs
 #   SOAK_MINUTES=30 scripts/bench.sh # a longer soak at the end (default 2)
 #   ONLY_PG=1 scripts/bench.sh       # only the section "PostgreSQL beside SQLite"
-#   FAST_BUILD=1 scripts/bench.sh    # release build without LTO (minutes sooner; say so
-#                                    # beside the figures)
 #
 # The last section runs each PostgreSQL measure right after the same measure on SQLite. It
 # uses the server PG_URL names (a postgres:// URL: every measure creates a fresh database
@@ -29,10 +30,11 @@ scale() { if [ "${QUICK:-0}" = 1 ]; then echo $(( ($1 + 9) / 10 )); else echo "$
 SOAK_MINUTES="${SOAK_MINUTES:-2}"
 [ "${QUICK:-0}" = 1 ] && SOAK_MINUTES="${SOAK_MINUTES_QUICK:-0.5}"
 
-BUILD_FLAGS=()
-[ "${FAST_BUILD:-0}" = 1 ] \
-  && BUILD_FLAGS=(--config profile.release.lto=false --config profile.release.codegen-units=16)
-cargo build --release --locked "${BUILD_FLAGS[@]}" --bins || exit 1
+# Cargo puts a profile's binaries in <target dir>/<profile> (target/release for `release`).
+PROFILE=release
+[ "${DIST:-0}" = 1 ] && PROFILE=dist
+TARGET="${CARGO_TARGET_DIR:-target}"
+cargo build --profile "$PROFILE" --locked --bins || exit 1
 if [ "${ONLY_PG:-0}" != 1 ] && [ ! -d crates/clawboo-bench/peer/node_modules/@modelcontextprotocol/server-everything ]; then
   (cd crates/clawboo-bench/peer && npm ci --no-audit --no-fund --loglevel=error) || exit 1
 fi
@@ -46,15 +48,15 @@ if [ "${PG:-1}" != 0 ] && [ -z "$PG_URL" ] && scripts/pg-test-cluster.sh bindir 
 fi
 [ "${PG:-1}" = 0 ] && PG_URL=
 
-B=target/release/clawboo-bench
-OUT=target/bench-results.txt
+B="$TARGET/$PROFILE/clawboo-bench"
+OUT="$TARGET/bench-results.txt"
 {
   failed=0
   run() {
     echo "\$ clawboo-bench $*"
     "$B" "$@" || { echo "FAILED: clawboo-bench $*"; failed=$((failed + 1)); }
   }
-  echo "# $(date -u '+%F %T UTC'), $(nproc) cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), load $(cut -d' ' -f1-3 /proc/loadavg)${BUILD_FLAGS[*]:+, release build with ${BUILD_FLAGS[*]}}"
+  echo "# $(date -u '+%F %T UTC'), $(nproc) cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), load $(cut -d' ' -f1-3 /proc/loadavg), profile $PROFILE"
   if [ "${ONLY_PG:-0}" != 1 ]; then
     echo "## physical limits"
     run sqlite-commit --transactions "$(scale 50000)"

@@ -1,6 +1,7 @@
 //! `clawboo-bench`: measure the real binaries from outside, as a client would.
 //!
-//! Run after `cargo build --release --bins` as `target/release/clawboo-bench <command>`;
+//! Run after `cargo build --release --bins` as `target/release/clawboo-bench <command>`
+//! (or `--profile dist` and `target/dist/…`: it runs the servers built beside it);
 //! `scripts/bench.sh` runs the whole set. See docs/BENCHMARKS.md for the figures.
 
 mod contention;
@@ -167,7 +168,7 @@ struct LoadArgs {
     warmup: usize,
     /// Seconds of quiet after the warm-up, before measuring, for background work the
     /// warm-up started to end (the memory server fills its text index on a thread of its
-    /// own after the first search: 0.3 s for 10k facts, 2–4 s for 100k).
+    /// own after the first search, for longer the larger the corpus; docs/BENCHMARKS.md).
     #[arg(long, default_value_t = 0.0)]
     settle: f64,
     /// The order claim-task takes its tasks in.

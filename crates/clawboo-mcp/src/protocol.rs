@@ -162,7 +162,7 @@ fn plain_tools_call_id(object: &JsonObject) -> Option<RequestId> {
 /// and an optional `arguments` object, nothing else) built as rmcp's type directly; any
 /// other message comes back untouched for rmcp's decoder. Nearly every message of a busy
 /// session is such a call, and serde's path through rmcp's flattened, untagged message
-/// enums buffers the whole message twice over: a tenth of a `claim_task`'s CPU.
+/// enums buffers the whole message twice over, a cost every call paid (docs/BENCHMARKS.md).
 pub fn plain_tools_call(message: Value) -> Result<ClientJsonRpcMessage, Value> {
     let Value::Object(mut object) = message else {
         return Err(message);
@@ -263,11 +263,11 @@ pub fn store_failure(e: StoreError) -> CallToolResult {
 ///
 /// On a single-threaded runtime (a stdio server: one client, one connection, whose store
 /// calls serialize on the connection anyway) the read runs inline, which saves two thread
-/// hand-offs per call (about half the CPU of a `get_task`, see docs/BENCHMARKS.md); on a
-/// multi-threaded one (`clawboo serve`) it runs inline when the connection is free and on
-/// the blocking pool otherwise. Writes go through [`blocking_write`]; operations that may
-/// wait for long (long-polls, approvals) use [`blocking_wait`] so the session keeps
-/// answering meanwhile.
+/// hand-offs (wake-ups) per call, a large share of a short read's cost
+/// (docs/BENCHMARKS.md); on a multi-threaded one (`clawboo serve`) it runs inline when the
+/// connection is free and on the blocking pool otherwise. Writes go through
+/// [`blocking_write`]; operations that may wait for long (long-polls, approvals) use
+/// [`blocking_wait`] so the session keeps answering meanwhile.
 pub async fn blocking<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
 where
     T: Send + 'static,
@@ -326,8 +326,7 @@ where
         if Handle::current().runtime_flavor() == RuntimeFlavor::CurrentThread {
             // Yield until a round adds no write: each round lets the session read the
             // requests already on the wire and queue theirs, so a pipelining client's
-            // whole window shares one commit (about 3 writes a group with a single yield,
-            // nearly the full window this way).
+            // whole window shares one commit (a single yield let only part of it join).
             let mut queued = store.queued_writes();
             for _ in 0..MAX_GATHER_ROUNDS {
                 tokio::task::yield_now().await;

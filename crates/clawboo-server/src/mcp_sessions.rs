@@ -1,14 +1,13 @@
 //! The sessions of the Streamable HTTP endpoints: rmcp's `SessionManager` trait, implemented
 //! for memory in place of rmcp's `LocalSessionManager`.
 //!
-//! Written by hand because the crate's own manager costs about 245 KB a session, which is
-//! most of `clawboo serve`'s memory under load (`docs/BENCHMARKS.md`): a worker task per
-//! session and four Tokio channels that carry whole JSON-RPC messages by value, and Tokio
-//! allocates a channel's slots 32 at a time (16 KB blocks of rmcp's ~500-byte message
-//! type, two per busy channel). Here a session is a small struct shared by its transport
-//! and the HTTP side: inbound messages are boxed on their way to the service, and the
-//! service's messages are routed to the HTTP streams as it sends them, with no task of
-//! our own in between.
+//! Written by hand because the crate's own manager made sessions most of `clawboo serve`'s
+//! memory under load (figures in `docs/BENCHMARKS.md`): a worker task per session and four
+//! Tokio channels that carry whole JSON-RPC messages by value, and Tokio allocates a
+//! channel's slots in blocks of 32, each slot a whole rmcp message, two blocks per busy
+//! channel. Here a session is a small struct shared by its transport and the HTTP side:
+//! inbound messages are boxed on their way to the service, and the service's messages are
+//! routed to the HTTP streams as it sends them, with no task of our own in between.
 //!
 //! What clients see is rmcp's behaviour: a priming event (an id to resume from, a retry
 //! hint) opens each request's stream, then the messages for that request (progress by its

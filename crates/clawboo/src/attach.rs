@@ -13,6 +13,9 @@ use clawboo_mcp::binding::Binding;
 use clawboo_mcp::signing::ScopeSigner;
 use serde_json::json;
 
+/// Where `clawboo serve` listens unless told otherwise, and so where snippets point.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:18790";
+
 /// Flags of `clawboo attach`.
 #[derive(Debug, Clone, Args)]
 pub struct AttachArgs {
@@ -38,7 +41,7 @@ pub struct AttachArgs {
     #[arg(long)]
     pub delegate: bool,
     /// Base URL of the running server for http snippets.
-    #[arg(long, default_value = "http://127.0.0.1:18790")]
+    #[arg(long, default_value = DEFAULT_URL)]
     pub url: String,
     /// SQLite file or postgres:// URL (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
     #[arg(long, value_name = "PATH_OR_URL")]

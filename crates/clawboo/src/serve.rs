@@ -1,13 +1,15 @@
 //! `clawboo serve`: the HTTP API, the MCP servers over Streamable HTTP and the board.
 
+use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
 use clawboo_mcp::signing::ScopeSigner;
 use clawboo_server::mounts::default_mounts;
 use clawboo_server::{ALLOW_INSECURE_ENV, AppState, ServerOptions, check_exposure};
+use clawboo_store::DbLocation;
 
 /// Flags of `clawboo serve`.
 #[derive(Debug, Clone, Args)]
@@ -20,8 +22,8 @@ pub struct ServeArgs {
     pub db: Option<PathBuf>,
 }
 
-/// Serve until Ctrl-C. Prints `clawboo listening on <url>` on stdout once the socket is
-/// bound, so scripts (and tests) learn the real port.
+/// Serve until Ctrl-C. Once the socket is bound, prints `clawboo listening on <url>` on
+/// stdout, so scripts (and tests) learn the real port, followed by [`banner`]'s lines.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let location = crate::resolve_db(args.db.as_deref())?;
     let launcher = crate::attach::stdio_launcher()?;
@@ -47,17 +49,87 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         options.base_url = clawboo_server::base_url_for(local);
         let mounts = default_mounts(&store, &memory, &signer, options.mcp);
         let state = AppState::new(store, memory, signer, options, mounts);
-        println!(
-            "clawboo listening on {}",
-            clawboo_server::base_url_for(local)
-        );
-        if state.options().access_token.is_some() {
-            eprintln!("clawboo: access gate ON (STUDIO_ACCESS_TOKEN)");
-        }
+        let banner = banner(&clawboo_server::base_url_for(local), &location, gate_on);
+        // One write: a script that reads the first line may close the pipe after it, and
+        // a later write would then fail. Nothing else goes to stdout, so a failure (no
+        // reader at all) does not stop the server.
+        let mut stdout = std::io::stdout();
+        let _ = stdout
+            .write_all(banner.as_bytes())
+            .and_then(|()| stdout.flush());
         let shutdown = async {
             let _ = tokio::signal::ctrl_c().await;
         };
         clawboo_server::serve(listener, state, shutdown).await?;
         Ok(())
     })
+}
+
+/// What `serve` prints once bound: the line scripts parse, then, for the person who just
+/// started it, where the board and the database are and the command that attaches an
+/// agent, with `--url` and `--db` when this server's differ from `attach`'s defaults (its
+/// URLs are signed with the database's secret, so it must open the same one).
+fn banner(base: &str, location: &DbLocation, gate_on: bool) -> String {
+    let gate = if gate_on {
+        " (access gate on: open it once as /?access_token=<STUDIO_ACCESS_TOKEN>)"
+    } else {
+        ""
+    };
+    let (database, engine) = match location {
+        DbLocation::File(path) => {
+            let path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+            (path.display().to_string(), "SQLite")
+        }
+        // `Display` leaves the password out.
+        DbLocation::Postgres(_) => (location.to_string(), "PostgreSQL"),
+    };
+    let mut attach = format!(
+        "{} attach --runtime claude-code --team demo --agent alice",
+        command_name()
+    );
+    if base != crate::attach::DEFAULT_URL {
+        attach.push_str(&format!(" --url {}", shell_word(base)));
+    }
+    if !matches!(location, DbLocation::File(path) if *path == clawboo_store::default_db_path()) {
+        attach.push_str(&format!(" --db {}", shell_word(&database)));
+    }
+    format!(
+        "clawboo listening on {base}\n\
+         \x20 board:    {base}/{gate}\n\
+         \x20 database: {database} ({engine})\n\
+         \x20 attach:   {attach}\n\
+         \x20           (prints how to add clawboo to Claude Code; --runtime codex for Codex)\n\
+         \x20 guide:    docs/QUICKSTART.md\n"
+    )
+}
+
+/// How a person runs this executable: `clawboo` when that name on `PATH` is this file,
+/// else its full path (after `cargo run` it is not on `PATH`).
+fn command_name() -> String {
+    let Ok(exe) = std::env::current_exe() else {
+        return "clawboo".to_owned();
+    };
+    let real = exe.canonicalize().unwrap_or_else(|_| exe.clone());
+    let same = |candidate: &Path| candidate.canonicalize().is_ok_and(|c| c == real);
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| same(&dir.join("clawboo"))));
+    if on_path {
+        "clawboo".to_owned()
+    } else {
+        shell_word(&exe.display().to_string())
+    }
+}
+
+/// `text` as one POSIX shell word: unchanged when it holds only characters no shell treats
+/// specially, else single-quoted.
+fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-:@%+=,".contains(c));
+    if plain {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
 }

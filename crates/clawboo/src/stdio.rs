@@ -90,12 +90,12 @@ const HEAP_TRIM_THRESHOLD: libc::c_int = 1 << 20;
 /// Let up to [`HEAP_TRIM_THRESHOLD`] of freed memory stay at the top of the heap. A stdio
 /// server's one thread allocates from glibc's main heap, and each write of a group commit
 /// makes SQLite allocate its savepoint journal (one 64 KiB buffer) and free it on release.
-/// With glibc's default (128 KiB, moved by its own heuristics) that buffer can land on a
-/// top that the free shrinks and the next write grows again: perf stat counted up to 30k
-/// `brk` calls a second (about two a claim) and half as many page faults, in 4 of 7 runs
-/// of the claim bench; with this setting none (docs/BENCHMARKS.md). Not for `serve`:
-/// its worker threads allocate from arenas of their own, where the same setting measured
-/// no gain and 0.5-1 MiB more RSS.
+/// With glibc's default threshold (128 KiB, moved by its own heuristics) that buffer can
+/// land on a top that the free shrinks and the next write grows again, so claims paid a
+/// `brk` and its page faults each; with this setting the top stays mapped
+/// (docs/BENCHMARKS.md, "The `brk` in claims"). Not for `serve`: its worker threads
+/// allocate from arenas of their own, where the setting gained nothing and only kept more
+/// memory resident.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
 fn keep_freed_heap_top() {

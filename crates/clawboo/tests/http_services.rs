@@ -1,14 +1,16 @@
 //! Memory, tools and team chat through the real `clawboo serve`: their MCP servers over
 //! Streamable HTTP and their REST routes, with an approval answered over REST while a real
-//! stdio agent waits.
+//! stdio agent waits; and what `serve` tells a person who just started it.
 
 #![allow(clippy::unwrap_used)]
 
 mod common;
 mod http_support;
 
+use std::process::Command;
+
 use common::{StdioClient, first_text};
-use http_support::{Server, Session, client};
+use http_support::{Server, Session, client, create_task};
 use serde_json::{Value, json};
 
 async fn get(server: &Server, path: &str) -> (u16, Value) {
@@ -195,4 +197,67 @@ async fn an_agents_approval_is_answered_over_rest() {
         phases.contains(&"before") && phases.contains(&"after"),
         "{phases:?}"
     );
+}
+
+/// The quickstart through the real binary: `serve`'s banner names the port it bound, the
+/// board, the database and an attach command; that command, run by a shell as printed,
+/// mints a URL for this server on which the bound agent claims a task made over REST.
+#[tokio::test]
+async fn serve_prints_where_things_are_and_an_attach_command_that_works() {
+    let (server, banner) = Server::start_with_banner();
+    let text = banner.join("\n");
+    let port = server.base.strip_prefix("http://127.0.0.1:").unwrap();
+    assert!(port.parse::<u16>().is_ok_and(|p| p != 0), "{text}");
+    assert!(
+        text.contains(&format!("board:    {}/\n", server.base)),
+        "{text}"
+    );
+    let engine = if server.db.is_postgres() {
+        "PostgreSQL"
+    } else {
+        "SQLite"
+    };
+    let database = format!("database: {} ({engine})", server.db.location());
+    assert!(text.contains(&database), "{text}");
+    assert!(text.contains("guide:    docs/QUICKSTART.md"), "{text}");
+
+    let attach = banner
+        .iter()
+        .find_map(|l| l.trim_start().strip_prefix("attach:"))
+        .unwrap_or_else(|| panic!("no attach line in {text}"))
+        .trim();
+    assert!(
+        attach.contains(" attach --runtime claude-code --team demo --agent alice"),
+        "{attach}"
+    );
+    assert!(
+        attach.contains(&format!(" --url {}", server.base)),
+        "{attach}"
+    );
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{attach} --json"))
+        .env_remove("CLAWBOO_DB_PATH")
+        .env_remove("STUDIO_ACCESS_TOKEN")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{attach}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let config: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let url = config["config"]["structured"]["clawboo-tasks"]["url"]
+        .as_str()
+        .unwrap();
+    assert!(
+        url.starts_with(&format!("{}/api/mcp/tasks?", server.base)),
+        "{url}"
+    );
+
+    let task = create_task(&server, "write the release notes", "demo").await;
+    let mut alice = Session::open(url).await;
+    let claimed = alice.call_json("claim_next", json!({})).await;
+    assert_eq!(claimed["task"]["id"], task["id"], "{claimed}");
+    assert_eq!(claimed["task"]["assigneeAgentId"], "alice", "{claimed}");
 }

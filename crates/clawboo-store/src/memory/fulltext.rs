@@ -2,8 +2,9 @@
 //! terms FTS5's own tokenizer made of every fact.
 //!
 //! Why not let SQLite rank: bm25 in FTS5 reads a `_docsize` row and builds an instance
-//! array for every match, which was about 95 % of a search's time (a three-word query
-//! matches ~450 of 10k facts). Here a match costs a few float operations.
+//! array for every match, so a common query word, which matches a good share of the
+//! corpus, made ranking most of a search's time (docs/BENCHMARKS.md). Here a match costs a
+//! few float operations.
 //!
 //! The terms are exact: the index is first filled from `memory_facts_fts` itself, through
 //! an `fts5vocab` table; facts saved later are tokenized by an FTS5 table with the same
@@ -28,9 +29,10 @@ use crate::Store;
 use crate::error::Result;
 use crate::sqlite::ChangeToken;
 
-/// Facts a search adds to the index itself at most (a few milliseconds). More are left to
-/// a thread of their own while searches rank in SQLite, so the first searches of a process
-/// over a big corpus stay as quick as they were (indexing takes ~40 µs a fact).
+/// Facts a search adds to the index itself at most, a bounded delay on that search. More
+/// are left to a thread of their own while searches rank in SQLite, so the first searches
+/// of a process over a big corpus stay as quick as they were: every fact is tokenized
+/// through FTS5, and a whole corpus takes seconds (docs/BENCHMARKS.md).
 const CATCH_UP_IN_SEARCH: usize = 100;
 /// Facts that thread tokenizes at a time (it holds the index only to add them).
 const TOKENIZE_BATCH: usize = 500;
@@ -280,7 +282,7 @@ fn index_everything(store: &Store) -> Result<(TextIndex, ChangeToken)> {
     index.postings = postings;
     index.total_tokens = lengths.iter().map(|&l| u64::from(l)).sum();
     index.lengths = lengths;
-    // Grown by doubling; at 100k facts the slack would be a third of the index.
+    // Grown by doubling, the lists would keep their unused capacity for the index's life.
     for postings in index.postings.values_mut() {
         postings.shrink_to_fit();
     }

@@ -39,15 +39,15 @@ fn index_pending_facts(conn: &Connection) -> Result<bool> {
     Ok(true)
 }
 
-/// Pages of the full-text index one [`merge_fts_step`] writes at most (about 0.5 MiB, a
-/// few milliseconds of holding the write lock).
+/// Pages of the full-text index one [`merge_fts_step`] writes at most: small enough that a
+/// step holds the write lock only briefly, so a write arriving mid-merge barely waits.
 const FTS_MERGE_STEP_PAGES: i64 = 128;
 
 /// One bounded step of merging the full-text index into a single segment, in its own
 /// transaction; `Ok(false)` once there is nothing left to merge. FTS5 writes a segment per
 /// indexing transaction and merges them only a few at a time, so an index grown by many
-/// commits keeps several segments, and every query term reads each of them: a search over
-/// 10k facts spent a fifth of its time opening segment iterators.
+/// commits keeps several segments, and every query term opens an iterator on each of them,
+/// for every search (docs/BENCHMARKS.md, "The idle merge").
 fn merge_fts_step(conn: &Connection) -> Result<bool> {
     let before = conn.total_changes();
     // A negative page count puts every segment on one level first, so all of them merge

@@ -10,8 +10,8 @@ use rusqlite::Connection;
 use super::hooks::Hooks;
 use crate::error::Result;
 
-/// Commits between two wake-ups of the [`Checkpointer`] (SQLite's own auto-checkpoint
-/// runs every 1,000 WAL pages; a claim writes about five).
+/// Commits between two wake-ups of the [`Checkpointer`]: a commit writes a few WAL pages,
+/// so it wakes before SQLite's own auto-checkpoint (every 1,000 WAL pages) would have run.
 pub(super) const CHECKPOINT_EVERY: u64 = 128;
 
 /// WAL size (pages) at which a commit checkpoints inline, finishing what the

@@ -41,8 +41,9 @@ static BUSY_BUDGET_MS: AtomicU64 = AtomicU64::new(0);
 /// The busy handler. SQLite's own (`busy_timeout`) sleeps 1, 2, 5, 10 … 100 ms between
 /// tries, so when several processes write at once they nap while the lock, held far
 /// shorter than any of those naps per claim, sits free, and throughput collapses (figures
-/// in docs/BENCHMARKS.md). This one naps 10 µs doubling to 1 ms, jittered so processes do not retry in
-/// lockstep, until the budget since the first try of this lock attempt is spent.
+/// in docs/BENCHMARKS.md). This one naps 10 µs doubling to 1 ms, jittered so processes do
+/// not retry in lockstep, until the budget since the first try of this lock attempt is
+/// spent.
 pub(super) fn retry_when_busy(attempt: i32) -> bool {
     thread_local! {
         static FIRST_TRY: Cell<Option<Instant>> = const { Cell::new(None) };
@@ -121,15 +122,17 @@ impl SqliteDb {
         conn.set_prepared_statement_cache_capacity(128);
         // Plans must not depend on bound values: otherwise SQLite re-prepares a cached
         // statement whenever a parameter it looked at changes (it did on every `get_task`,
-        // for the comments' `WHERE task_id = ?1 ORDER BY …`: a fifth of the call's CPU).
+        // for the comments' `WHERE task_id = ?1 ORDER BY …`, parsing SQL on every call;
+        // docs/BENCHMARKS.md, "Re-prepared statements").
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
         // journal_mode returns a row, so it is read rather than executed.
         let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")?;
-        // Reads map the file instead of copying each page through a 2 MiB private cache:
-        // a full-text search that joins a few hundred fact rows spent half its time in
-        // `pread`, and a `get_task` on a 100k board a third. Mapped pages are the kernel's
-        // page cache, shared by every process on the file (they show as file-backed RSS).
+        // Reads map the file instead of copying each page through SQLite's private page
+        // cache with `pread`, a copy that dominated reads touching many pages (a full-text
+        // search joining its matching facts, a `get_task` on a large board; figures in
+        // docs/BENCHMARKS.md). Mapped pages are the kernel's page cache, shared by every
+        // process on the file (they show as file-backed RSS).
         conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
         migrations::apply(&mut conn)?;
         // Rows written around the store (plain SQL) may still wait for pre-commit work.

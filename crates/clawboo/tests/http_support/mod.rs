@@ -4,6 +4,8 @@
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::channel;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -74,6 +76,44 @@ impl Server {
             base,
             db: db.clone(),
         }
+    }
+
+    /// Start on a fresh database and read all `serve` prints once bound: the listening line
+    /// and the banner after it, up to its `guide:` line.
+    pub fn start_with_banner() -> (Server, Vec<String>) {
+        let db = TestDb::new();
+        let mut child = clawboo()
+            .args(["serve", "--bind", "127.0.0.1:0", "--db"])
+            .arg(&db)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        // Read on a thread so a banner that never ends fails the test instead of hanging it.
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (lines, received) = channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if lines.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut banner: Vec<String> = Vec::new();
+        while !banner
+            .last()
+            .is_some_and(|l| l.trim_start().starts_with("guide:"))
+        {
+            match received.recv_timeout(Duration::from_secs(30)) {
+                Ok(line) => banner.push(line),
+                Err(e) => panic!("no guide line after {banner:?}: {e}"),
+            }
+        }
+        let base = banner[0]
+            .strip_prefix("clawboo listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {:?}", banner[0]))
+            .to_owned();
+        (Server { child, base, db }, banner)
     }
 
     pub fn url(&self, path: &str) -> String {
