@@ -93,12 +93,14 @@ const HEAP_TRIM_THRESHOLD: libc::c_int = 1 << 20;
 /// With glibc's default (128 KiB, moved by its own heuristics) that buffer can land on a
 /// top that the free shrinks and the next write grows again: perf stat counted up to 30k
 /// `brk` calls a second (about two a claim) and half as many page faults, in 4 of 7 runs
-/// of the claim bench; with this setting none (docs/BENCHMARKS.md). Not for `serve`:
-/// its worker threads allocate from arenas of their own, where the same setting measured
-/// no gain and 0.5-1 MiB more RSS.
+/// of the claim bench; with this setting none (docs/BENCHMARKS.md). `serve` sets it too:
+/// its worker threads allocate from arenas of their own, whose top glibc shrinks with
+/// `madvise` (a TLB flush on every core, and page faults to grow it again), and each
+/// claim's lease check makes SQLite allocate and free a temporary B-tree's page cache
+/// there.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
-fn keep_freed_heap_top() {
+pub(crate) fn keep_freed_heap_top() {
     // SAFETY: `mallopt` only changes a parameter of glibc's allocator, under the
     // allocator's own lock; it has no precondition and may be called at any time.
     if unsafe { libc::mallopt(libc::M_TRIM_THRESHOLD, HEAP_TRIM_THRESHOLD) } == 0 {
@@ -108,7 +110,7 @@ fn keep_freed_heap_top() {
 
 /// Other C libraries keep no such threshold to tune.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn keep_freed_heap_top() {}
+pub(crate) fn keep_freed_heap_top() {}
 
 /// The Tasks server over stdio.
 pub fn serve_tasks(args: StdioArgs) -> anyhow::Result<()> {

@@ -408,6 +408,17 @@ impl Store {
         }
     }
 
+    /// [`Store::run_queued_writes`] when the writer's connection is free now; `false`,
+    /// having run nothing, when another thread holds it (for a caller on an async thread,
+    /// which must not wait for the lock).
+    pub fn try_run_queued_writes(&self) -> bool {
+        let Some(_held) = self.conn.try_lock() else {
+            return false;
+        };
+        self.run_queued_writes();
+        true
+    }
+
     fn write_queue(&self) -> std::sync::MutexGuard<'_, WriteQueue> {
         self.queued
             .lock()
