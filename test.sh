@@ -5,12 +5,33 @@
 # Python `mcp` 1.x and 2.x, the MCP conformance suite), which tests/third_party/run.sh
 # installs from npm and PyPI into gitignored folders, and last the web board in headless
 # Chromium (tests/browser/run.sh; installs Debian's chromium when it is missing).
+#
+# The binaries' integration suites run twice: on SQLite, then on PostgreSQL
+# (CLAWBOO_TEST_BACKEND=postgres, each test in a fresh database on
+# CLAWBOO_TEST_POSTGRES_URL). Without that URL a throwaway cluster is started when Debian's
+# postgresql binaries exist (scripts/pg-test-cluster.sh; .ci/run installs them); with
+# neither, the PostgreSQL run is skipped with a notice.
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/install-minilm.sh
 # The sentence-model tests fail rather than skip when the model is missing.
 export CLAWBOO_REQUIRE_MINILM=1
+if [ -z "${CLAWBOO_TEST_POSTGRES_URL:-}" ] && scripts/pg-test-cluster.sh bindir >/dev/null; then
+  CLAWBOO_TEST_POSTGRES_URL="$(scripts/pg-test-cluster.sh start)"
+  export CLAWBOO_TEST_POSTGRES_URL
+  trap 'scripts/pg-test-cluster.sh stop "$CLAWBOO_TEST_POSTGRES_URL"' EXIT
+fi
 cargo build --workspace --bins --locked
 cargo test --workspace --locked
+if [ -n "${CLAWBOO_TEST_POSTGRES_URL:-}" ]; then
+  echo "== the clawboo integration suites again, on PostgreSQL"
+  # The store's tests that take their backend from CLAWBOO_TEST_BACKEND (SQLite's own
+  # engine tests ran in the first pass).
+  CLAWBOO_TEST_BACKEND=postgres cargo test -p clawboo-store --locked -- --skip sqlite::
+  CLAWBOO_TEST_BACKEND=postgres cargo test -p clawboo --test '*' --locked
+else
+  echo "== SKIPPED the PostgreSQL run: no CLAWBOO_TEST_POSTGRES_URL and no PostgreSQL" \
+    "binaries (apt-get install postgresql, or set the URL of a role that may create databases)"
+fi
 tests/third_party/run.sh
 tests/browser/run.sh

@@ -9,6 +9,17 @@
 #                                    # in target/bench-data)
 #   QUICK=1 scripts/bench.sh         # a tenth of the calls: checks that everything runs
 #   SOAK_MINUTES=30 scripts/bench.sh # a longer soak at the end (default 2)
+#   ONLY_PG=1 scripts/bench.sh       # only the section "PostgreSQL beside SQLite"
+#   FAST_BUILD=1 scripts/bench.sh    # release build without LTO (minutes sooner; say so
+#                                    # beside the figures)
+#
+# The last section runs each PostgreSQL measure right after the same measure on SQLite. It
+# uses the server PG_URL names (a postgres:// URL: every measure creates a fresh database
+# there and drops it; 100k-fact corpora are kept as clawboo_bench_kept_*), else a throwaway
+# cluster from scripts/pg-test-cluster.sh (fsync and synchronous_commit off: commits wait
+# for no disk, as SQLite's WAL with synchronous=NORMAL waits for none), else it is skipped.
+# PG=0 skips it. Give a password in PGPASSWORD or ~/.pgpass, not in PG_URL: every command
+# is printed with its flags.
 #
 # Exits non-zero if any measure failed (a failed call, a lost claim, RSS growth in the soak).
 set -uo pipefail
@@ -18,10 +29,22 @@ scale() { if [ "${QUICK:-0}" = 1 ]; then echo $(( ($1 + 9) / 10 )); else echo "$
 SOAK_MINUTES="${SOAK_MINUTES:-2}"
 [ "${QUICK:-0}" = 1 ] && SOAK_MINUTES="${SOAK_MINUTES_QUICK:-0.5}"
 
-cargo build --release --locked --bins || exit 1
-if [ ! -d crates/clawboo-bench/peer/node_modules/@modelcontextprotocol/server-everything ]; then
+BUILD_FLAGS=()
+[ "${FAST_BUILD:-0}" = 1 ] \
+  && BUILD_FLAGS=(--config profile.release.lto=false --config profile.release.codegen-units=16)
+cargo build --release --locked "${BUILD_FLAGS[@]}" --bins || exit 1
+if [ "${ONLY_PG:-0}" != 1 ] && [ ! -d crates/clawboo-bench/peer/node_modules/@modelcontextprotocol/server-everything ]; then
   (cd crates/clawboo-bench/peer && npm ci --no-audit --no-fund --loglevel=error) || exit 1
 fi
+
+PG_URL="${PG_URL:-}"
+OWN_CLUSTER=
+if [ "${PG:-1}" != 0 ] && [ -z "$PG_URL" ] && scripts/pg-test-cluster.sh bindir >/dev/null 2>&1; then
+  PG_URL="$(scripts/pg-test-cluster.sh start)" || exit 1
+  OWN_CLUSTER="$PG_URL"
+  trap 'scripts/pg-test-cluster.sh stop "$OWN_CLUSTER"' EXIT
+fi
+[ "${PG:-1}" = 0 ] && PG_URL=
 
 B=target/release/clawboo-bench
 OUT=target/bench-results.txt
@@ -31,60 +54,82 @@ OUT=target/bench-results.txt
     echo "\$ clawboo-bench $*"
     "$B" "$@" || { echo "FAILED: clawboo-bench $*"; failed=$((failed + 1)); }
   }
-  echo "# $(date -u '+%F %T UTC'), $(nproc) cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "# $(date -u '+%F %T UTC'), $(nproc) cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), load $(cut -d' ' -f1-3 /proc/loadavg)${BUILD_FLAGS[*]:+, release build with ${BUILD_FLAGS[*]}}"
+  if [ "${ONLY_PG:-0}" != 1 ]; then
+    echo "## physical limits"
+    run sqlite-commit --transactions "$(scale 50000)"
+    run echo --calls "$(scale 20000)" --windows 1,8 --sessions 1,8
 
-  echo "## physical limits"
-  run sqlite-commit --transactions "$(scale 50000)"
-  run echo --calls "$(scale 20000)" --windows 1,8 --sessions 1,8
+    echo "## cold start and idle RSS"
+    for s in tasks memory teamchat tools echo; do run cold-start --server "$s" --runs 30; done
+    run cold-start --server peer --runs 10
 
-  echo "## cold start and idle RSS"
-  for s in tasks memory teamchat tools echo; do run cold-start --server "$s" --runs 30; done
-  run cold-start --server peer --runs 10
+    echo "## tasks over stdio"
+    run stdio --tool get-task --tasks 1000 --calls "$(scale 20000)"
+    run stdio --tool get-task --tasks 100000 --calls "$(scale 20000)"
+    run stdio --tool claim-task --calls "$(scale 20000)"
+    run stdio --tool claim-task --calls "$(scale 20000)" --claim-order created
+    run stdio --tool create-subtask --calls "$(scale 20000)"
+    # Window 8 leaves the one-threaded server waiting on the client between group commits;
+    # window 32 saturates it: the writes' throughput (docs/BENCHMARKS.md, the window sweep).
+    run stdio --tool claim-task --calls "$(scale 20000)" --window 32
+    run stdio --tool create-subtask --calls "$(scale 20000)" --window 32
+    run stdio --tool list-tasks --tasks 1000 --calls "$(scale 300)" --warmup 10
+    run stdio --tool list-tasks --tasks 100000 --calls "$(scale 20)" --warmup 1
 
-  echo "## tasks over stdio"
-  run stdio --tool get-task --tasks 1000 --calls "$(scale 20000)"
-  run stdio --tool get-task --tasks 100000 --calls "$(scale 20000)"
-  run stdio --tool claim-task --calls "$(scale 20000)"
-  run stdio --tool claim-task --calls "$(scale 20000)" --claim-order created
-  run stdio --tool create-subtask --calls "$(scale 20000)"
-  # Window 8 leaves the one-threaded server waiting on the client between group commits;
-  # window 32 saturates it: the writes' throughput (docs/BENCHMARKS.md, the window sweep).
-  run stdio --tool claim-task --calls "$(scale 20000)" --window 32
-  run stdio --tool create-subtask --calls "$(scale 20000)" --window 32
-  run stdio --tool list-tasks --tasks 1000 --calls "$(scale 300)" --warmup 10
-  run stdio --tool list-tasks --tasks 100000 --calls "$(scale 20)" --warmup 1
+    echo "## memory over stdio"
+    run stdio --tool memory-save --calls "$(scale 5000)"
+    run stdio --tool memory-save --calls "$(scale 5000)" --window 32
+    # --settle: the text index fills on a thread of its own after the first search; the
+    # first 100k line measures searches while it fills (they rank in SQLite meanwhile).
+    for m in fts vector hybrid; do
+      run stdio --tool memory-search --mode "$m" --facts 10000 --window 8 --calls "$(scale 3000)" --settle 1
+    done
+    run stdio --tool memory-search --mode fts --facts 100000 --window 1 --calls "$(scale 300)" --warmup 1
+    for m in fts vector hybrid; do
+      run stdio --tool memory-search --mode "$m" --facts 100000 --window 1 --calls "$(scale 300)" --warmup 5 --settle 5
+    done
 
-  echo "## memory over stdio"
-  run stdio --tool memory-save --calls "$(scale 5000)"
-  run stdio --tool memory-save --calls "$(scale 5000)" --window 32
-  # --settle: the text index fills on a thread of its own after the first search; the
-  # first 100k line measures searches while it fills (they rank in SQLite meanwhile).
-  for m in fts vector hybrid; do
-    run stdio --tool memory-search --mode "$m" --facts 10000 --window 8 --calls "$(scale 3000)" --settle 1
-  done
-  run stdio --tool memory-search --mode fts --facts 100000 --window 1 --calls "$(scale 300)" --warmup 1
-  for m in fts vector hybrid; do
-    run stdio --tool memory-search --mode "$m" --facts 100000 --window 1 --calls "$(scale 300)" --warmup 5 --settle 5
-  done
+    echo "## team chat over stdio"
+    run stdio --tool team-chat-post --calls "$(scale 20000)"
+    run stdio --tool team-chat-subscribe --calls "$(scale 20000)"
 
-  echo "## team chat over stdio"
-  run stdio --tool team-chat-post --calls "$(scale 20000)"
-  run stdio --tool team-chat-subscribe --calls "$(scale 20000)"
+    echo "## Streamable HTTP (clawboo serve)"
+    for n in 1 8 64; do run http --tool get-task --sessions "$n" --calls "$(scale 20000)"; done
+    run http --tool claim-task --sessions 8 --calls "$(scale 20000)"
+    run http --tool create-subtask --sessions 8 --calls "$(scale 20000)"
+    run http --tool memory-save --sessions 8 --calls "$(scale 5000)"
+    run http --tool memory-search --mode fts --facts 10000 --sessions 8 --calls "$(scale 3000)" --settle 1
+    run http --tool team-chat-post --sessions 8 --calls "$(scale 20000)"
+    run http --tool team-chat-subscribe --sessions 64 --calls "$(scale 20000)"
 
-  echo "## Streamable HTTP (clawboo serve)"
-  for n in 1 8 64; do run http --tool get-task --sessions "$n" --calls "$(scale 20000)"; done
-  run http --tool claim-task --sessions 8 --calls "$(scale 20000)"
-  run http --tool create-subtask --sessions 8 --calls "$(scale 20000)"
-  run http --tool memory-save --sessions 8 --calls "$(scale 5000)"
-  run http --tool memory-search --mode fts --facts 10000 --sessions 8 --calls "$(scale 3000)" --settle 1
-  run http --tool team-chat-post --sessions 8 --calls "$(scale 20000)"
-  run http --tool team-chat-subscribe --sessions 64 --calls "$(scale 20000)"
+    echo "## contention"
+    run contention --tasks "$(scale 2000)" --stdio 4 --sessions 4
 
-  echo "## contention"
-  run contention --tasks "$(scale 2000)" --stdio 4 --sessions 4
+    echo "## soak"
+    run soak --minutes "$SOAK_MINUTES" --rate 200
+  fi
 
-  echo "## soak"
-  run soak --minutes "$SOAK_MINUTES" --rate 200
+  if [ -n "$PG_URL" ]; then
+    # The same measure on SQLite, then on a fresh PostgreSQL database of the same server.
+    both() { run "$@"; run --pg "$PG_URL" "$@"; }
+    echo "## PostgreSQL beside SQLite ($(psql "$PG_URL" -Atc 'SHOW server_version' 2>/dev/null || echo 'server version unknown'))"
+    run sqlite-commit --transactions "$(scale 50000)"
+    run --pg "$PG_URL" pg-commit --transactions "$(scale 50000)" --connections 1,8,32
+    both stdio --tool get-task --tasks 1000 --calls "$(scale 20000)"
+    both stdio --tool claim-task --calls "$(scale 20000)"
+    both stdio --tool claim-task --calls "$(scale 20000)" --window 32
+    both http --tool get-task --sessions 8 --calls "$(scale 20000)"
+    both http --tool claim-task --sessions 8 --calls "$(scale 20000)"
+    both stdio --tool memory-save --calls "$(scale 5000)"
+    both stdio --tool memory-search --mode fts --facts 10000 --window 8 --calls "$(scale 3000)" --settle 1
+    both stdio --tool memory-search --mode hybrid --facts 10000 --window 8 --calls "$(scale 3000)" --settle 1
+    both contention --tasks "$(scale 2000)" --stdio 4 --sessions 4
+    both fact-memory --facts "$(scale 10000),$(scale 100000)"
+    run --pg "$PG_URL" soak --minutes "$SOAK_MINUTES" --rate 200
+  else
+    echo "## PostgreSQL beside SQLite: skipped (no PG_URL and no PostgreSQL binaries, or PG=0)"
+  fi
 
   echo "# $failed failed"
   exit "$failed"

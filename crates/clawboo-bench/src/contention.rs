@@ -1,5 +1,5 @@
 //! Claims under contention: stdio server processes and HTTP sessions of one `clawboo serve`
-//! race to claim the same tasks on one database file. With `claim_task` every racer tries
+//! race to claim the same tasks on one database (a SQLite file or a PostgreSQL database). With `claim_task` every racer tries
 //! every task (each starting at a different place in the list); with `claim_next` the racers
 //! make as many calls as there are tasks, so each call must get a task of its own.
 //! Afterwards every task must have exactly one winner, and the database must name that
@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::{anyhow, bail};
-use clawboo_store::Store;
 use clawboo_store::board::{Scope, Status};
 use serde_json::{Value, json};
 
@@ -45,14 +44,14 @@ pub fn run(
     }
     // claim_next: each racer makes an equal share of the calls, one per task.
     let per_racer = tasks / racers;
-    let dir = tempfile::tempdir()?;
-    let db = dir.path().join("race.db");
-    let ids = Arc::new(seed::board(&db, tasks)?);
-    let serve = ServeProcess::start(&env.bin_dir, &db, &env.embeddings)?;
+    let fresh = env.backend.fresh()?;
+    let db = fresh.location();
+    let ids = Arc::new(seed::board(db, tasks)?);
+    let serve = ServeProcess::start(&env.bin_dir, db, &env.embeddings)?;
     let http = HttpLoad::open(&format!("{}/api/mcp/tasks", serve.base), sessions.max(1))?;
     let mut servers = Vec::with_capacity(stdio);
     for _ in 0..stdio {
-        let mut server = StdioServer::spawn(env.stdio_command("tasks", &db)?)?;
+        let mut server = StdioServer::spawn(env.stdio_command("tasks", db)?)?;
         server.initialize()?;
         servers.push(server);
     }
@@ -157,8 +156,9 @@ pub fn run(
         (tasks * racers, "claim_task")
     };
     println!(
-        "contention ({tool}): {stdio} stdio processes (window {window}) + {sessions} HTTP sessions racing for {tasks} tasks on one file: \
+        "contention ({tool}): {stdio} stdio processes (window {window}) + {sessions} HTTP sessions racing for {tasks} tasks on one {} database: \
          {:.0} claims/s won, {:.0} attempts/s, {:.2} s",
+        env.backend.name(),
         tasks as f64 / elapsed.as_secs_f64(),
         attempts as f64 / elapsed.as_secs_f64(),
         elapsed.as_secs_f64()
@@ -170,7 +170,7 @@ pub fn run(
     }
 
     // Exactly one winner per task, and the database agrees.
-    let store = Store::open(&db)?;
+    let store = fresh.open()?;
     let mut wrong = Vec::new();
     for (i, id) in ids.iter().enumerate() {
         let wins = tally.wins[i].load(Ordering::SeqCst);

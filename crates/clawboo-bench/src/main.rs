@@ -4,9 +4,12 @@
 //! `scripts/bench.sh` runs the whole set. See docs/BENCHMARKS.md for the figures.
 
 mod contention;
+mod db;
 mod echo;
+mod fact_memory;
 mod load;
 mod peer;
+mod pg_commit;
 mod procs;
 mod report;
 mod seed;
@@ -14,15 +17,17 @@ mod soak;
 mod workload;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
-use clawboo_store::Store;
+use clawboo_store::DbLocation;
 use serde_json::json;
+
+use crate::db::{Backend, db_arg};
 
 use crate::load::{HttpLoad, MakeCall, no_errors, round_robin, run_stdio};
 use crate::procs::{ServeProcess, StdioServer, clawboo_command, mib};
@@ -41,6 +46,15 @@ struct Cli {
     /// `CLAWBOO_EMBEDDINGS` for the servers and the seeded facts.
     #[arg(long, global = true, default_value = "builtin")]
     embeddings: String,
+    /// One database (a SQLite file or a postgres:// URL) every measure seeds and runs on,
+    /// instead of a fresh one each.
+    #[arg(long, global = true, value_name = "PATH|URL")]
+    db: Option<PathBuf>,
+    /// A PostgreSQL server (postgres:// URL) to run every measure on: each gets a fresh
+    /// database created there and dropped after; large seeded corpora are kept there as
+    /// `clawboo_bench_kept_*`. Without it (and without `--db`) measures run on SQLite files.
+    #[arg(long, global = true, value_name = "URL")]
+    pg: Option<String>,
     #[command(subcommand)]
     command: BenchCommand,
 }
@@ -94,6 +108,14 @@ enum BenchCommand {
         #[arg(long, default_value_t = 50_000)]
         transactions: usize,
     },
+    /// PostgreSQL's limit, measured as `sqlite-commit` measures SQLite's: `BEGIN; UPDATE
+    /// (one row); COMMIT` transactions per second over `--connections` connections, each
+    /// updating a row of its own (on a fresh database of `--pg`, or on `--db`).
+    PgCommit(pg_commit::PgCommitArgs),
+    /// What a stored fact costs in memory: private RSS of `clawboo serve` and of a stdio
+    /// memory server over `--facts` facts (after searches in every mode), less the same
+    /// server's over an empty database, per fact.
+    FactMemory(fact_memory::FactMemoryArgs),
     /// Processes racing claims on one database: `--stdio` clawboo-mcp-tasks processes and
     /// `--sessions` HTTP sessions of one `clawboo serve`, every racer claiming every task.
     Contention {
@@ -200,11 +222,13 @@ pub struct Env {
     pub data_dir: PathBuf,
     /// `CLAWBOO_EMBEDDINGS` value.
     pub embeddings: String,
+    /// The backend every measure runs on.
+    pub backend: Backend,
 }
 
 impl Env {
     /// A stdio server of ours (`tasks`, `memory`, `teamchat`, `tools`, or `echo`) on `db`.
-    pub fn stdio_command(&self, server: &str, db: &Path) -> anyhow::Result<Command> {
+    pub fn stdio_command(&self, server: &str, db: &DbLocation) -> anyhow::Result<Command> {
         if server == "echo" {
             return peer::ours_stdio();
         }
@@ -213,7 +237,7 @@ impl Env {
             &format!("clawboo-mcp-{server}"),
             &self.embeddings,
         );
-        cmd.arg("--db").arg(db);
+        cmd.arg("--db").arg(db_arg(db));
         Ok(cmd)
     }
 }
@@ -234,6 +258,7 @@ fn main() -> anyhow::Result<()> {
         bin_dir,
         data_dir,
         embeddings: cli.embeddings,
+        backend: Backend::from_flags(cli.db.as_deref(), cli.pg.as_deref())?,
     };
     match cli.command {
         BenchCommand::ColdStart { server, runs } => cold_start(&env, server, runs),
@@ -250,6 +275,8 @@ fn main() -> anyhow::Result<()> {
             peer,
         } => echo_side_by_side(calls, &windows, &sessions, &peer),
         BenchCommand::SqliteCommit { transactions } => sqlite_commit(transactions),
+        BenchCommand::PgCommit(args) => pg_commit::run(&env, &args),
+        BenchCommand::FactMemory(args) => fact_memory::run(&env, &args),
         BenchCommand::Contention {
             tasks,
             stdio,
@@ -266,9 +293,9 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn cold_start(env: &Env, server: ColdServer, runs: usize) -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let db = dir.path().join("bench.db");
-    Store::open(&db)?;
+    let fresh = env.backend.fresh()?;
+    fresh.open()?;
+    let db = fresh.location();
     let peer_args = PeerArgs {
         node: "node".into(),
         peer_dir: None,
@@ -276,19 +303,19 @@ fn cold_start(env: &Env, server: ColdServer, runs: usize) -> anyhow::Result<()> 
     let (name, make): (&str, Box<dyn Fn() -> anyhow::Result<Command>>) = match server {
         ColdServer::Tasks => (
             "clawboo-mcp-tasks",
-            Box::new(|| env.stdio_command("tasks", &db)),
+            Box::new(|| env.stdio_command("tasks", db)),
         ),
         ColdServer::Memory => (
             "clawboo-mcp-memory",
-            Box::new(|| env.stdio_command("memory", &db)),
+            Box::new(|| env.stdio_command("memory", db)),
         ),
         ColdServer::Teamchat => (
             "clawboo-mcp-teamchat",
-            Box::new(|| env.stdio_command("teamchat", &db)),
+            Box::new(|| env.stdio_command("teamchat", db)),
         ),
         ColdServer::Tools => (
             "clawboo-mcp-tools",
-            Box::new(|| env.stdio_command("tools", &db)),
+            Box::new(|| env.stdio_command("tools", db)),
         ),
         ColdServer::Echo => ("our echo server", Box::new(peer::ours_stdio)),
         ColdServer::Peer => (
@@ -322,7 +349,8 @@ fn cold_start(env: &Env, server: ColdServer, runs: usize) -> anyhow::Result<()> 
     rss.sort();
     private.sort();
     println!(
-        "cold start of {name} to first tools/list ({runs} runs): min {:.2} ms, median {:.2} ms, p90 {:.2} ms; idle RSS median {} (private {})",
+        "cold start of {name} [{}] to first tools/list ({runs} runs): min {:.2} ms, median {:.2} ms, p90 {:.2} ms; idle RSS median {} (private {})",
+        env.backend.name(),
         times[0].as_secs_f64() * 1e3,
         percentile(&times, 0.5).as_secs_f64() * 1e3,
         percentile(&times, 0.9).as_secs_f64() * 1e3,
@@ -342,7 +370,31 @@ fn workload(env: &Env, load: &LoadArgs) -> anyhow::Result<Arc<Workload>> {
         claim_order: load.claim_order,
         embeddings: env.embeddings.clone(),
         data_dir: env.data_dir.clone(),
+        backend: env.backend.clone(),
     })?))
+}
+
+/// PostgreSQL's CPU over a measured phase (nothing on SQLite).
+struct DatabaseCpu(Option<(db::ServerCpu, f64)>);
+
+impl DatabaseCpu {
+    fn start(location: &DbLocation) -> anyhow::Result<DatabaseCpu> {
+        Ok(DatabaseCpu(match db::ServerCpu::probe(location) {
+            Some(cpu) => {
+                let before = cpu.seconds()?;
+                Some((cpu, before))
+            }
+            None => None,
+        }))
+    }
+
+    /// Seconds spent since [`DatabaseCpu::start`].
+    fn spent(&self) -> anyhow::Result<Option<f64>> {
+        self.0
+            .as_ref()
+            .map(|(cpu, before)| Ok(cpu.seconds()? - before))
+            .transpose()
+    }
 }
 
 /// Wait `--settle` seconds (see [`LoadArgs::settle`]).
@@ -378,7 +430,9 @@ fn stdio(env: &Env, load: &LoadArgs, window: usize, clients: usize) -> anyhow::R
     run_stdio(&mut servers, &warm, window, &*make, &no_errors)?.ensure_ok("warm-up")?;
     settle(load);
     let plan = round_robin(load.warmup, load.calls, servers.len());
-    let report = run_stdio(&mut servers, &plan, window, &*make, &no_errors)?;
+    let database = DatabaseCpu::start(workload.db())?;
+    let mut report = run_stdio(&mut servers, &plan, window, &*make, &no_errors)?;
+    report.database_cpu_seconds = database.spent()?;
     for server in servers {
         server.finish()?;
     }
@@ -411,7 +465,9 @@ fn http(env: &Env, load: &LoadArgs, sessions: usize) -> anyhow::Result<()> {
         .ensure_ok("warm-up")?;
     settle(load);
     let plan = round_robin(load.warmup, load.calls, clients.sessions());
-    let report = clients.run(&plan, make, check, Some(pid))?;
+    let database = DatabaseCpu::start(workload.db())?;
+    let mut report = clients.run(&plan, make, check, Some(pid))?;
+    report.database_cpu_seconds = database.spent()?;
     clients.close();
     println!(
         "server idle RSS {} (after start, before any session)",

@@ -9,15 +9,17 @@ use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use clawboo_store::DbLocation;
 use serde_json::{Value, json};
 
 /// Environment a benchmarked server must not inherit (it would change what is measured).
-const CLEARED_ENV: [&str; 5] = [
+const CLEARED_ENV: [&str; 6] = [
     "STUDIO_ACCESS_TOKEN",
     "CLAWBOO_ALLOW_INSECURE",
     "CLAWBOO_ALLOWED_HOSTS",
     "CLAWBOO_MCP_BIN_DIR",
     "CLAWBOO_DB_PATH",
+    "CLAWBOO_PG_POOL",
 ];
 
 /// A clawboo binary from `bin_dir`, with a clean environment and the embedder chosen by
@@ -45,17 +47,59 @@ pub struct ProcUsage {
     pub peak_rss_kib: u64,
 }
 
-/// Read `pid`'s usage from `/proc`.
-pub fn proc_usage(pid: u32) -> anyhow::Result<ProcUsage> {
+/// The fields of `/proc/<pid>/stat` after the parenthesised command name: `[1]` is the
+/// parent, `[11]`/`[12]` user and system ticks, `[13]`/`[14]` those of reaped children.
+fn stat_fields(pid: u32) -> anyhow::Result<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .with_context(|| format!("process {pid} is gone"))?;
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     let after = stat.rsplit_once(')').context("bad /proc stat")?.1;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    if fields.len() < 13 {
+    let fields: Vec<String> = after.split_whitespace().map(str::to_owned).collect();
+    if fields.len() < 15 {
         bail!("short /proc/{pid}/stat");
     }
-    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
+    Ok(fields)
+}
+
+/// The sum of stat fields `at` of `fields`, as seconds of CPU.
+fn ticks(fields: &[String], at: &[usize]) -> anyhow::Result<f64> {
+    let mut sum = 0.0;
+    for &i in at {
+        sum += fields[i].parse::<f64>()?;
+    }
+    Ok(sum / clock_ticks_per_second())
+}
+
+/// The parent of process `pid`.
+pub fn parent_pid(pid: u32) -> anyhow::Result<u32> {
+    Ok(stat_fields(pid)?[1].parse()?)
+}
+
+/// CPU seconds a process family has spent: `parent` itself, its children that ended, and
+/// its live children (a PostgreSQL server: the postmaster, its background processes and
+/// one backend per connection).
+pub fn family_cpu_seconds(parent: u32) -> anyhow::Result<f64> {
+    let mut total = ticks(&stat_fields(parent)?, &[11, 12, 13, 14])?;
+    for entry in std::fs::read_dir("/proc")? {
+        let Some(pid) = entry?
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // A process may end between the listing and the read.
+        if let Ok(fields) = stat_fields(pid)
+            && fields[1] == parent.to_string()
+        {
+            total += ticks(&fields, &[11, 12])?;
+        }
+    }
+    Ok(total)
+}
+
+/// Read `pid`'s usage from `/proc`.
+pub fn proc_usage(pid: u32) -> anyhow::Result<ProcUsage> {
+    let fields = stat_fields(pid)?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let kib = |key: &str| -> u64 {
         status
@@ -66,7 +110,7 @@ pub fn proc_usage(pid: u32) -> anyhow::Result<ProcUsage> {
             .unwrap_or(0)
     };
     Ok(ProcUsage {
-        cpu_seconds: ticks / clock_ticks_per_second(),
+        cpu_seconds: ticks(&fields, &[11, 12])?,
         rss_kib: kib("VmRSS:"),
         anon_rss_kib: kib("RssAnon:"),
         peak_rss_kib: kib("VmHWM:"),
@@ -240,10 +284,14 @@ pub struct ServeProcess {
 impl ServeProcess {
     /// Start `clawboo serve` on `db`, bound to a free loopback port; returns once the
     /// listening line is printed (the socket is bound by then).
-    pub fn start(bin_dir: &Path, db: &Path, embeddings: &str) -> anyhow::Result<ServeProcess> {
+    pub fn start(
+        bin_dir: &Path,
+        db: &DbLocation,
+        embeddings: &str,
+    ) -> anyhow::Result<ServeProcess> {
         let mut cmd = clawboo_command(bin_dir, "clawboo", embeddings);
         cmd.args(["serve", "--bind", "127.0.0.1:0", "--db"])
-            .arg(db)
+            .arg(crate::db::db_arg(db))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());

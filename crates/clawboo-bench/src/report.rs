@@ -29,6 +29,8 @@ pub struct LoadReport {
     pub first_error: Option<String>,
     /// Server CPU seconds spent during the phase (all server processes), when known.
     pub server_cpu_seconds: Option<f64>,
+    /// CPU seconds the PostgreSQL server spent during the phase, when on PostgreSQL.
+    pub database_cpu_seconds: Option<f64>,
     /// Server resident set at the end, KiB (summed over processes), when known.
     pub server_rss_kib: Option<u64>,
     /// The private part of it (`RssAnon`), KiB, when known.
@@ -74,6 +76,12 @@ impl LoadReport {
         if let Some(cpu) = self.server_cpu_seconds {
             out += &format!(
                 ", server CPU {:.1} µs/call",
+                cpu / calls.max(1) as f64 * 1e6
+            );
+        }
+        if let Some(cpu) = self.database_cpu_seconds {
+            out += &format!(
+                ", PostgreSQL CPU {:.1} µs/call",
                 cpu / calls.max(1) as f64 * 1e6
             );
         }

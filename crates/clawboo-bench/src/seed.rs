@@ -2,17 +2,17 @@
 //! store's own API (so the rows are what the servers would write), and a deterministic
 //! text generator for fact contents and queries.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
 
-use anyhow::Context;
 use clawboo_embed::Embedder;
 use clawboo_embed::select::{EMBEDDINGS_ENV, EmbedConfig};
-use clawboo_store::Store;
+use clawboo_store::DbLocation;
 use clawboo_store::board::{CreatePolicy, NewTask};
 use clawboo_store::chat::{PostKind, team_room};
 use clawboo_store::memory::{Memory, NewFact};
+
+use crate::db::{self, Backend, BenchDb};
 
 /// The team every seeded row belongs to.
 pub const TEAM: &str = "bench";
@@ -80,8 +80,8 @@ pub fn embedder(embeddings: &str) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
 }
 
 /// `n` todo tasks of team [`TEAM`] on `db`, created uncapped; their ids.
-pub fn board(db: &Path, n: usize) -> anyhow::Result<Vec<String>> {
-    let store = Store::open(db)?;
+pub fn board(db: &DbLocation, n: usize) -> anyhow::Result<Vec<String>> {
+    let store = db::open(db)?;
     let mut ids = Vec::with_capacity(n);
     for i in 0..n {
         let task = store.create_task(
@@ -99,8 +99,8 @@ pub fn board(db: &Path, n: usize) -> anyhow::Result<Vec<String>> {
 }
 
 /// `posts` chat posts in team [`TEAM`]'s room on `db`.
-pub fn chat_room(db: &Path, posts: usize) -> anyhow::Result<()> {
-    let store = Store::open(db)?;
+pub fn chat_room(db: &DbLocation, posts: usize) -> anyhow::Result<()> {
+    let store = db::open(db)?;
     let room = team_room(TEAM);
     let mut rng = Rng::new(3);
     for i in 0..posts {
@@ -120,41 +120,17 @@ pub fn fact(rng: &mut Rng, i: usize) -> (String, String, String, Option<&'static
     (title, content, format!("t{}", i % 50), team)
 }
 
-/// A database kept as `data_dir/<name>` between runs, seeded by `fill` the first time
-/// (into a temporary name, so an interrupted seeding is never reused).
-pub fn kept_db(
-    data_dir: &Path,
-    name: &str,
-    fill: impl FnOnce(&Path) -> anyhow::Result<()>,
-) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("cannot create {}", data_dir.display()))?;
-    let path = data_dir.join(name);
-    if path.exists() {
-        return Ok(path);
-    }
-    let partial = data_dir.join(format!("{name}.partial"));
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", partial.display()));
-    }
-    let started = Instant::now();
-    fill(&partial)?;
-    // Every connection is closed, so SQLite has folded the WAL into the file.
-    std::fs::rename(&partial, &path)?;
-    eprintln!(
-        "seeded {} in {:.1} s (kept for later runs)",
-        path.display(),
-        started.elapsed().as_secs_f64()
-    );
-    Ok(path)
-}
-
 /// A database with `n` facts saved through `Memory::save_fact` with the embedder of
-/// `embeddings`, its full-text index then merged as an idle server merges it, kept in
-/// `data_dir` (seeding 100k facts takes minutes; searches only read).
-pub fn memory_db(data_dir: &Path, n: usize, embeddings: &str) -> anyhow::Result<PathBuf> {
-    kept_db(data_dir, &format!("memory-{n}-{embeddings}.db"), |path| {
-        let store = Arc::new(Store::open(path)?);
+/// `embeddings`, its full-text index then merged as an idle server merges it, kept between
+/// runs (seeding 100k facts takes minutes; searches only read).
+pub fn memory_db(
+    backend: &Backend,
+    data_dir: &Path,
+    n: usize,
+    embeddings: &str,
+) -> anyhow::Result<BenchDb> {
+    backend.kept(data_dir, &format!("memory-{n}-{embeddings}"), |db| {
+        let store = Arc::new(db::open(db)?);
         let memory = Memory::new(Arc::clone(&store), embedder(embeddings)?);
         let mut rng = Rng::new(42);
         for i in 0..n {
@@ -173,11 +149,9 @@ pub fn memory_db(data_dir: &Path, n: usize, embeddings: &str) -> anyhow::Result<
     })
 }
 
-/// A board of `n` tasks kept in `data_dir` (the read workloads never change it).
-pub fn board_db(data_dir: &Path, n: usize) -> anyhow::Result<PathBuf> {
-    kept_db(data_dir, &format!("board-{n}.db"), |path| {
-        board(path, n).map(drop)
-    })
+/// A board of `n` tasks kept between runs (the read workloads never change it).
+pub fn board_db(backend: &Backend, data_dir: &Path, n: usize) -> anyhow::Result<BenchDb> {
+    backend.kept(data_dir, &format!("board-{n}"), |db| board(db, n).map(drop))
 }
 
 /// Three-word queries over the same vocabulary as the facts.

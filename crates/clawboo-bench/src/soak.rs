@@ -1,16 +1,17 @@
 //! Soak: a real `clawboo serve` on loopback under a steady rate of mixed calls for minutes,
 //! its RSS sampled every few seconds. Fails (non-zero exit) on any error, or when private RSS
 //! (`RssAnon`; file-backed pages such as the mapped database grow with the file, not with a
-//! leak) after the warm-up grows more than the tolerance above the warm-up's highest.
+//! leak) after the warm-up grows more than the tolerance above the warm-up's highest, plus
+//! what the facts the run stored since then may hold: the memory server keeps every fact's
+//! vector and text postings in memory by design, so a run that stores tens of thousands of
+//! facts grows by that much without leaking anything.
 //!
 //! Each worker holds one session per MCP server (tasks, memory, teamchat) and cycles through
 //! create_subtask → get_task → claim_task → update_task_status(done) → list_tasks (in
 //! progress) → memory_save → memory_search (fts) → team_chat_post → team_chat_subscribe
 //! (from its cursor), opening a new parent through REST every 24 subtasks (the child cap).
-//! Searches use full text: the vector index grows with the corpus by design and is reported
-//! separately in docs/BENCHMARKS.md.
+//! Searches use full text.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -46,18 +47,23 @@ pub struct SoakArgs {
     /// Warm-up seconds (default: a quarter of the run, at most 60).
     #[arg(long)]
     warmup_secs: Option<u64>,
-    /// Allowed private RSS growth after warm-up over the warm-up's highest sample, MiB.
+    /// Allowed private RSS growth after warm-up over the warm-up's highest sample, MiB,
+    /// besides what the stored facts may hold.
     #[arg(long, default_value_t = 8.0)]
     tolerance_mib: f64,
-    /// Database file (default: a fresh temporary one).
-    #[arg(long)]
-    db: Option<PathBuf>,
+    /// What one fact stored after the warm-up may add to the server's private memory, KiB
+    /// (`clawboo-bench fact-memory` measures it per backend; the default leaves a margin
+    /// over both).
+    #[arg(long, default_value_t = 4.0)]
+    kib_per_fact: f64,
 }
 
 /// Counters the workers share with the sampler.
 #[derive(Default)]
 struct Progress {
     calls: AtomicUsize,
+    /// Facts `memory_save` stored.
+    facts: AtomicUsize,
     errors: AtomicUsize,
     first_errors: Mutex<Vec<String>>,
 }
@@ -131,7 +137,7 @@ impl Worker {
     }
 
     /// Step `step` of the cycle (one call, or a REST parent creation plus one call).
-    async fn step(&mut self, step: usize) -> anyhow::Result<()> {
+    async fn step(&mut self, step: usize) -> anyhow::Result<Stored> {
         match step % 9 {
             0 => {
                 if self.parent.is_none() || self.children >= MAX_CHILDREN {
@@ -199,6 +205,7 @@ impl Worker {
                     json!({"title": title, "content": content, "tags": [tag], "scopeTeamId": TEAM}),
                 )
                 .await?;
+                return Ok(Stored::Fact);
             }
             6 => {
                 let query = seed::sentence(&mut self.rng, 3);
@@ -230,8 +237,15 @@ impl Worker {
                 self.chat_cursor = out["nextSeq"].as_i64().unwrap_or(since);
             }
         }
-        Ok(())
+        Ok(Stored::Other)
     }
+}
+
+/// What a step stored, for the memory verdict.
+#[derive(PartialEq, Eq)]
+enum Stored {
+    Fact,
+    Other,
 }
 
 #[derive(Clone, Copy)]
@@ -243,12 +257,8 @@ enum Server {
 
 /// Run the soak; `Err` (non-zero exit) on any error or RSS growth.
 pub fn run(env: &Env, args: &SoakArgs) -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let db = args
-        .db
-        .clone()
-        .unwrap_or_else(|| dir.path().join("soak.db"));
-    let serve = ServeProcess::start(&env.bin_dir, &db, &env.embeddings)?;
+    let db = env.backend.fresh()?;
+    let serve = ServeProcess::start(&env.bin_dir, db.location(), &env.embeddings)?;
     let pid = serve.pid();
     let duration = Duration::from_secs_f64(args.minutes.max(0.0) * 60.0);
     let warmup = Duration::from_secs(
@@ -261,13 +271,15 @@ pub fn run(env: &Env, args: &SoakArgs) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let idle = proc_usage(pid)?;
     println!(
-        "soak: clawboo serve (pid {pid}) at {}, {} calls/s over {workers} workers for {:.1} min, warm-up {} s, RSS sampled every {} s, tolerance {:.1} MiB; idle RSS {}",
+        "soak: clawboo serve (pid {pid}) at {} on {}, {} calls/s over {workers} workers for {:.1} min, warm-up {} s, RSS sampled every {} s, tolerance {:.1} MiB + {:.1} KiB a fact stored after warm-up; idle RSS {}",
         serve.base,
+        env.backend.name(),
         args.rate,
         args.minutes,
         warmup.as_secs(),
         args.sample_secs,
         args.tolerance_mib,
+        args.kib_per_fact,
         mib(idle.rss_kib)
     );
 
@@ -285,8 +297,12 @@ pub fn run(env: &Env, args: &SoakArgs) -> anyhow::Result<()> {
                 let mut step = 0;
                 while !stop.load(Ordering::SeqCst) {
                     tick.tick().await;
-                    if let Err(e) = worker.step(step).await {
-                        progress.fail(format!("{}: {e:#}", worker.name));
+                    match worker.step(step).await {
+                        Ok(Stored::Fact) => {
+                            progress.facts.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Ok(Stored::Other) => {}
+                        Err(e) => progress.fail(format!("{}: {e:#}", worker.name)),
                     }
                     progress.calls.fetch_add(1, Ordering::SeqCst);
                     step += 1;
@@ -294,7 +310,7 @@ pub fn run(env: &Env, args: &SoakArgs) -> anyhow::Result<()> {
             }));
         }
         let started = Instant::now();
-        let mut samples: Vec<(Duration, u64)> = Vec::new();
+        let mut samples: Vec<Sample> = Vec::new();
         let mut tick = tokio::time::interval(Duration::from_secs(args.sample_secs.max(1)));
         loop {
             tick.tick().await;
@@ -302,13 +318,19 @@ pub fn run(env: &Env, args: &SoakArgs) -> anyhow::Result<()> {
             let usage = proc_usage(pid).context("clawboo serve is gone")?;
             // Judged on private memory: file-backed pages (code, the mapped database)
             // grow with the file, not with a leak.
-            samples.push((at, usage.anon_rss_kib));
+            let facts = progress.facts.load(Ordering::SeqCst);
+            samples.push(Sample {
+                at,
+                private_kib: usage.anon_rss_kib,
+                facts,
+            });
             println!(
-                "  t={:>5.0} s  RSS {:>9}  private {:>9}  calls {:>8}  errors {}{}",
+                "  t={:>5.0} s  RSS {:>9}  private {:>9}  calls {:>8}  facts {:>7}  errors {}{}",
                 at.as_secs_f64(),
                 mib(usage.rss_kib),
                 mib(usage.anon_rss_kib),
                 progress.calls.load(Ordering::SeqCst),
+                facts,
                 progress.errors.load(Ordering::SeqCst),
                 if at < warmup { "  (warm-up)" } else { "" }
             );
@@ -327,8 +349,8 @@ pub fn run(env: &Env, args: &SoakArgs) -> anyhow::Result<()> {
 
     let calls = progress.calls.load(Ordering::SeqCst);
     let errors = progress.errors.load(Ordering::SeqCst);
-    let elapsed = samples.last().map_or(Duration::ZERO, |s| s.0);
-    let verdict = judge(&samples, warmup, args.tolerance_mib);
+    let elapsed = samples.last().map_or(Duration::ZERO, |s| s.at);
+    let verdict = judge(&samples, warmup, args.tolerance_mib, args.kib_per_fact);
     println!(
         "soak: {calls} calls in {:.0} s ({:.0} calls/s achieved of {} asked), {errors} errors; {}; peak RSS {}",
         elapsed.as_secs_f64(),
@@ -352,39 +374,70 @@ pub fn run(env: &Env, args: &SoakArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether RSS stayed flat after warm-up.
+/// One RSS sample.
+struct Sample {
+    /// Since the workers started.
+    at: Duration,
+    /// Private RSS (`RssAnon`), KiB.
+    private_kib: u64,
+    /// Facts stored by then.
+    facts: usize,
+}
+
+/// Whether RSS stayed within what the run stored after warm-up.
 struct Verdict {
     flat: bool,
     summary: String,
 }
 
-/// Compare every sample after `warmup` with the highest sample during warm-up.
-fn judge(samples: &[(Duration, u64)], warmup: Duration, tolerance_mib: f64) -> Verdict {
+/// Compare every sample after `warmup` with the highest sample during warm-up, allowing
+/// `tolerance_mib` plus `kib_per_fact` for each fact stored since that highest sample.
+fn judge(samples: &[Sample], warmup: Duration, tolerance_mib: f64, kib_per_fact: f64) -> Verdict {
     let baseline = samples
         .iter()
-        .filter(|(at, _)| *at < warmup)
-        .map(|s| s.1)
-        .max();
-    let after: Vec<u64> = samples
-        .iter()
-        .filter(|(at, _)| *at >= warmup)
-        .map(|s| s.1)
-        .collect();
-    let (Some(baseline), Some(&highest)) = (baseline, after.iter().max()) else {
+        .filter(|s| s.at < warmup)
+        .max_by_key(|s| (s.private_kib, s.at));
+    let after: Vec<&Sample> = samples.iter().filter(|s| s.at >= warmup).collect();
+    let Some(baseline) = baseline.filter(|_| !after.is_empty()) else {
         return Verdict {
             flat: false,
             summary: "too short to judge: no samples both during and after warm-up".into(),
         };
     };
-    let growth_mib = (highest as f64 - baseline as f64) / 1024.0;
-    let last = after.last().copied().unwrap_or(highest);
+    let allowed_kib = |s: &Sample| {
+        let stored = s.facts.saturating_sub(baseline.facts) as f64;
+        tolerance_mib * 1024.0 + stored * kib_per_fact
+    };
+    let growth_kib = |s: &Sample| s.private_kib as f64 - baseline.private_kib as f64;
+    // The sample that used most of its allowance.
+    let worst = after
+        .iter()
+        .max_by(|a, b| {
+            (growth_kib(a) - allowed_kib(a)).total_cmp(&(growth_kib(b) - allowed_kib(b)))
+        })
+        .copied()
+        .unwrap_or(baseline);
+    let last = after.last().copied().unwrap_or(worst);
+    let stored = last.facts.saturating_sub(baseline.facts);
+    let per_fact = if stored > 0 {
+        format!(
+            ", {:.2} KiB a fact stored",
+            growth_kib(last).max(0.0) / stored as f64
+        )
+    } else {
+        String::new()
+    };
     Verdict {
-        flat: growth_mib <= tolerance_mib,
+        flat: growth_kib(worst) <= allowed_kib(worst),
         summary: format!(
-            "private RSS after warm-up: highest {} vs warm-up highest {} ({growth_mib:+.1} MiB, tolerance {tolerance_mib:.1} MiB), last {}",
-            mib(highest),
-            mib(baseline),
-            mib(last)
+            "private RSS after warm-up: at most {:+.1} MiB over warm-up's highest {} where {:.1} MiB was allowed \
+             ({tolerance_mib:.1} MiB + {kib_per_fact:.1} KiB for each of the {} facts stored by then); last {} \
+             after {stored} facts stored since warm-up{per_fact}",
+            growth_kib(worst) / 1024.0,
+            mib(baseline.private_kib),
+            allowed_kib(worst) / 1024.0,
+            worst.facts.saturating_sub(baseline.facts),
+            mib(last.private_kib),
         ),
     }
 }
@@ -393,19 +446,33 @@ fn judge(samples: &[(Duration, u64)], warmup: Duration, tolerance_mib: f64) -> V
 mod tests {
     use super::*;
 
-    fn samples(rss_mib: &[u64]) -> Vec<(Duration, u64)> {
-        rss_mib
+    /// Whether samples 10 s apart (private RSS in MiB, `facts_per_sample` facts stored
+    /// between two) pass with a 25 s warm-up, 4 MiB of tolerance and 2 KiB a fact.
+    fn passes(rss_mib: &[u64], facts_per_sample: usize) -> bool {
+        let samples: Vec<Sample> = rss_mib
             .iter()
             .enumerate()
-            .map(|(i, m)| (Duration::from_secs(i as u64 * 10), m * 1024))
-            .collect()
+            .map(|(i, m)| Sample {
+                at: Duration::from_secs(i as u64 * 10),
+                private_kib: m * 1024,
+                facts: i * facts_per_sample,
+            })
+            .collect();
+        judge(&samples, Duration::from_secs(25), 4.0, 2.0).flat
     }
 
     #[test]
     fn flat_within_tolerance_passes_and_growth_fails() {
-        let warmup = Duration::from_secs(25);
-        assert!(judge(&samples(&[10, 14, 15, 16, 17, 18]), warmup, 4.0).flat);
-        assert!(!judge(&samples(&[10, 14, 15, 16, 20, 30]), warmup, 4.0).flat);
-        assert!(!judge(&samples(&[10, 14]), warmup, 4.0).flat);
+        assert!(passes(&[10, 14, 15, 16, 17, 18], 0));
+        assert!(!passes(&[10, 14, 15, 16, 20, 30], 0));
+        assert!(!passes(&[10, 14], 0));
+    }
+
+    #[test]
+    fn growth_the_stored_facts_account_for_passes() {
+        // 2,048 facts between samples may add 4 MiB each time, on top of the 4 MiB.
+        assert!(passes(&[10, 14, 15, 19, 24, 28], 2048));
+        // Beyond it: 13 MiB over the baseline after 2 × 2,048 facts (4 + 8 allowed).
+        assert!(!passes(&[10, 14, 15, 19, 28, 28], 2048));
     }
 }

@@ -1,14 +1,14 @@
 //! What a throughput run calls: the tool, the data it starts from, and call number `n`'s
 //! arguments. The same workload runs over stdio and over HTTP.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::ValueEnum;
-use clawboo_store::Store;
+use clawboo_store::DbLocation;
 use clawboo_store::board::{MAX_CHILDREN, TaskFilter};
 use serde_json::{Value, json};
-use tempfile::TempDir;
 
+use crate::db::{Backend, BenchDb};
 use crate::seed::{self, Rng, TEAM};
 
 /// Posts in the room `team_chat_subscribe` reads.
@@ -93,15 +93,16 @@ pub struct WorkloadSpec {
     pub claim_order: ClaimOrder,
     /// `CLAWBOO_EMBEDDINGS` of the servers.
     pub embeddings: String,
-    /// Where slow-to-seed databases are kept between runs.
+    /// Where slow-to-seed SQLite files are kept between runs.
     pub data_dir: PathBuf,
+    /// The backend the data is on.
+    pub backend: Backend,
 }
 
 /// A prepared workload: its database and the data its calls refer to.
 pub struct Workload {
     spec: WorkloadSpec,
-    db: PathBuf,
-    _dir: Option<TempDir>,
+    db: BenchDb,
     ids: Vec<String>,
     queries: Vec<String>,
 }
@@ -110,68 +111,62 @@ impl Workload {
     /// Seed the data `spec` needs (a fresh temporary database for writing workloads, a
     /// kept one for large read-only corpora).
     pub fn prepare(spec: WorkloadSpec) -> anyhow::Result<Workload> {
-        let dir = tempfile::tempdir()?;
-        let fresh = dir.path().join("bench.db");
         let mut ids = Vec::new();
         let mut queries = Vec::new();
+        let ready = TaskFilter {
+            ready: true,
+            ..TaskFilter::default()
+        };
         let db = match spec.tool {
             BenchTool::GetTask | BenchTool::ListTasks => {
-                let db = seed::board_db(&spec.data_dir, spec.tasks)?;
-                ids = Store::open(&db)?
-                    .list_tasks(&TaskFilter::default())?
-                    .into_iter()
-                    .map(|t| t.id)
-                    .collect();
+                let db = seed::board_db(&spec.backend, &spec.data_dir, spec.tasks)?;
+                ids = task_ids(&db, &TaskFilter::default())?;
                 db
             }
             BenchTool::ClaimTask => {
-                ids = seed::board(&fresh, spec.total_calls)?;
+                let db = spec.backend.fresh()?;
+                ids = seed::board(db.location(), spec.total_calls)?;
                 if spec.claim_order == ClaimOrder::Board {
-                    let ready = TaskFilter {
-                        ready: true,
-                        ..TaskFilter::default()
-                    };
-                    ids = Store::open(&fresh)?
-                        .list_tasks(&ready)?
-                        .into_iter()
-                        .map(|t| t.id)
-                        .collect();
+                    ids = task_ids(&db, &ready)?;
                 }
-                fresh
+                db
             }
             BenchTool::ClaimNext => {
-                seed::board(&fresh, spec.total_calls)?;
-                fresh
+                let db = spec.backend.fresh()?;
+                seed::board(db.location(), spec.total_calls)?;
+                db
             }
             BenchTool::CreateSubtask => {
-                ids = seed::board(&fresh, spec.total_calls / MAX_CHILDREN as usize + 1)?;
-                fresh
+                let db = spec.backend.fresh()?;
+                ids = seed::board(db.location(), spec.total_calls / MAX_CHILDREN as usize + 1)?;
+                db
             }
             BenchTool::MemorySearch => {
                 queries = seed::queries(QUERIES);
-                seed::memory_db(&spec.data_dir, spec.facts, &spec.embeddings)?
+                seed::memory_db(&spec.backend, &spec.data_dir, spec.facts, &spec.embeddings)?
             }
             BenchTool::TeamChatSubscribe => {
-                seed::chat_room(&fresh, ROOM_POSTS)?;
-                fresh
+                let db = spec.backend.fresh()?;
+                seed::chat_room(db.location(), ROOM_POSTS)?;
+                db
             }
             BenchTool::MemorySave | BenchTool::TeamChatPost | BenchTool::Echo => {
-                Store::open(&fresh)?;
-                fresh
+                let db = spec.backend.fresh()?;
+                db.open()?;
+                db
             }
         };
         Ok(Workload {
             spec,
             db,
-            _dir: Some(dir),
             ids,
             queries,
         })
     }
 
     /// The database the servers open.
-    pub fn db(&self) -> &Path {
-        &self.db
+    pub fn db(&self) -> &DbLocation {
+        self.db.location()
     }
 
     /// The MCP server that serves the tool (`tasks`, `memory`, `teamchat`, or `echo`).
@@ -191,7 +186,7 @@ impl Workload {
     /// A label naming the tool and the data, e.g. `memory_search hybrid, 100000 facts`.
     pub fn label(&self) -> String {
         let s = &self.spec;
-        match s.tool {
+        let tool = match s.tool {
             BenchTool::GetTask => format!("get_task, {} tasks", s.tasks),
             BenchTool::ListTasks => format!("list_tasks, {} tasks", s.tasks),
             BenchTool::ClaimTask => "claim_task".into(),
@@ -209,7 +204,8 @@ impl Workload {
                 format!("team_chat_subscribe, {SUBSCRIBE_PAGE} of {ROOM_POSTS} posts")
             }
             BenchTool::Echo => "echo".into(),
-        }
+        };
+        format!("{tool} [{}]", s.backend.name())
     }
 
     /// Call number `n`: the tool name and its arguments.
@@ -253,4 +249,14 @@ impl Workload {
             BenchTool::Echo => ("echo", json!({"message": format!("hello {n}")})),
         }
     }
+}
+
+/// The ids of `db`'s tasks that `filter` lists, in the board's order.
+fn task_ids(db: &BenchDb, filter: &TaskFilter) -> anyhow::Result<Vec<String>> {
+    Ok(db
+        .open()?
+        .list_tasks(filter)?
+        .into_iter()
+        .map(|t| t.id)
+        .collect())
 }

@@ -2,12 +2,13 @@
 //! the four servers, the per-runtime snippets (Claude Code, Codex, OpenClaw), and the
 //! reading of a signed binding back off an HTTP attach URL.
 //!
-//! Everything here is pure (no I/O): the caller supplies the base URL, the database path,
-//! the stdio launcher and the [`ScopeSigner`].
+//! Everything here is pure (no I/O): the caller supplies the base URL, the database, the
+//! stdio launcher and the [`ScopeSigner`].
 
 use std::fmt;
 use std::str::FromStr;
 
+use clawboo_store::DbLocation;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -348,21 +349,31 @@ pub enum StdioLauncher {
 pub enum AttachTarget {
     /// A Streamable HTTP URL (see [`mcp_http_url`]).
     Http { url: String },
-    /// A native stdio command, with the database it must open.
+    /// A native stdio command, with the database it must open: a file path, or a
+    /// PostgreSQL URL without its password (see [`PG_PASSWORD_NOTE`]).
     Stdio {
         command: String,
         args: Vec<String>,
-        db_path: String,
+        db: String,
+        note: Option<&'static str>,
     },
 }
 
+/// What a stdio snippet over PostgreSQL tells the operator: snippets land in config files
+/// and shell history, so the URL is written without its password and the agent's host
+/// supplies it the way every libpq tool does.
+pub const PG_PASSWORD_NOTE: &str = "the database URL carries no password: give the agent's \
+     environment PGPASSWORD, or add the server to ~/.pgpass \
+     (hostname:port:database:username:password, mode 600) on the host that runs the agent";
+
 /// The stdio target for `server`: the launcher's command plus the binding flags of
-/// `scope` (stdio binds by flags, set by the spawning process, so no signature).
+/// `scope` (stdio binds by flags, set by the spawning process, so no signature), opening
+/// `db` (a PostgreSQL URL loses its password here, whoever the caller is).
 pub fn stdio_target(
     launcher: &StdioLauncher,
     server: McpServerName,
     scope: &Binding,
-    db_path: &str,
+    db: &DbLocation,
 ) -> AttachTarget {
     let (command, mut args) = match launcher {
         StdioLauncher::BinDir(dir) => (
@@ -395,11 +406,12 @@ pub fn stdio_target(
     AttachTarget::Stdio {
         command,
         args,
-        db_path: db_path.to_owned(),
+        db: db.to_string(),
+        note: db.is_postgres().then_some(PG_PASSWORD_NOTE),
     }
 }
 
-/// One attach configuration: `{id, transport, snippet, structured}`.
+/// One attach configuration: `{id, transport, snippet, structured[, note]}`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AttachConfig {
     pub id: String,
@@ -408,6 +420,10 @@ pub struct AttachConfig {
     pub snippet: String,
     /// The same attachment as an object, for programmatic config.
     pub structured: Value,
+    /// What the operator must do besides pasting the snippet (kept out of the snippet,
+    /// whose TOML/JSON must parse as it stands).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<&'static str>,
 }
 
 /// Quote `s` for a POSIX shell when it holds anything but plainly safe characters.
@@ -455,18 +471,19 @@ pub fn build_attach_config(
     target: &AttachTarget,
 ) -> AttachConfig {
     let id = server.attach_id();
-    let (transport, snippet, structured) = match target {
+    let (transport, snippet, structured, note) = match target {
         AttachTarget::Http { url } => {
             let (snippet, structured) = http_snippet(&id, runtime, url);
-            (Transport::Http, snippet, structured)
+            (Transport::Http, snippet, structured, None)
         }
         AttachTarget::Stdio {
             command,
             args,
-            db_path,
+            db,
+            note,
         } => {
-            let (snippet, structured) = stdio_snippet(&id, runtime, command, args, db_path);
-            (Transport::Stdio, snippet, structured)
+            let (snippet, structured) = stdio_snippet(&id, runtime, command, args, db);
+            (Transport::Stdio, snippet, structured, *note)
         }
     };
     AttachConfig {
@@ -474,6 +491,7 @@ pub fn build_attach_config(
         transport: transport.as_str(),
         snippet,
         structured,
+        note,
     }
 }
 
@@ -509,14 +527,14 @@ fn stdio_snippet(
     runtime: Runtime,
     command: &str,
     args: &[String],
-    db_path: &str,
+    db: &str,
 ) -> (String, Value) {
-    let env = json!({ clawboo_store::DB_PATH_ENV: db_path });
+    let env = json!({ clawboo_store::DB_PATH_ENV: db });
     match runtime {
         Runtime::ClaudeCode => {
             let mut cmd = format!(
                 "claude mcp add {id} -e {} -- {}",
-                shell_quote(&format!("{}={db_path}", clawboo_store::DB_PATH_ENV)),
+                shell_quote(&format!("{}={db}", clawboo_store::DB_PATH_ENV)),
                 shell_quote(command)
             );
             for a in args {
@@ -536,7 +554,7 @@ fn stdio_snippet(
                     toml_string(command),
                     args_toml.join(", "),
                     clawboo_store::DB_PATH_ENV,
-                    toml_string(db_path)
+                    toml_string(db)
                 ),
                 json!({ "mcp_servers": { id: { "command": command, "args": args, "env": env } } }),
             )
@@ -819,7 +837,7 @@ mod tests {
                 delegate: true,
                 ..team_agent("team \"x\"", "it's me")
             },
-            "/home/u/.clawboo/clawboo.db",
+            &DbLocation::File("/home/u/.clawboo/clawboo.db".into()),
         )
     }
 
@@ -857,7 +875,7 @@ mod tests {
                 &StdioLauncher::BinDir("/usr/lib/clawboo/".into()),
                 McpServerName::Tasks,
                 &Binding::default(),
-                "/home/u/.clawboo/clawboo.db",
+                &DbLocation::File("/home/u/.clawboo/clawboo.db".into()),
             ),
         );
         assert_eq!(s.transport, "stdio");
@@ -955,5 +973,36 @@ mod tests {
         let v = openclaw_json(&s.snippet);
         assert_eq!(v["clawboo-teamchat"]["args"][3], "team \"x\"");
         assert_eq!(v, s.structured);
+    }
+    #[test]
+    fn stdio_snippets_over_postgres_carry_the_url_without_its_password() {
+        let db = DbLocation::Postgres("postgres://clawboo:hunter2@db.internal/board".into());
+        let target = stdio_target(
+            &StdioLauncher::BinDir("/usr/lib/clawboo".into()),
+            McpServerName::Tasks,
+            &Binding::default(),
+            &db,
+        );
+        for runtime in [Runtime::ClaudeCode, Runtime::Codex, Runtime::OpenClaw] {
+            let c = build_attach_config(McpServerName::Tasks, runtime, &target);
+            let all = serde_json::to_string(&c).unwrap();
+            assert!(!all.contains("hunter2"), "{all}");
+            assert!(
+                c.snippet.contains("postgres://clawboo@db.internal/board"),
+                "{}",
+                c.snippet
+            );
+            assert_eq!(c.note, Some(PG_PASSWORD_NOTE));
+            assert!(all.contains("PGPASSWORD"), "{all}");
+        }
+        let file = stdio_target(
+            &StdioLauncher::BinDir("/usr/lib/clawboo".into()),
+            McpServerName::Tasks,
+            &Binding::default(),
+            &DbLocation::File("/d/c.db".into()),
+        );
+        let c = build_attach_config(McpServerName::Tasks, Runtime::Codex, &file);
+        assert_eq!(c.note, None);
+        assert!(serde_json::to_value(&c).unwrap().get("note").is_none());
     }
 }

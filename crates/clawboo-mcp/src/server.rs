@@ -36,6 +36,20 @@ pub trait ToolSet: Send + Sync + 'static {
         args: JsonObject,
         ctx: RequestContext<RoleServer>,
     ) -> impl Future<Output = rmcp::model::CallToolResult> + Send + 'a;
+
+    /// Answer one `tools/call` with everything it carries, `requestState` and the client's
+    /// `inputResponses` of a 2026-07-28 multi-round-trip retry included. A tool set that
+    /// never asks the client for input answers through [`ToolSet::call`].
+    fn respond(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> impl Future<Output = CallToolResponse> + Send + '_ {
+        async move {
+            let args = request.arguments.unwrap_or_default();
+            self.call(&request.name, args, ctx).await.into()
+        }
+    }
 }
 
 /// The protocol versions every server speaks: 2024-11-05 … 2025-11-25 through
@@ -127,7 +141,6 @@ impl<T: ToolSet> ServerHandler for McpServer<T> {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let args = request.arguments.unwrap_or_default();
-        Ok(self.tools.call(&request.name, args, context).await.into())
+        Ok(self.tools.respond(request, context).await)
     }
 }

@@ -133,6 +133,39 @@ impl ScopeSigner {
         mac.update(canonical(server, scope).as_bytes());
         mac.verify_slice(&sig).is_ok()
     }
+
+    /// `payload` sealed for `purpose`: `<hex payload>.<hex HMAC>`, the HMAC over the
+    /// purpose and the payload under a tag of its own, so a sealed value is never a scope
+    /// signature and one purpose's value opens no other. For state a client must hand back
+    /// unchanged (2026-07-28's `requestState`); the payload is readable, not secret.
+    pub fn seal(&self, purpose: &str, payload: &str) -> String {
+        let encoded = hex::encode(payload);
+        let mut mac = self.mac();
+        mac.update(sealed_canonical(purpose, &encoded).as_bytes());
+        format!("{encoded}.{}", hex::encode(mac.finalize().into_bytes()))
+    }
+
+    /// The payload of `sealed`, when this install sealed it for `purpose` (checked in
+    /// constant time); `None` for anything else.
+    pub fn open(&self, purpose: &str, sealed: &str) -> Option<String> {
+        let (encoded, sig_hex) = sealed.split_once('.')?;
+        let sig = hex::decode(sig_hex).ok()?;
+        let mut mac = self.mac();
+        mac.update(sealed_canonical(purpose, encoded).as_bytes());
+        mac.verify_slice(&sig).ok()?;
+        String::from_utf8(hex::decode(encoded).ok()?).ok()
+    }
+}
+
+/// Version tag of sealed values, distinct from [`CANONICAL_VERSION`].
+const SEALED_VERSION: &str = "clawboo-sealed-v1";
+
+/// What a sealed value's HMAC covers.
+fn sealed_canonical(purpose: &str, encoded_payload: &str) -> String {
+    let mut out = String::from(SEALED_VERSION);
+    push_field(&mut out, "purpose", Some(purpose));
+    push_field(&mut out, "payload", Some(encoded_payload));
+    out
 }
 
 #[cfg(test)]
@@ -223,6 +256,25 @@ mod tests {
         let other = ScopeSigner::from_secret_hex(&"cd".repeat(32)).unwrap();
         let sig = other.sign(T, &scope("t1", "a1"));
         assert!(!signer().verify(T, &scope("t1", "a1"), &sig));
+    }
+
+    #[test]
+    fn sealed_values_open_only_unchanged_for_their_purpose_and_install() {
+        let sealed = signer().seal("approval", "{\"a\":1}");
+        assert_eq!(
+            signer().open("approval", &sealed).as_deref(),
+            Some("{\"a\":1}")
+        );
+        assert_eq!(signer().open("other", &sealed), None);
+        let other = ScopeSigner::from_secret_hex(&"cd".repeat(32)).unwrap();
+        assert_eq!(other.open("approval", &sealed), None);
+        let (payload, sig) = sealed.split_once('.').unwrap();
+        let forged = format!("{}.{sig}", hex::encode("{\"a\":2}"));
+        assert_ne!(payload, hex::encode("{\"a\":2}"));
+        assert_eq!(signer().open("approval", &forged), None);
+        for bad in ["", ".", "zz.zz", &format!("{payload}.")] {
+            assert_eq!(signer().open("approval", bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -359,7 +359,8 @@ fn arguments(shape: &'static Shape, ids: Vec<String>) -> BoxedStrategy<Map<Strin
 /// store's API), so any insert, update or delete shows.
 fn table_contents(store: &Store) -> BTreeMap<String, (i64, u64)> {
     use std::hash::{DefaultHasher, Hash, Hasher};
-    let conn = rusqlite::Connection::open(store.path()).expect("opening the test database");
+    let conn = rusqlite::Connection::open(store.path().expect("a SQLite store"))
+        .expect("opening the test database");
     let read = || -> rusqlite::Result<BTreeMap<String, (i64, u64)>> {
         let mut names = conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?;
         let names = names

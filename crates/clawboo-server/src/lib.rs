@@ -7,7 +7,6 @@
 //! the socket peer address available to the gate (never taken from a header).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,9 +18,9 @@ use axum::response::Response;
 use clawboo_exec::Builtins;
 use clawboo_mcp::attach::StdioLauncher;
 use clawboo_mcp::signing::ScopeSigner;
-use clawboo_store::Store;
 use clawboo_store::broker::{Broker, BrokerConfig};
 use clawboo_store::memory::Memory;
+use clawboo_store::{DbLocation, Store};
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub mod conn;
@@ -90,8 +89,8 @@ pub struct ServerOptions {
     pub bind: SocketAddr,
     /// The server's own base URL, used in attach snippets (never the request's `Host`).
     pub base_url: String,
-    /// The database file, embedded in stdio snippets.
-    pub db_path: String,
+    /// The database, embedded in stdio snippets (a PostgreSQL URL without its password).
+    pub db: DbLocation,
     /// How stdio snippets launch a server.
     pub stdio_launcher: StdioLauncher,
     /// The access-gate token; `None` leaves the gate off.
@@ -122,13 +121,17 @@ pub fn base_url_for(bind: SocketAddr) -> String {
 }
 
 impl ServerOptions {
-    /// Defaults for a server bound at `bind` over the database `db_path`, with the gate
+    /// Defaults for a server bound at `bind` over the database `db`, with the gate
     /// off. [`ServerOptions::with_env`] reads the environment's settings.
-    pub fn new(bind: SocketAddr, db_path: PathBuf, stdio_launcher: StdioLauncher) -> ServerOptions {
+    pub fn new(
+        bind: SocketAddr,
+        db: impl Into<DbLocation>,
+        stdio_launcher: StdioLauncher,
+    ) -> ServerOptions {
         ServerOptions {
             bind,
             base_url: base_url_for(bind),
-            db_path: db_path.display().to_string(),
+            db: db.into(),
             stdio_launcher,
             access_token: None,
             extra_hosts: Vec::new(),

@@ -9,7 +9,8 @@
 //!   `No valid session; send an initialize request first.`;
 //! - sessions are capped: a new one closes the oldest idle session, and with none idle
 //!   `initialize` gets 503 (-32000) saying what to do;
-//! - GET/DELETE without a session id → 400 `Invalid or missing MCP session id.`;
+//! - GET/DELETE without a session id → 400 `Invalid or missing MCP session id.`; with a
+//!   2026-07-28 `MCP-Protocol-Version` (no sessions, no GET stream) → 405, `Allow: POST`;
 //! - an unknown or expired session id → 404 with the same body;
 //! - malformed JSON → 400 with -32700; a body that is JSON but not JSON-RPC → 400 -32600;
 //! - a transport failure → 500 `{"error": …}`;
@@ -61,6 +62,8 @@ use crate::mcp_sessions::{DirectCall, Sessions, StartedCall};
 pub const NO_SESSION: &str = "No valid session; send an initialize request first.";
 /// Body text of a GET/DELETE without a (valid) session.
 pub const INVALID_SESSION: &str = "Invalid or missing MCP session id.";
+/// Body text of a GET/DELETE at protocol 2026-07-28 (HTTP 405).
+pub const STATELESS_METHOD: &str = "Method Not Allowed: protocol 2026-07-28 has no session to stream or end; POST each request (its progress streams in its own answer).";
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const PROTOCOL_HEADER: &str = "mcp-protocol-version";
@@ -267,6 +270,18 @@ impl<S: SessionServer> McpHttpService<S> {
             .map(str::to_owned);
         match *req.method() {
             Method::POST => self.handle_post(req, session).await,
+            Method::GET | Method::DELETE if speaks_no_initialize(req.headers()) => {
+                // 2026-07-28 has no sessions and no standalone stream: only POST serves it
+                // (as rmcp answers a stateless GET/DELETE).
+                let mut r = jsonrpc_error(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    SERVER_ERROR,
+                    STATELESS_METHOD,
+                );
+                r.headers_mut()
+                    .insert(header::ALLOW, HeaderValue::from_static("POST"));
+                r
+            }
             Method::GET | Method::DELETE => {
                 let Some(id) = session else {
                     return jsonrpc_error(StatusCode::BAD_REQUEST, SERVER_ERROR, INVALID_SESSION);
@@ -573,7 +588,22 @@ fn is_stateless(message: &ClientJsonRpcMessage, headers: &HeaderMap) -> bool {
         .as_ref()
         .map(ProtocolVersion::as_str)
         .or(header)
-        .is_some_and(|v| v >= ProtocolVersion::NO_INITIALIZE.as_str())
+        .is_some_and(has_no_initialize)
+}
+
+/// Whether protocol `version` has no `initialize` (2026-07-28 and later).
+fn has_no_initialize(version: &str) -> bool {
+    version >= ProtocolVersion::NO_INITIALIZE.as_str()
+}
+
+/// Whether the `MCP-Protocol-Version` header names a version without `initialize` (and so
+/// without sessions). The header was checked to be a supported version in
+/// [`McpHttpService::handle`].
+fn speaks_no_initialize(headers: &HeaderMap) -> bool {
+    headers
+        .get(PROTOCOL_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(has_no_initialize)
 }
 
 /// The request, when rmcp's own checks of a session POST would pass it unchanged and it can

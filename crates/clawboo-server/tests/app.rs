@@ -16,8 +16,8 @@ use clawboo_mcp::signing::ScopeSigner;
 use clawboo_server::mounts::default_mounts;
 use clawboo_server::rate_limit::RateLimitConfig;
 use clawboo_server::{AppState, ServerOptions, app};
-use clawboo_store::Store;
 use clawboo_store::memory::Memory;
+use clawboo_store::{DbLocation, Store};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -278,6 +278,32 @@ async fn attach_config_shapes_and_refusals() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{query}");
         assert_eq!(v, json!({"error": error}), "{query}");
     }
+}
+
+#[tokio::test]
+async fn stdio_config_over_postgres_names_the_url_without_its_password() {
+    let f = fixture(|o| {
+        o.db = DbLocation::Postgres("postgres://clawboo:hunter2@db.internal:5432/board".into());
+    });
+    let (status, v) = send(
+        &f,
+        LOOPBACK,
+        "GET",
+        "/api/mcp/config?server=tasks&runtime=claude-code&transport=stdio",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!v.to_string().contains("hunter2"), "{v}");
+    assert_eq!(
+        v["config"]["structured"]["clawboo-tasks"]["env"]["CLAWBOO_DB_PATH"],
+        "postgres://clawboo@db.internal:5432/board"
+    );
+    assert!(
+        v["config"]["note"].as_str().unwrap().contains("PGPASSWORD"),
+        "{v}"
+    );
 }
 
 #[tokio::test]

@@ -28,26 +28,31 @@ pub struct ActivityMarks {
 }
 
 /// One read snapshot of every mark. Counts and maxima over indexed columns; the board's
-/// `max(updated_at)` is the one scan (of a narrow table), fine at a poll every few hundred
-/// milliseconds.
+/// `max(updated_at)` and lease sum are one scan (of a narrow table), fine at a poll
+/// every few hundred milliseconds. Every number is cast to text before it is joined, so
+/// neither engine relies on the other's implicit conversions.
 const MARKS_SQL: &str = "SELECT
-    (SELECT count(*) || '.' || coalesce(max(updated_at), 0) || '.' || total(lease_expires_at) FROM tasks)
-        || '.' || (SELECT count(*) FROM task_comments) || '.' || (SELECT count(*) FROM task_deps)
-        || '.' || (SELECT coalesce(max(last_seen_at), 0) FROM agents),
-    (SELECT count(*) FROM team_chat) || '.' || (SELECT coalesce(max(created_at), 0) FROM team_chat),
-    (SELECT count(*) FROM memory_facts) || '.' || (SELECT coalesce(max(seq), 0) FROM memory_facts)
-        || '.' || (SELECT count(*) FROM memory_procedures),
-    (SELECT count(*) FROM tool_call_approvals) || '.'
-        || (SELECT count(*) FROM tool_call_approvals WHERE status = 'pending'),
-    (SELECT count(*) FROM tool_call_audit) || '.' || (SELECT coalesce(max(created_at), 0) FROM tool_call_audit),
+    (SELECT CAST(count(*) AS TEXT) || '.' || CAST(coalesce(max(updated_at), 0) AS TEXT)
+        || '.' || CAST(CAST(coalesce(sum(lease_expires_at), 0) AS BIGINT) AS TEXT) FROM tasks)
+        || '.' || CAST((SELECT count(*) FROM task_comments) AS TEXT)
+        || '.' || CAST((SELECT count(*) FROM task_deps) AS TEXT)
+        || '.' || CAST((SELECT coalesce(max(last_seen_at), 0) FROM agents) AS TEXT),
+    CAST((SELECT count(*) FROM team_chat) AS TEXT)
+        || '.' || CAST((SELECT coalesce(max(created_at), 0) FROM team_chat) AS TEXT),
+    CAST((SELECT count(*) FROM memory_facts) AS TEXT)
+        || '.' || CAST((SELECT coalesce(max(seq), 0) FROM memory_facts) AS TEXT)
+        || '.' || CAST((SELECT count(*) FROM memory_procedures) AS TEXT),
+    CAST((SELECT count(*) FROM tool_call_approvals) AS TEXT)
+        || '.' || CAST((SELECT count(*) FROM tool_call_approvals WHERE status = 'pending') AS TEXT),
+    CAST((SELECT count(*) FROM tool_call_audit) AS TEXT)
+        || '.' || CAST((SELECT coalesce(max(created_at), 0) FROM tool_call_audit) AS TEXT),
     (SELECT count(*) FROM tool_call_approvals WHERE status = 'pending')";
 
 impl Store {
     /// Read the change mark of every area in one snapshot.
     pub fn activity_marks(&self) -> Result<ActivityMarks> {
-        self.read_sqlite(|conn| {
-            let mut stmt = conn.prepare_cached(MARKS_SQL)?;
-            let marks = stmt.query_row([], |row| {
+        self.read(|tx| {
+            tx.query_one(MARKS_SQL, &[], |row| {
                 Ok(ActivityMarks {
                     board: row.get(0)?,
                     chat: row.get(1)?,
@@ -56,8 +61,7 @@ impl Store {
                     audit: row.get(4)?,
                     pending_approvals: row.get(5)?,
                 })
-            })?;
-            Ok(marks)
+            })
         })
     }
 }

@@ -5,9 +5,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
 
+use crate::db::{DbRow, Dialect, Tx};
 use crate::error::{CapReason, Result, StoreError};
 use crate::leases::{self, GRANT_LEASE, check_fence};
 use crate::{Store, inbox, new_id};
@@ -377,7 +377,7 @@ macro_rules! task_columns {
             "id, title, description, status, priority, team_id, assignee_agent_id, \
              assignee_runtime, parent_task_id, dropped, tenant_id, created_at, updated_at, \
              completed_at, lease_expires_at, claim_token, reclaimed_at, reclaimed_from, \
-             (SELECT group_concat(d.depends_on_task_id, char(31) \
+             (SELECT string_agg(d.depends_on_task_id, '\u{1f}' \
              ORDER BY d.created_at, d.depends_on_task_id) FROM task_deps d",
             $dep_join,
             " WHERE d.task_id = tasks.id",
@@ -394,7 +394,7 @@ const TASK_COLUMNS: &str = task_columns!("", "");
 /// team: only dependencies of the task's own team are listed.
 const SCOPED_TASK_COLUMNS: &str = task_columns!(
     " JOIN tasks dep ON dep.id = d.depends_on_task_id",
-    " AND dep.team_id IS tasks.team_id"
+    " AND dep.team_id IS NOT DISTINCT FROM tasks.team_id"
 );
 
 /// The task columns a caller in `scope` may read.
@@ -416,8 +416,8 @@ pub(crate) const UNFINISHED_DEP: &str = "EXISTS (SELECT 1 FROM task_deps d JOIN 
 /// The `WHERE` conditions of `filter` (`?1` the team, `?2` the status).
 fn filter_clause(filter: &TaskFilter) -> String {
     let mut conditions = vec![
-        "(?1 IS NULL OR team_id = ?1)".to_owned(),
-        "(?2 IS NULL OR status = ?2)".to_owned(),
+        "(CAST(?1 AS TEXT) IS NULL OR team_id = ?1)".to_owned(),
+        "(CAST(?2 AS TEXT) IS NULL OR status = ?2)".to_owned(),
     ];
     if !filter.include_dropped || filter.ready {
         conditions.push("dropped = 0".to_owned());
@@ -452,7 +452,7 @@ fn page_queries(columns: &str, where_clause: &str, after_cursor: bool) -> (Strin
     let below = if after_cursor {
         "priority < ?3"
     } else {
-        "?3 IS NULL"
+        "CAST(?3 AS BIGINT) IS NULL"
     };
     let lower = format!(
         "SELECT {columns} FROM tasks WHERE {where_clause} AND {below} \
@@ -519,15 +519,13 @@ mod page_plan_tests {
     }
 }
 
-fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
+fn task_from_row(r: &dyn DbRow) -> Result<Task> {
     let status: String = r.get(3)?;
     Ok(Task {
         id: r.get(0)?,
         title: r.get(1)?,
         description: r.get(2)?,
-        status: status.parse().map_err(|e: StoreError| {
-            rusqlite::Error::FromSqlConversionFailure(3, rusqlite::types::Type::Text, Box::new(e))
-        })?,
+        status: status.parse()?,
         priority: r.get(4)?,
         team_id: r.get(5)?,
         assignee_agent_id: r.get(6)?,
@@ -543,13 +541,13 @@ fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
         reclaimed_at: r.get(16)?,
         reclaimed_from: r.get(17)?,
         depends_on: r
-            .get::<_, Option<String>>(18)?
+            .get::<Option<String>>(18)?
             .map(|joined| joined.split(DEP_SEPARATOR).map(str::to_owned).collect())
             .unwrap_or_default(),
     })
 }
 
-fn comment_from_row(r: &Row<'_>) -> rusqlite::Result<Comment> {
+fn comment_from_row(r: &dyn DbRow) -> Result<Comment> {
     let author_type: String = r.get(3)?;
     Ok(Comment {
         id: r.get(0)?,
@@ -572,18 +570,32 @@ fn check_len(field: &str, value: &str, max: usize) -> Result<()> {
 }
 
 /// Load one task visible in `scope`, with the ids of its dependencies visible in `scope`.
-fn load_task(tx: &rusqlite::Connection, id: &str, scope: Scope<'_>) -> Result<Option<Task>> {
-    let sql = format!(
-        "SELECT {} FROM tasks WHERE id = ?1 AND (?2 IS NULL OR team_id = ?2)",
-        columns_for(scope)
-    );
-    Ok(tx
-        .prepare_cached(&sql)?
-        .query_row(params![id, scope.team_id], task_from_row)
-        .optional()?)
+fn load_task(tx: &dyn Tx, id: &str, scope: Scope<'_>) -> Result<Option<Task>> {
+    let sql = if scope.team_id.is_some() {
+        LOAD_SCOPED_TASK
+    } else {
+        LOAD_TASK
+    };
+    tx.query_opt(sql, &[&id, &scope.team_id], task_from_row)
 }
 
-pub(crate) fn require_task(tx: &rusqlite::Connection, id: &str, scope: Scope<'_>) -> Result<Task> {
+/// One task by id (`?1`) in team `?2` (any team when NULL): [`TASK_COLUMNS`] and
+/// [`SCOPED_TASK_COLUMNS`] written out, so each statement's text is a constant.
+const LOAD_TASK: &str = concat!(
+    "SELECT ",
+    task_columns!("", ""),
+    " FROM tasks WHERE id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR team_id = ?2)"
+);
+const LOAD_SCOPED_TASK: &str = concat!(
+    "SELECT ",
+    task_columns!(
+        " JOIN tasks dep ON dep.id = d.depends_on_task_id",
+        " AND dep.team_id IS NOT DISTINCT FROM tasks.team_id"
+    ),
+    " FROM tasks WHERE id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR team_id = ?2)"
+);
+
+pub(crate) fn require_task(tx: &dyn Tx, id: &str, scope: Scope<'_>) -> Result<Task> {
     load_task(tx, id, scope)?.ok_or_else(|| StoreError::NotFound(id.to_owned()))
 }
 
@@ -591,7 +603,7 @@ pub(crate) fn require_task(tx: &rusqlite::Connection, id: &str, scope: Scope<'_>
 /// cached lookup per ancestor. A recursive CTE did the same through a temporary table
 /// opened and closed on every call: a twentieth of a `create_subtask`'s CPU, where the
 /// usual parent is a root and this walk reads nothing.
-fn depth_below(tx: &Connection, parent: Option<&str>) -> Result<i64> {
+fn depth_below(tx: &dyn Tx, parent: Option<&str>) -> Result<i64> {
     let mut depth = 0;
     let mut next = parent.map(str::to_owned);
     // Bounded like the CTE was, so a parent cycle written around the store cannot hang.
@@ -600,9 +612,11 @@ fn depth_below(tx: &Connection, parent: Option<&str>) -> Result<i64> {
     {
         depth += 1;
         next = tx
-            .prepare_cached("SELECT parent_task_id FROM tasks WHERE id = ?1")?
-            .query_row([&id], |r| r.get::<_, Option<String>>(0))
-            .optional()?
+            .query_opt(
+                "SELECT parent_task_id FROM tasks WHERE id = ?1",
+                &[&id],
+                |r| r.get::<Option<String>>(0),
+            )?
             .flatten();
     }
     Ok(depth)
@@ -610,7 +624,7 @@ fn depth_below(tx: &Connection, parent: Option<&str>) -> Result<i64> {
 
 /// Queue an inbox note for the task's assignee when someone else acted on it.
 fn notify_assignee(
-    tx: &Connection,
+    tx: &dyn Tx,
     now: i64,
     task: &Task,
     actor: Option<&str>,
@@ -621,14 +635,7 @@ fn notify_assignee(
     {
         let who = actor.unwrap_or("someone");
         let body = format!("{who} {what} on your task \"{}\" ({})", task.title, task.id);
-        inbox::push(
-            &crate::sqlite::tx::SqliteTx(tx),
-            now,
-            assignee,
-            task.team_id.as_deref(),
-            "board",
-            &body,
-        )?;
+        inbox::push(tx, now, assignee, task.team_id.as_deref(), "board", &body)?;
     }
     Ok(())
 }
@@ -646,7 +653,7 @@ fn summarize(body: &str) -> String {
 /// Validate `new`, check it against the caps (when `policy` is capped) and insert it,
 /// inside the caller's write transaction.
 pub(crate) fn insert_task(
-    tx: &Connection,
+    tx: &dyn Tx,
     now: i64,
     new: NewTask,
     policy: CreatePolicy,
@@ -676,6 +683,9 @@ pub(crate) fn insert_task(
             });
         };
         if policy == CreatePolicy::Capped {
+            // A subtask's caps are its parent's team's (it lives in that team): one capped
+            // create of a team at a time counts and inserts, across hosts.
+            tx.serialize_on(&cap_key(parent.team_id.as_deref()))?;
             if depth_below(tx, parent.parent_task_id.as_deref())? + 1 > MAX_DEPTH {
                 return Err(StoreError::Cap {
                     reason: CapReason::DepthCap,
@@ -684,11 +694,11 @@ pub(crate) fn insert_task(
                     ),
                 });
             }
-            let children: i64 = tx
-                .prepare_cached(
-                    "SELECT COUNT(*) FROM tasks WHERE parent_task_id = ?1 AND dropped = 0",
-                )?
-                .query_row([parent_id], |r| r.get(0))?;
+            let children: i64 = tx.query_one(
+                "SELECT COUNT(*) FROM tasks WHERE parent_task_id = ?1 AND dropped = 0",
+                &[&parent_id],
+                |r| r.get(0),
+            )?;
             if children >= MAX_CHILDREN {
                 return Err(StoreError::Cap {
                     reason: CapReason::ChildCap,
@@ -712,15 +722,13 @@ pub(crate) fn insert_task(
             Some(_) => {}
         }
     } else if policy == CreatePolicy::Capped {
-        // Named, because SQLite otherwise counts through `tasks_by_parent`, visiting every
-        // root task ever made, inside the write lock; the partial index holds only roots,
-        // by time, so this reads just the window's roots and tests each one's team.
-        let recent: i64 = tx
-            .prepare_cached(
-                "SELECT COUNT(*) FROM tasks INDEXED BY tasks_roots_by_time
-                 WHERE parent_task_id IS NULL AND created_at > ?1 AND team_id IS ?2",
-            )?
-            .query_row(params![now - ROOT_RATE_WINDOW_MS, team_id], |r| r.get(0))?;
+        tx.serialize_on(&cap_key(team_id.as_deref()))?;
+        let sql = match tx.dialect() {
+            Dialect::Sqlite => RECENT_ROOTS_SQLITE,
+            Dialect::Postgres => RECENT_ROOTS_POSTGRES,
+        };
+        let recent: i64 =
+            tx.query_one(sql, &[&(now - ROOT_RATE_WINDOW_MS), &team_id], |r| r.get(0))?;
         if recent >= MAX_ROOTS_PER_WINDOW {
             return Err(StoreError::Cap {
                 reason: CapReason::RootRateCap,
@@ -732,27 +740,49 @@ pub(crate) fn insert_task(
     }
     let status = new.status.unwrap_or(Status::Todo);
     let id = new_id();
-    tx.prepare_cached(
+    tx.execute(
         "INSERT INTO tasks(id, title, description, status, priority, team_id, assignee_agent_id,
                 assignee_runtime, parent_task_id, tenant_id, created_at, updated_at, completed_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12)",
-    )?
-    .execute(params![
-        id,
-        title,
-        new.description,
-        status.as_str(),
-        new.priority.unwrap_or(0),
-        team_id,
-        new.assignee_agent_id,
-        new.assignee_runtime,
-        new.parent_task_id,
-        new.tenant_id,
-        now,
-        status.is_terminal().then_some(now),
-    ])?;
+        &[
+            &id,
+            &title,
+            &new.description,
+            &status.as_str(),
+            &new.priority.unwrap_or(0),
+            &team_id,
+            &new.assignee_agent_id,
+            &new.assignee_runtime,
+            &new.parent_task_id,
+            &new.tenant_id,
+            &now,
+            &status.is_terminal().then_some(now),
+        ],
+    )?;
     require_task(tx, &id, scope)
 }
+
+/// How many times a claim or a move reads the task again after another host changed the
+/// row between its read and its write (never on SQLite, whose write transactions run one
+/// at a time).
+const ROW_ATTEMPTS: usize = 4;
+
+/// The key the capped creates of one team (team-less tasks share one) serialize on, so a
+/// cap's count and the insert it allows never interleave with another host's.
+fn cap_key(team_id: Option<&str>) -> String {
+    format!("task-caps:{}", team_id.unwrap_or(""))
+}
+
+/// Root tasks of team `?2` (NULL: team-less) created after `?1`. SQLite's form names the
+/// partial index, because SQLite otherwise counts through `tasks_by_parent`, visiting every
+/// root task ever made, inside the write lock; the partial index holds only roots, by
+/// time, so this reads just the window's roots and tests each one's team. PostgreSQL's
+/// planner finds it by itself.
+const RECENT_ROOTS_SQLITE: &str = "SELECT COUNT(*) FROM tasks INDEXED BY tasks_roots_by_time
+     WHERE parent_task_id IS NULL AND created_at > ?1 AND team_id IS NOT DISTINCT FROM ?2";
+const RECENT_ROOTS_POSTGRES: &str = "SELECT COUNT(*) FROM tasks
+     WHERE parent_task_id IS NULL AND created_at > ?1
+       AND team_id IS NOT DISTINCT FROM CAST(?2 AS TEXT)";
 
 impl Store {
     /// Create a task. With [`CreatePolicy::Capped`] the parent, depth, child-count and
@@ -766,7 +796,7 @@ impl Store {
         scope: Scope<'_>,
     ) -> Result<Task> {
         let now = self.now_ms();
-        self.write_sqlite(|tx| insert_task(tx, now, new, policy, scope))
+        self.write(|tx| insert_task(tx, now, new, policy, scope))
     }
 
     /// [`Store::create_task_in`] over the whole board.
@@ -776,21 +806,22 @@ impl Store {
 
     /// One task visible in `scope` (dropped ones included), or `None`.
     pub fn get_task(&self, id: &str, scope: Scope<'_>) -> Result<Option<Task>> {
-        self.read_sqlite(|c| load_task(c, id, scope))
+        self.read(|tx| load_task(tx, id, scope))
     }
 
     /// A task with its comments (oldest first) and ancestors (root first), read in one
     /// snapshot. The ancestors stop below the first one outside `scope`.
     pub fn task_detail(&self, id: &str, scope: Scope<'_>) -> Result<Option<TaskDetail>> {
-        self.snapshot_sqlite(|tx| {
+        self.snapshot(|tx| {
             let Some(task) = load_task(tx, id, scope)? else {
                 return Ok(None);
             };
-            let mut stmt = tx.prepare_cached(
+            let comments = tx.query_map(
                 "SELECT id, task_id, author_agent_id, author_type, body, created_at FROM task_comments
                  WHERE task_id = ?1 ORDER BY created_at, id",
+                &[&id],
+                comment_from_row,
             )?;
-            let comments = stmt.query_map([id], comment_from_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
             let mut ancestors = Vec::new();
             let mut next = task.parent_task_id.clone();
             while let Some(parent_id) = next {
@@ -818,13 +849,7 @@ impl Store {
         let sql = format!(
             "SELECT {columns} FROM tasks WHERE {where_clause} ORDER BY priority DESC, created_at, id"
         );
-        self.read_sqlite(|c| {
-            let mut stmt = c.prepare_cached(&sql)?;
-            let tasks = stmt
-                .query_map(params![filter.team_id, status], task_from_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(tasks)
-        })
+        self.read(|tx| tx.query_map(&sql, &[&filter.team_id, &status], task_from_row))
     }
 
     /// One page of [`Store::list_tasks`]: up to `limit` tasks (1..=[`MAX_PAGE`]) after
@@ -850,39 +875,34 @@ impl Store {
             page_queries(filter_columns(filter), &where_clause, after.is_some());
         // One more than asked tells whether more remain.
         let want = limit + 1;
-        self.read_sqlite(|c| {
+        self.read(|tx| {
             let mut tasks = Vec::with_capacity(want);
             if let Some(after) = after {
-                let mut stmt = c.prepare_cached(&same_priority)?;
-                let rows = stmt.query_map(
-                    params![
-                        filter.team_id,
-                        status,
-                        after.priority,
-                        after.created_at,
-                        after.id,
-                        want as i64
+                tasks = tx.query_map(
+                    &same_priority,
+                    &[
+                        &filter.team_id,
+                        &status,
+                        &after.priority,
+                        &after.created_at,
+                        &after.id,
+                        &want,
                     ],
                     task_from_row,
                 )?;
-                for row in rows {
-                    tasks.push(row?);
-                }
             }
             if tasks.len() < want {
-                let mut stmt = c.prepare_cached(&lower)?;
-                let rows = stmt.query_map(
-                    params![
-                        filter.team_id,
-                        status,
-                        after.map(|a| a.priority),
-                        (want - tasks.len()) as i64
+                let more = tx.query_map(
+                    &lower,
+                    &[
+                        &filter.team_id,
+                        &status,
+                        &after.map(|a| a.priority),
+                        &(want - tasks.len()),
                     ],
                     task_from_row,
                 )?;
-                for row in rows {
-                    tasks.push(row?);
-                }
+                tasks.extend(more);
             }
             let next = if tasks.len() > limit {
                 tasks.truncate(limit);
@@ -914,34 +934,57 @@ impl Store {
         }
         let now = self.now_ms();
         let lease = self.lease_ms();
-        self.write_sqlite(|tx| {
+        self.write(|tx| {
             // A claim that meets an expired lease reclaims it first (SPEC §12).
-            leases::expire_in(&crate::sqlite::tx::SqliteTx(tx), now)?;
+            leases::expire_in(tx, now)?;
             let sql = format!(
                 "UPDATE tasks SET assignee_agent_id = ?1, assignee_runtime = COALESCE(?2, assignee_runtime),
-                     status = 'in_progress', updated_at = ?3, lease_expires_at = ?3 + ?6, {GRANT_LEASE}
-                 WHERE id = ?4 AND (?5 IS NULL OR team_id = ?5) AND status = 'todo'
+                     status = 'in_progress', updated_at = ?3, lease_expires_at = ?3 + CAST(?6 AS BIGINT), {GRANT_LEASE}
+                 WHERE id = ?4 AND (CAST(?5 AS TEXT) IS NULL OR team_id = ?5) AND status = 'todo'
                    AND assignee_agent_id IS NULL AND dropped = 0 AND NOT {UNFINISHED_DEP}"
             );
-            let changed = tx.prepare_cached(&sql)?
-.execute( params![agent_id, runtime, now, id, scope.team_id, lease])?;
-            if changed == 1 {
-                if runtime.is_some() {
-                    leases::seen_in(&crate::sqlite::tx::SqliteTx(tx), agent_id, scope.team_id, runtime, now)?;
+            // On PostgreSQL the row may change between a claim that changed nothing and the
+            // read that says why (another host claimed, then released it): a task found
+            // claimable after all is claimed again.
+            for _ in 0..ROW_ATTEMPTS {
+                let changed = tx.execute(&sql, &[&agent_id, &runtime, &now, &id, &scope.team_id, &lease])?;
+                if changed == 1 {
+                    if runtime.is_some() {
+                        leases::seen_in(tx, agent_id, scope.team_id, runtime, now)?;
+                    }
+                    return require_task(tx, id, scope);
                 }
-                return require_task(tx, id, scope);
-            }
-            match load_task(tx, id, scope)?.filter(|t| !t.dropped) {
-                None => Err(StoreError::NotFound(id.to_owned())),
-                // Claiming a task you hold renews its lease (idempotent).
-                Some(t) if t.status == Status::InProgress && t.assignee_agent_id.as_deref() == Some(agent_id) => {
-                    tx.prepare_cached("UPDATE tasks SET lease_expires_at = ?1 + ?2 WHERE id = ?3 AND lease_expires_at IS NOT NULL")?
-                        .execute(params![now, lease, id])?;
-                    require_task(tx, id, scope)
+                match load_task(tx, id, scope)?.filter(|t| !t.dropped) {
+                    None => return Err(StoreError::NotFound(id.to_owned())),
+                    // Claiming a task you hold renews its lease (idempotent).
+                    Some(t) if t.status == Status::InProgress && t.assignee_agent_id.as_deref() == Some(agent_id) => {
+                        // Renewed only while this agent still holds it: its lease may have
+                        // expired, and another agent claimed the task, since the read.
+                        let renewed = tx.execute(
+                            "UPDATE tasks SET lease_expires_at = CAST(?1 AS BIGINT) + CAST(?2 AS BIGINT) \
+                             WHERE id = ?3 AND lease_expires_at IS NOT NULL AND status = 'in_progress' \
+                               AND assignee_agent_id = ?4",
+                            &[&now, &lease, &id, &agent_id],
+                        )?;
+                        if renewed == 0 && t.lease_expires_at.is_some() {
+                            return Err(StoreError::Conflict);
+                        }
+                        return require_task(tx, id, scope);
+                    }
+                    Some(t) if t.status == Status::Todo && t.assignee_agent_id.is_none() => {
+                        let open: bool = tx.query_one(
+                            &format!("SELECT {UNFINISHED_DEP} FROM tasks WHERE id = ?1"),
+                            &[&id],
+                            |r| r.get(0),
+                        )?;
+                        if open {
+                            return Err(StoreError::NotReady);
+                        }
+                    }
+                    Some(_) => return Err(StoreError::Conflict),
                 }
-                Some(t) if t.status == Status::Todo && t.assignee_agent_id.is_none() => Err(StoreError::NotReady),
-                Some(_) => Err(StoreError::Conflict),
             }
+            Err(StoreError::Conflict)
         })
     }
 
@@ -953,7 +996,8 @@ impl Store {
     /// Move a task to `to` if the state machine allows it. Entering `done`/`cancelled`
     /// stamps `completed_at`; entering `todo` clears the assignee. When `actor` is not the
     /// assignee, the assignee gets an inbox note. With an agent in `scope`, a task another
-    /// agent holds is refused ([`StoreError::NotAssignee`]); so in the two below.
+    /// agent holds is refused ([`StoreError::NotAssignee`]); so in the two below. A task
+    /// other hosts keep changing under the move is [`StoreError::Conflict`].
     pub fn set_status(
         &self,
         id: &str,
@@ -988,38 +1032,58 @@ impl Store {
     ) -> Result<Task> {
         let now = self.now_ms();
         let lease = self.lease_ms();
-        self.write_sqlite(|tx| {
-            let task = require_task(tx, id, scope)?;
-            check_fence(&task, scope.claim_token)?;
-            if let (Some(agent), Some(holder)) = (scope.agent_id, task.assignee_agent_id.as_deref())
-                && agent != holder
-            {
-                return Err(StoreError::NotAssignee {
-                    task_id: task.id,
-                    holder: holder.to_owned(),
-                });
+        self.write(|tx| {
+            // The move is checked against the task as read, and written only while the row
+            // is still that task (status, holder, claim): on PostgreSQL another host may
+            // release, reclaim or move it in between, and a move must not overwrite a
+            // state it never checked. A row that changed is read and checked again.
+            for _ in 0..ROW_ATTEMPTS {
+                let task = require_task(tx, id, scope)?;
+                check_fence(&task, scope.claim_token)?;
+                if let (Some(agent), Some(holder)) =
+                    (scope.agent_id, task.assignee_agent_id.as_deref())
+                    && agent != holder
+                {
+                    return Err(StoreError::NotAssignee {
+                        task_id: task.id,
+                        holder: holder.to_owned(),
+                    });
+                }
+                if !allowed_from(task.status) || !task.status.can_transition_to(to) {
+                    return Err(StoreError::IllegalTransition {
+                        from: task.status.as_str().into(),
+                        to: to.as_str().into(),
+                    });
+                }
+                if task.status == to {
+                    return Ok(task);
+                }
+                let changed = tx.execute(
+                    "UPDATE tasks SET status = ?1, updated_at = ?2,
+                         completed_at = CASE WHEN CAST(?3 AS BIGINT) = 1 THEN ?2 ELSE completed_at END,
+                         assignee_agent_id = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_agent_id END,
+                         assignee_runtime = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_runtime END,
+                         lease_expires_at = CASE WHEN ?1 = 'in_progress' AND assignee_agent_id IS NOT NULL
+                             THEN CAST(?2 AS BIGINT) + CAST(?5 AS BIGINT) END
+                     WHERE id = ?4 AND status = ?6 AND assignee_agent_id IS NOT DISTINCT FROM ?7
+                       AND claim_token = ?8",
+                    &[
+                        &to.as_str(),
+                        &now,
+                        &to.is_terminal(),
+                        &id,
+                        &lease,
+                        &task.status.as_str(),
+                        &task.assignee_agent_id,
+                        &task.claim_token,
+                    ],
+                )?;
+                if changed == 1 {
+                    notify_assignee(tx, now, &task, actor, &format!("moved it to {to}"))?;
+                    return require_task(tx, id, scope);
+                }
             }
-            if !allowed_from(task.status) || !task.status.can_transition_to(to) {
-                return Err(StoreError::IllegalTransition {
-                    from: task.status.as_str().into(),
-                    to: to.as_str().into(),
-                });
-            }
-            if task.status == to {
-                return Ok(task);
-            }
-            tx.prepare_cached(
-                "UPDATE tasks SET status = ?1, updated_at = ?2,
-                     completed_at = CASE WHEN ?3 THEN ?2 ELSE completed_at END,
-                     assignee_agent_id = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_agent_id END,
-                     assignee_runtime = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_runtime END,
-                     lease_expires_at = CASE WHEN ?1 = 'in_progress' AND assignee_agent_id IS NOT NULL
-                         THEN ?2 + ?5 END
-                 WHERE id = ?4",
-            )?
-            .execute(params![to.as_str(), now, to.is_terminal(), id, lease])?;
-            notify_assignee(tx, now, &task, actor, &format!("moved it to {to}"))?;
-            require_task(tx, id, scope)
+            Err(StoreError::Conflict)
         })
     }
 
@@ -1030,14 +1094,14 @@ impl Store {
         }
         check_len("body", &new.body, MAX_BODY_CHARS)?;
         let now = self.now_ms();
-        self.write_sqlite(|tx| {
+        self.write(|tx| {
             let task = require_task(tx, task_id, scope)?;
             check_fence(&task, scope.claim_token)?;
             let id = new_id();
-            tx.prepare_cached("INSERT INTO task_comments(id, task_id, author_agent_id, author_type, body, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
-.execute(
-                params![id, task_id, new.author_agent_id, new.author_type.as_str(), new.body, now],
+            tx.execute(
+                "INSERT INTO task_comments(id, task_id, author_agent_id, author_type, body, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                &[&id, &task_id, &new.author_agent_id, &new.author_type.as_str(), &new.body, &now],
             )?;
             let what = format!("commented \"{}\"", summarize(&new.body));
             notify_assignee(tx, now, &task, new.author_agent_id.as_deref(), &what)?;
@@ -1057,37 +1121,41 @@ impl Store {
     /// existing edge is a no-op.
     pub fn link_task(&self, task_id: &str, depends_on: &str, scope: Scope<'_>) -> Result<()> {
         let now = self.now_ms();
-        self.write_sqlite(|tx| {
+        self.write(|tx| {
+            // The walk and the insert it allows run one at a time across hosts: two links
+            // that each close half of a cycle must not both pass the walk. Links may cross
+            // teams (operators), so the graph has one key.
+            tx.serialize_on("task-graph")?;
             require_task(tx, task_id, scope)?;
             require_task(tx, depends_on, scope)?;
             let cycle = || StoreError::Cycle { task_id: task_id.to_owned(), depends_on: depends_on.to_owned() };
             if task_id == depends_on {
                 return Err(cycle());
             }
-            let exists: bool = tx.prepare_cached("SELECT EXISTS(SELECT 1 FROM task_deps WHERE task_id = ?1 AND depends_on_task_id = ?2)")?
-.query_row(
-                params![task_id, depends_on],
+            let exists: bool = tx.query_one(
+                "SELECT EXISTS(SELECT 1 FROM task_deps WHERE task_id = ?1 AND depends_on_task_id = ?2)",
+                &[&task_id, &depends_on],
                 |r| r.get(0),
             )?;
             if exists {
                 return Ok(());
             }
             // Would `depends_on` (transitively) wait for `task_id`? Then the new edge closes a cycle.
-            let reaches: bool = tx.prepare_cached("WITH RECURSIVE reach(id) AS (
+            let reaches: bool = tx.query_one(
+                "WITH RECURSIVE reach(id) AS (
                      SELECT depends_on_task_id FROM task_deps WHERE task_id = ?1
                      UNION
                      SELECT d.depends_on_task_id FROM task_deps d JOIN reach r ON d.task_id = r.id)
-                 SELECT EXISTS(SELECT 1 FROM reach WHERE id = ?2)")?
-.query_row(
-                params![depends_on, task_id],
+                 SELECT EXISTS(SELECT 1 FROM reach WHERE id = ?2)",
+                &[&depends_on, &task_id],
                 |r| r.get(0),
             )?;
             if reaches {
                 return Err(cycle());
             }
-            tx.prepare_cached("INSERT INTO task_deps(task_id, depends_on_task_id, created_at) VALUES (?1, ?2, ?3)")?
-.execute(
-                params![task_id, depends_on, now],
+            tx.execute(
+                "INSERT INTO task_deps(task_id, depends_on_task_id, created_at) VALUES (?1, ?2, ?3)",
+                &[&task_id, &depends_on, &now],
             )?;
             Ok(())
         })
@@ -1097,10 +1165,12 @@ impl Store {
     /// ready, and frees a slot under its parent's child cap.
     pub fn set_dropped(&self, id: &str, dropped: bool, scope: Scope<'_>) -> Result<Task> {
         let now = self.now_ms();
-        self.write_sqlite(|tx| {
+        self.write(|tx| {
             require_task(tx, id, scope)?;
-            tx.prepare_cached("UPDATE tasks SET dropped = ?1, updated_at = ?2 WHERE id = ?3")?
-                .execute(params![dropped, now, id])?;
+            tx.execute(
+                "UPDATE tasks SET dropped = ?1, updated_at = ?2 WHERE id = ?3",
+                &[&dropped, &now, &id],
+            )?;
             require_task(tx, id, scope)
         })
     }
@@ -1117,12 +1187,12 @@ impl Store {
             check_len("description", d, MAX_BODY_CHARS)?;
         }
         let now = self.now_ms();
-        self.write_sqlite(|tx| {
+        self.write(|tx| {
             require_task(tx, id, scope)?;
-            tx.prepare_cached("UPDATE tasks SET title = COALESCE(?1, title), description = COALESCE(?2, description),
-                     priority = COALESCE(?3, priority), updated_at = ?4 WHERE id = ?5")?
-.execute(
-                params![patch.title.as_deref().map(str::trim), patch.description, patch.priority, now, id],
+            tx.execute(
+                "UPDATE tasks SET title = COALESCE(?1, title), description = COALESCE(?2, description),
+                     priority = COALESCE(?3, priority), updated_at = ?4 WHERE id = ?5",
+                &[&patch.title.as_deref().map(str::trim), &patch.description, &patch.priority, &now, &id],
             )?;
             require_task(tx, id, scope)
         })
@@ -1159,5 +1229,237 @@ mod tests {
             assert_eq!(s.as_str().parse::<Status>().unwrap(), s);
         }
         assert!("doing".parse::<Status>().is_err());
+    }
+}
+
+/// Moves and claims racing another process's write to the same row, on the engine
+/// `CLAWBOO_TEST_BACKEND` names (SQLite unless `postgres`).
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod race_tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Two stores on one fresh database, as two processes would open it; the guard keeps
+    /// the database until the test ends.
+    fn two_stores() -> (Box<dyn std::any::Any>, Store, Store) {
+        if std::env::var("CLAWBOO_TEST_BACKEND").is_ok_and(|b| b == "postgres") {
+            let db = crate::testing::TestStore::postgres()
+                .expect("CLAWBOO_TEST_BACKEND=postgres needs CLAWBOO_TEST_POSTGRES_URL");
+            let (one, other) = (db.store(), db.reopen());
+            (Box::new(db), one, other)
+        } else {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.db");
+            let (one, other) = (Store::open(&path).unwrap(), Store::open(&path).unwrap());
+            (Box::new(dir), one, other)
+        }
+    }
+
+    /// Run `write` in `other`'s transaction and, while it is still open, `race` on a
+    /// thread: `race` reads the row before `write` commits and writes it after.
+    fn racing<T: Send + 'static>(
+        other: &Store,
+        write: &str,
+        id: &str,
+        race: impl FnOnce() -> T + Send + 'static,
+    ) -> T {
+        other
+            .write(|tx| {
+                tx.execute(write, &[&id])?;
+                let racer = std::thread::spawn(race);
+                // Time for the racer to read the old row and block on this one (on SQLite,
+                // on the write lock); should it be slower, it reads the new row and the
+                // outcome holds.
+                std::thread::sleep(Duration::from_millis(300));
+                Ok::<_, StoreError>(racer)
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_move_never_overwrites_a_release_it_did_not_see() {
+        let (_db, store, other) = two_stores();
+        let store = std::sync::Arc::new(store);
+        let task = store
+            .create_task(NewTask::titled("t"), CreatePolicy::Uncapped)
+            .unwrap();
+        store.claim_task(&task.id, "a1", None).unwrap();
+        let mover = store.clone();
+        let id = task.id.clone();
+        let moved = racing(
+            &other,
+            "UPDATE tasks SET status = 'todo', assignee_agent_id = NULL, lease_expires_at = NULL
+             WHERE id = ?1",
+            &task.id,
+            move || {
+                mover.set_status(
+                    &id,
+                    Status::Done,
+                    Some("a1"),
+                    Scope::bound(None, Some("a1")),
+                )
+            },
+        );
+        assert!(
+            matches!(&moved, Err(StoreError::IllegalTransition { from, .. }) if from == "todo"),
+            "{moved:?}"
+        );
+        let now = store.get_task(&task.id, Scope::ALL).unwrap().unwrap();
+        assert_eq!((now.status, now.completed_at), (Status::Todo, None));
+    }
+
+    #[test]
+    fn a_claim_waiting_on_another_process_claim_loses_with_a_conflict() {
+        let (_db, store, other) = two_stores();
+        let store = std::sync::Arc::new(store);
+        let task = store
+            .create_task(NewTask::titled("t"), CreatePolicy::Uncapped)
+            .unwrap();
+        let claimer = store.clone();
+        let id = task.id.clone();
+        let claimed = racing(
+            &other,
+            "UPDATE tasks SET status = 'in_progress', assignee_agent_id = 'b1',
+                 claim_token = claim_token + 1 WHERE id = ?1",
+            &task.id,
+            move || claimer.claim_task(&id, "a1", None),
+        );
+        assert!(matches!(claimed, Err(StoreError::Conflict)), "{claimed:?}");
+        let now = store.get_task(&task.id, Scope::ALL).unwrap().unwrap();
+        assert_eq!(now.assignee_agent_id.as_deref(), Some("b1"));
+    }
+}
+
+/// The board's read-then-write rules on PostgreSQL, where writers of two hosts run side by
+/// side: set `CLAWBOO_TEST_POSTGRES_URL`; without it these tests say so and pass nothing.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod postgres_tests {
+    use std::sync::{Arc, Barrier};
+
+    use super::*;
+    use crate::testing::TestStore;
+
+    /// Run `each(host, i)` on `threads` threads, half on each of the two hosts, all
+    /// released at once; the results in thread order.
+    fn race<T: Send + 'static>(
+        hosts: &[Arc<Store>; 2],
+        threads: usize,
+        each: impl Fn(&Store, usize) -> T + Send + Sync + 'static,
+    ) -> Vec<T> {
+        let start = Arc::new(Barrier::new(threads));
+        let each = Arc::new(each);
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let host = Arc::clone(&hosts[i % 2]);
+                let (start, each) = (Arc::clone(&start), Arc::clone(&each));
+                std::thread::spawn(move || {
+                    start.wait();
+                    each(&host, i)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
+    fn hosts(test: &TestStore) -> [Arc<Store>; 2] {
+        [Arc::new(test.store()), Arc::new(test.reopen())]
+    }
+
+    #[test]
+    fn capped_roots_of_one_team_stop_at_the_cap_across_hosts() {
+        let Some(test) = TestStore::postgres() else {
+            return;
+        };
+        let hosts = hosts(&test);
+        let outcomes = race(&hosts, 40, |store, i| {
+            let new = NewTask {
+                team_id: Some("t".into()),
+                ..NewTask::titled(format!("root {i}"))
+            };
+            store.create_task(new, CreatePolicy::Capped)
+        });
+        let created = outcomes.iter().filter(|o| o.is_ok()).count();
+        assert_eq!(created as i64, MAX_ROOTS_PER_WINDOW);
+        for refused in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+            assert!(
+                matches!(
+                    refused,
+                    StoreError::Cap {
+                        reason: CapReason::RootRateCap,
+                        ..
+                    }
+                ),
+                "{refused:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn two_links_that_would_close_a_cycle_never_both_land() {
+        let Some(test) = TestStore::postgres() else {
+            return;
+        };
+        let hosts = hosts(&test);
+        for round in 0..20 {
+            let a = hosts[0]
+                .create_task(NewTask::titled(format!("a{round}")), CreatePolicy::Uncapped)
+                .unwrap()
+                .id;
+            let b = hosts[0]
+                .create_task(NewTask::titled(format!("b{round}")), CreatePolicy::Uncapped)
+                .unwrap()
+                .id;
+            let outcomes = race(&hosts, 2, move |store, i| {
+                let (task, on) = if i == 0 { (&a, &b) } else { (&b, &a) };
+                store.link_task(task, on, Scope::ALL)
+            });
+            let linked = outcomes.iter().filter(|o| o.is_ok()).count();
+            assert_eq!(linked, 1, "round {round}: {outcomes:?}");
+            assert!(
+                outcomes
+                    .iter()
+                    .any(|o| matches!(o, Err(StoreError::Cycle { .. })))
+            );
+        }
+    }
+
+    #[test]
+    fn a_move_refused_to_others_never_lands_on_a_claim_it_did_not_see() {
+        let Some(test) = TestStore::postgres() else {
+            return;
+        };
+        let hosts = hosts(&test);
+        for round in 0..20 {
+            let id = hosts[0]
+                .create_task(NewTask::titled(format!("t{round}")), CreatePolicy::Uncapped)
+                .unwrap()
+                .id;
+            let outcomes = race(&hosts, 2, move |store, i| {
+                if i == 0 {
+                    store.claim_task(&id, "x", None).map(|_| ())
+                } else {
+                    store
+                        .set_status(
+                            &id,
+                            Status::Cancelled,
+                            Some("y"),
+                            Scope::bound(None, Some("y")),
+                        )
+                        .map(|_| ())
+                }
+            });
+            // Either the claim came first (the cancel is another agent's move on x's task)
+            // or the cancel did (nothing is left to claim): never both.
+            assert_eq!(
+                outcomes.iter().filter(|o| o.is_ok()).count(),
+                1,
+                "round {round}: {outcomes:?}"
+            );
+        }
     }
 }

@@ -286,6 +286,7 @@ pub(crate) fn insert_post(
     body: &str,
 ) -> Result<ChatPost> {
     tx.serialize_on(&format!("chat-room:{room_id}"))?;
+    tx.notify(crate::notices::CHAT)?;
     let id = new_id();
     let seq: i64 = tx.query_one(
         "INSERT INTO team_chat(id, room_id, seq, author, body, kind, created_at)
@@ -481,7 +482,7 @@ impl Store {
         let (title, description) = split_task_text(task);
         let now = self.now_ms();
         // The task, the assignee's inbox note and the room narration land together or not at all.
-        let (created, post) = self.write_sqlite(|tx| {
+        let (created, post) = self.write(|tx| {
             let created = board::insert_task(
                 tx,
                 now,
@@ -503,8 +504,6 @@ impl Store {
                 "{caller_name} delegated \"{}\" to {} (task {})",
                 created.title, target.name, created.id
             );
-            // `board::insert_task` still takes the SQLite connection; the rest runs on `Tx`.
-            let tx = &crate::sqlite::tx::SqliteTx(tx);
             inbox::push(tx, now, &target.id, Some(team_id), "delegation", &note)?;
             let post = insert_post(
                 tx,

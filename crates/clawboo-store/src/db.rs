@@ -272,6 +272,12 @@ pub(crate) trait Tx {
     /// across processes and hosts. Free on SQLite, whose write transaction already is the
     /// only writer.
     fn serialize_on(&self, key: &str) -> Result<()>;
+
+    /// Tell every process on this database, once this transaction commits, that `topic`
+    /// changed (a room got a post, an approval was decided), so their waiters wake at once
+    /// ([`crate::notices`]). SQLite's processes share one host and poll, and a write wakes
+    /// its own process's waiters itself: nothing to send there.
+    fn notify(&self, topic: &str) -> Result<()>;
 }
 
 impl dyn Tx + '_ {

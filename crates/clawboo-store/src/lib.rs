@@ -1,9 +1,12 @@
-//! Clawboo's store and every domain rule, over SQLite (the `sqlite` module) today.
+//! Clawboo's store and every domain rule, over SQLite (one file, the `sqlite` module) or
+//! PostgreSQL (one server for many hosts, the `postgres` module).
 //!
 //! The store knows nothing of MCP, JSON-RPC or HTTP: it exposes typed operations
 //! (`Store::claim_task`, `Store::link_task`, …) and typed errors ([`StoreError`]) whose
-//! variants a caller can act on. Every read-modify-write runs in one `BEGIN IMMEDIATE`
-//! transaction, so each rule holds across OS processes sharing the file, not only threads.
+//! variants a caller can act on. Every read-modify-write runs in one write transaction
+//! (SQLite's `BEGIN IMMEDIATE`; on PostgreSQL, READ COMMITTED with an advisory lock where a
+//! rule reads then writes), so each rule holds across OS processes and hosts, not only
+//! threads. [`Store::open_location`] opens either; [`Store::open`] a SQLite file.
 //!
 //! ```
 //! use clawboo_store::{Store, board::{NewTask, CreatePolicy}};
@@ -25,14 +28,19 @@ pub mod leases;
 pub mod memory;
 mod migrations;
 pub mod normalize;
+mod notices;
 mod path;
+mod postgres;
 pub mod scrub;
 pub mod settings;
 mod sqlite;
+mod store;
 pub mod teams;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use error::{BackendError, BackendErrorKind, CapReason, StoreError};
-pub use sqlite::{Clock, QueuedWrite, SettleWrite, Store, StoreConfig};
+pub use store::{Clock, QueuedWrite, SettleWrite, Store, StoreConfig};
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = migrations::LATEST;
 
@@ -54,8 +62,24 @@ impl Store {
     pub fn open_with(path: &std::path::Path, config: StoreConfig) -> Result<Store, StoreError> {
         let mut hooks = sqlite::hooks::Hooks::default();
         memory::register_sqlite_hooks(&mut hooks);
-        let store = Store::open_sqlite(path, config, hooks)?;
+        let db = sqlite::SqliteDb::open(path, &config, hooks)?;
+        let store = Store::from_backend(store::Backend::Sqlite(db), &config);
         store.lease_unleased_claims()?;
         Ok(store)
+    }
+
+    /// Open the store `location` names: a SQLite file (created on first use) or a
+    /// PostgreSQL database (migrated on first use; its URL may carry `sslmode=require` or
+    /// `verify-full`).
+    pub fn open_location(location: &DbLocation, config: StoreConfig) -> Result<Store, StoreError> {
+        match location {
+            DbLocation::File(path) => Store::open_with(path, config),
+            DbLocation::Postgres(url) => {
+                let db = postgres::PgDb::open(url, &config, notices::deliver)?;
+                let store = Store::from_backend(store::Backend::Postgres(db), &config);
+                store.lease_unleased_claims()?;
+                Ok(store)
+            }
+        }
     }
 }

@@ -39,6 +39,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../migrations/0010_approval_grants_per_identity.sql"),
     ),
     ("0011_leases", include_str!("../migrations/0011_leases.sql")),
+    (
+        "0012_audit_decided_by",
+        include_str!("../migrations/0012_audit_decided_by.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).

@@ -1,8 +1,8 @@
 //! Teams and their agents. Team ids are free strings: a `teams` row only gives a name.
 
-use rusqlite::{Row, params};
 use serde::Serialize;
 
+use crate::db::DbRow;
 use crate::error::{Result, StoreError};
 use crate::{Store, new_id};
 
@@ -36,13 +36,24 @@ pub struct NewAgent {
     pub runtime: Option<String>,
 }
 
-fn agent_from_row(r: &Row<'_>) -> rusqlite::Result<Agent> {
+/// The agent columns every read selects, in [`agent_from_row`]'s order.
+const AGENT_COLUMNS: &str = "id, name, team_id, runtime, created_at";
+
+fn agent_from_row(r: &dyn DbRow) -> Result<Agent> {
     Ok(Agent {
-        id: r.get("id")?,
-        name: r.get("name")?,
-        team_id: r.get("team_id")?,
-        runtime: r.get("runtime")?,
-        created_at: r.get("created_at")?,
+        id: r.get(0)?,
+        name: r.get(1)?,
+        team_id: r.get(2)?,
+        runtime: r.get(3)?,
+        created_at: r.get(4)?,
+    })
+}
+
+fn team_from_row(r: &dyn DbRow) -> Result<Team> {
+    Ok(Team {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        created_at: r.get(2)?,
     })
 }
 
@@ -59,39 +70,28 @@ impl Store {
         require_text("name", name)?;
         let id = id.map(str::to_owned).unwrap_or_else(new_id);
         let now = self.now_ms();
-        self.write_sqlite(|tx| {
+        self.write(|tx| {
             tx.execute(
                 "INSERT INTO teams(id, name, created_at) VALUES (?1, ?2, ?3)
                  ON CONFLICT(id) DO UPDATE SET name = excluded.name",
-                params![id, name, now],
+                &[&id, &name, &now],
             )?;
-            Ok(tx.query_row(
+            tx.query_one(
                 "SELECT id, name, created_at FROM teams WHERE id = ?1",
-                [&id],
-                |r| {
-                    Ok(Team {
-                        id: r.get(0)?,
-                        name: r.get(1)?,
-                        created_at: r.get(2)?,
-                    })
-                },
-            )?)
+                &[&id],
+                team_from_row,
+            )
         })
     }
 
     /// Every team, oldest first.
     pub fn list_teams(&self) -> Result<Vec<Team>> {
-        self.read_sqlite(|c| {
-            let mut stmt =
-                c.prepare("SELECT id, name, created_at FROM teams ORDER BY created_at, id")?;
-            let rows = stmt.query_map([], |r| {
-                Ok(Team {
-                    id: r.get(0)?,
-                    name: r.get(1)?,
-                    created_at: r.get(2)?,
-                })
-            })?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        self.read(|tx| {
+            tx.query_map(
+                "SELECT id, name, created_at FROM teams ORDER BY created_at, id",
+                &[],
+                team_from_row,
+            )
         })
     }
 
@@ -100,25 +100,32 @@ impl Store {
         require_text("name", &new.name)?;
         let id = new.id.clone().unwrap_or_else(new_id);
         let now = self.now_ms();
-        self.write_sqlite(|tx| {
+        self.write(|tx| {
             tx.execute(
                 "INSERT INTO agents(id, name, team_id, runtime, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT(id) DO UPDATE SET name = excluded.name, team_id = excluded.team_id,
                    runtime = excluded.runtime",
-                params![id, new.name, new.team_id, new.runtime, now],
+                &[&id, &new.name, &new.team_id, &new.runtime, &now],
             )?;
-            Ok(tx.query_row("SELECT * FROM agents WHERE id = ?1", [&id], agent_from_row)?)
+            tx.query_one(
+                &format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = ?1"),
+                &[&id],
+                agent_from_row,
+            )
         })
     }
 
     /// Agents, optionally of one team, by name.
     pub fn list_agents(&self, team_id: Option<&str>) -> Result<Vec<Agent>> {
-        self.read_sqlite(|c| {
-            let mut stmt = c.prepare(
-                "SELECT * FROM agents WHERE (?1 IS NULL OR team_id = ?1) ORDER BY name, id",
-            )?;
-            let rows = stmt.query_map([team_id], agent_from_row)?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        self.read(|tx| {
+            tx.query_map(
+                &format!(
+                    "SELECT {AGENT_COLUMNS} FROM agents \
+                     WHERE (CAST(?1 AS TEXT) IS NULL OR team_id = ?1) ORDER BY name, id"
+                ),
+                &[&team_id],
+                agent_from_row,
+            )
         })
     }
 }

@@ -90,7 +90,7 @@ fn every_fixture_migrates_with_its_data_intact_and_the_current_code_works_on_it(
         );
         assert_sound(&db);
 
-        board_is_intact(&store);
+        board_is_intact(&store, version);
         if version >= 2 {
             memory_is_intact(&store, version);
         }
@@ -116,7 +116,7 @@ fn every_fixture_migrates_with_its_data_intact_and_the_current_code_works_on_it(
     }
 }
 
-fn board_is_intact(store: &Store) {
+fn board_is_intact(store: &Store, version: i64) {
     let all = store
         .list_tasks(&TaskFilter {
             include_dropped: true,
@@ -133,9 +133,15 @@ fn board_is_intact(store: &Store) {
     assert_eq!(task.priority, 3);
     assert_eq!(task.parent_task_id.as_deref(), Some(EPIC));
     // A claim from before leases (migration 11) gets one when the store opens, so a long
-    // gone holder does not keep it forever; it has no fencing token yet.
-    assert!(task.lease_expires_at.is_some_and(|at| at > store.now_ms()));
-    assert_eq!(task.claim_token, 0);
+    // gone holder does not keep it forever; it has no fencing token yet. A claim leased
+    // under schema 11 keeps its lease and token.
+    if version >= 11 {
+        assert_eq!(task.lease_expires_at, Some(LEASE_UNTIL));
+        assert_eq!(task.claim_token, CLAIM_TOKEN);
+    } else {
+        assert!(task.lease_expires_at.is_some_and(|at| at > store.now_ms()));
+        assert_eq!(task.claim_token, 0);
+    }
     let comment_ids: Vec<&str> = detail.comments.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(
         comment_ids,
@@ -424,12 +430,17 @@ fn tools_are_intact(store: &Arc<Store>, version: i64) {
     );
     let audit = store.tool_audit(Some("delete_path"), 10).unwrap();
     assert_eq!(audit.len(), 2);
+    // Who decided was not recorded before migration 12.
+    assert!(
+        audit.iter().all(|row| row.decided_by.is_none()),
+        "{audit:?}"
+    );
     assert_eq!(audit[0].phase, "after");
     assert_eq!(
         audit[0].result_text.as_deref(),
         Some("would delete /tmp/build")
     );
-    let conn = Connection::open(store.path()).unwrap();
+    let conn = Connection::open(store.path().expect("a SQLite store")).unwrap();
     // A grant keyed by agent alone cannot say which team it was for: migration 10 drops it;
     // one keyed by identity (written under version 10) stays.
     let (grants, note): (i64, String) = conn

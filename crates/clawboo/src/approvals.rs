@@ -43,7 +43,7 @@ pub enum ApprovalsCommand {
 
 /// Run one approvals command, printing text for a person or JSON with `--json`.
 pub fn run(db: Option<PathBuf>, command: ApprovalsCommand) -> anyhow::Result<()> {
-    let store = crate::open_store(db.as_deref())?;
+    let store = crate::open_db(db.as_deref(), crate::STDIO_PG_POOL)?;
     let (id, decision, json) = match command {
         ApprovalsCommand::List { all, limit, json } => {
             let approvals = store

@@ -40,8 +40,8 @@ pub struct AttachArgs {
     /// Base URL of the running server for http snippets.
     #[arg(long, default_value = "http://127.0.0.1:18790")]
     pub url: String,
-    /// Database file (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
-    #[arg(long, value_name = "PATH")]
+    /// SQLite file or postgres:// URL (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
+    #[arg(long, value_name = "PATH_OR_URL")]
     pub db: Option<PathBuf>,
     /// Print `{ok, config}` as JSON (the shape of GET /api/mcp/config).
     #[arg(long)]
@@ -72,29 +72,28 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
         delegate: args.delegate,
     };
     scope.check_for(server)?;
-    let db_path = crate::resolve_db_file(args.db.as_deref())?;
+    let location = crate::resolve_db(args.db.as_deref())?;
     let target = match transport {
         Transport::Http => {
             // Always signed, an unbound URL too: behind the access gate the signature is
             // what opens the endpoint.
-            let store = crate::open_store(Some(&db_path))?;
+            let store = crate::open_store(&location, crate::STDIO_PG_POOL)?;
             let signed = SignedScope::new(server, scope, &ScopeSigner::from_store(&store)?);
             AttachTarget::Http {
                 url: mcp_http_url(&args.url, &signed),
             }
         }
-        Transport::Stdio => stdio_target(
-            &stdio_launcher()?,
-            server,
-            &scope,
-            &db_path.display().to_string(),
-        ),
+        Transport::Stdio => stdio_target(&stdio_launcher()?, server, &scope, &location),
     };
     let config = build_attach_config(server, runtime, &target);
     if args.json {
         println!("{}", json!({ "ok": true, "config": config }));
     } else {
         println!("{}", config.snippet);
+        // On stderr, so stdout stays the snippet alone, ready to paste or pipe.
+        if let Some(note) = &config.note {
+            eprintln!("note: {note}");
+        }
     }
     Ok(())
 }

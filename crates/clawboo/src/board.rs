@@ -39,7 +39,7 @@ pub enum BoardCommand {
 
 /// Run one board command, printing text for a person or JSON with `--json`.
 pub fn run(db: Option<PathBuf>, command: BoardCommand) -> anyhow::Result<()> {
-    let store = crate::open_store(db.as_deref())?;
+    let store = crate::open_db(db.as_deref(), crate::STDIO_PG_POOL)?;
     match command {
         BoardCommand::List {
             team,

@@ -8,7 +8,7 @@ pub mod memory;
 pub mod serve;
 pub mod stdio;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -26,30 +26,54 @@ pub fn init_logging() {
         .try_init();
 }
 
-/// The database file every binary resolves the same way (`--db`, else `CLAWBOO_DB_PATH`,
-/// else `~/.clawboo/clawboo.db`). A PostgreSQL URL is recognised, and refused with a clear
-/// error: this build has no PostgreSQL backend.
-pub fn resolve_db_file(db: Option<&Path>) -> anyhow::Result<PathBuf> {
-    match clawboo_store::resolve_db(db)? {
-        DbLocation::File(path) => Ok(path),
-        DbLocation::Postgres(_) => anyhow::bail!(
-            "this build of clawboo has no PostgreSQL backend: give a SQLite file path with \
-             --db or CLAWBOO_DB_PATH"
-        ),
-    }
+/// Environment variable sizing a PostgreSQL store's connection pool.
+pub const PG_POOL_ENV: &str = "CLAWBOO_PG_POOL";
+/// `clawboo serve`'s pool when [`PG_POOL_ENV`] is unset: it answers many clients at once.
+pub const SERVE_PG_POOL: usize = 16;
+/// A stdio server's (and an operator command's) pool: one client, one call at a time.
+pub const STDIO_PG_POOL: usize = 2;
+
+/// The database every binary resolves the same way (`--db`, else `CLAWBOO_DB_PATH`, else
+/// `~/.clawboo/clawboo.db`): a SQLite file or a `postgres://`/`postgresql://` URL.
+pub fn resolve_db(db: Option<&Path>) -> anyhow::Result<DbLocation> {
+    Ok(clawboo_store::resolve_db(db)?)
 }
 
-/// Open the store at the file [`resolve_db_file`] names, with the claim lease
-/// `CLAWBOO_LEASE_SECS` sets (read once, here).
-pub fn open_store(db: Option<&Path>) -> anyhow::Result<Arc<Store>> {
-    let path = resolve_db_file(db)?;
-    let config = StoreConfig {
+/// Resolve the database as [`resolve_db`] does and open it ([`open_store`]).
+pub fn open_db(db: Option<&Path>, default_pool: usize) -> anyhow::Result<Arc<Store>> {
+    open_store(&resolve_db(db)?, default_pool)
+}
+
+/// Open the store at `location`, with the claim lease `CLAWBOO_LEASE_SECS` sets and, on
+/// PostgreSQL, a pool of `CLAWBOO_PG_POOL` connections (else `default_pool`) and the
+/// password libpq would use when the URL has none (`PGPASSWORD` or `~/.pgpass`).
+pub fn open_store(location: &DbLocation, default_pool: usize) -> anyhow::Result<Arc<Store>> {
+    let mut config = StoreConfig {
         lease: clawboo_store::leases::lease_from_env()?,
         ..StoreConfig::default()
     };
-    let store = Store::open_with(&path, config)
-        .with_context(|| format!("cannot open the database {}", path.display()))?;
+    if location.is_postgres() {
+        config.pg_pool_size = pg_pool_size(default_pool)?;
+    }
+    // Logged and reported through `Display`, which leaves the password out.
+    tracing::debug!(db = %location, "opening the store");
+    let store = Store::open_location(&location.clone().with_libpq_password(), config)
+        .with_context(|| format!("cannot open the database {location}"))?;
     Ok(Arc::new(store))
+}
+
+/// [`PG_POOL_ENV`] when set (a positive whole number), else `default`.
+fn pg_pool_size(default: usize) -> anyhow::Result<usize> {
+    match std::env::var(PG_POOL_ENV) {
+        Ok(value) if !value.trim().is_empty() => match value.trim().parse::<usize>() {
+            Ok(size) if size > 0 => Ok(size),
+            _ => anyhow::bail!(
+                "{PG_POOL_ENV}={value:?} is not a connection count: give a whole number of \
+                 1 or more, or unset it (default {default})"
+            ),
+        },
+        _ => Ok(default),
+    }
 }
 
 /// Shared memory over `store` with the embedder the environment selects

@@ -37,24 +37,24 @@ enum Command {
     },
     /// Operate on the board.
     Board {
-        /// Database file (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
-        #[arg(long, global = true, value_name = "PATH")]
+        /// SQLite file or postgres:// URL (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
+        #[arg(long, global = true, value_name = "PATH_OR_URL")]
         db: Option<PathBuf>,
         #[command(subcommand)]
         command: BoardCommand,
     },
     /// Answer the tool broker's pending approvals.
     Approvals {
-        /// Database file (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
-        #[arg(long, global = true, value_name = "PATH")]
+        /// SQLite file or postgres:// URL (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
+        #[arg(long, global = true, value_name = "PATH_OR_URL")]
         db: Option<PathBuf>,
         #[command(subcommand)]
         command: ApprovalsCommand,
     },
     /// Maintain shared memory.
     Memory {
-        /// Database file (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
-        #[arg(long, global = true, value_name = "PATH")]
+        /// SQLite file or postgres:// URL (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
+        #[arg(long, global = true, value_name = "PATH_OR_URL")]
         db: Option<PathBuf>,
         #[command(subcommand)]
         command: MemoryCommand,

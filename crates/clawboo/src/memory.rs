@@ -38,7 +38,7 @@ pub enum ModelsCommand {
 pub fn run(db: Option<PathBuf>, command: MemoryCommand) -> anyhow::Result<()> {
     match command {
         MemoryCommand::Reindex { json } => {
-            let store = crate::open_store(db.as_deref())?;
+            let store = crate::open_db(db.as_deref(), crate::STDIO_PG_POOL)?;
             let memory = crate::open_memory(store);
             let Some(model) = memory.embedder().map(|e| e.model_id().to_owned()) else {
                 bail!(

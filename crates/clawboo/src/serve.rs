@@ -15,20 +15,20 @@ pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:18790")]
     pub bind: SocketAddr,
-    /// Database file (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
-    #[arg(long, value_name = "PATH")]
+    /// SQLite file or postgres:// URL (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
+    #[arg(long, value_name = "PATH_OR_URL")]
     pub db: Option<PathBuf>,
 }
 
 /// Serve until Ctrl-C. Prints `clawboo listening on <url>` on stdout once the socket is
 /// bound, so scripts (and tests) learn the real port.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let db_path = crate::resolve_db_file(args.db.as_deref())?;
+    let location = crate::resolve_db(args.db.as_deref())?;
     let launcher = crate::attach::stdio_launcher()?;
     // Every setting is read (and a bad one refused) before anything is opened.
-    let mut options = ServerOptions::new(args.bind, db_path.clone(), launcher).with_env()?;
+    let mut options = ServerOptions::new(args.bind, location.clone(), launcher).with_env()?;
     let gate_on = options.access_token.is_some();
-    let store = crate::open_store(Some(&db_path))?;
+    let store = crate::open_store(&location, crate::SERVE_PG_POOL)?;
     let signer = ScopeSigner::from_store(&store)?;
     // Before the runtime starts: choosing an embedder may build a blocking HTTP client.
     let memory = crate::open_memory(store.clone());

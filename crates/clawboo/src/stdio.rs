@@ -17,8 +17,8 @@ use clawboo_mcp::tools::{ToolsConfig, ToolsServer};
 /// the server (never by the model) and bind the session exactly as a signed URL does.
 #[derive(Debug, Clone, Default, Args)]
 pub struct StdioArgs {
-    /// Database file (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
-    #[arg(long, value_name = "PATH")]
+    /// SQLite file or postgres:// URL (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
+    #[arg(long, value_name = "PATH_OR_URL")]
     pub db: Option<PathBuf>,
     /// Bind the session to this team.
     #[arg(long, value_name = "TEAM_ID")]
@@ -115,7 +115,7 @@ pub(crate) fn keep_freed_heap_top() {}
 /// The Tasks server over stdio.
 pub fn serve_tasks(args: StdioArgs) -> anyhow::Result<()> {
     check_flags("tasks", &args)?;
-    let store = crate::open_store(args.db.as_deref())?;
+    let store = crate::open_db(args.db.as_deref(), crate::STDIO_PG_POOL)?;
     let config = TasksConfig {
         read_only: args.read_only,
         binding: args.binding(),
@@ -126,7 +126,7 @@ pub fn serve_tasks(args: StdioArgs) -> anyhow::Result<()> {
 /// The Memory server over stdio.
 pub fn serve_memory(args: StdioArgs) -> anyhow::Result<()> {
     check_flags("memory", &args)?;
-    let store = crate::open_store(args.db.as_deref())?;
+    let store = crate::open_db(args.db.as_deref(), crate::STDIO_PG_POOL)?;
     // Chosen before the async runtime starts: the HTTP embedders are blocking clients.
     let memory = crate::open_memory(store);
     let config = MemoryConfig {
@@ -138,7 +138,7 @@ pub fn serve_memory(args: StdioArgs) -> anyhow::Result<()> {
 /// The TeamChat server over stdio.
 pub fn serve_teamchat(args: StdioArgs) -> anyhow::Result<()> {
     check_flags("teamchat", &args)?;
-    let store = crate::open_store(args.db.as_deref())?;
+    let store = crate::open_db(args.db.as_deref(), crate::STDIO_PG_POOL)?;
     let teamchat = clawboo_mcp::teamchat::TeamChatServer::new(store, args.binding());
     serve_on_this_thread(McpServer::new(teamchat))
 }
@@ -146,7 +146,7 @@ pub fn serve_teamchat(args: StdioArgs) -> anyhow::Result<()> {
 /// The Tools server (the tool broker) over stdio.
 pub fn serve_tools(args: StdioArgs) -> anyhow::Result<()> {
     check_flags("tools", &args)?;
-    let store = crate::open_store(args.db.as_deref())?;
+    let store = crate::open_db(args.db.as_deref(), crate::STDIO_PG_POOL)?;
     let config = ToolsConfig {
         binding: args.binding(),
         broker: clawboo_store::broker::BrokerConfig::from_env(),

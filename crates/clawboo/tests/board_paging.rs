@@ -9,13 +9,13 @@ mod http_support;
 
 use std::collections::HashSet;
 
-use common::{StdioClient, first_text, temp_db};
+use common::{StdioClient, TestDb, first_text};
 use http_support::{Server, client, create_task};
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-tasks");
 
-fn tasks(db: &std::path::Path) -> StdioClient {
+fn tasks(db: &TestDb) -> StdioClient {
     let mut c = StdioClient::spawn(BIN, db, &[]);
     c.initialize();
     c
@@ -42,7 +42,7 @@ fn in_board_order(tasks: &[Value]) -> bool {
 
 #[test]
 fn pages_neither_skip_nor_repeat_a_task_while_other_processes_write() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut writer = tasks(&db);
     let mut reader = tasks(&db);
     // Roots are rate-capped, so most of the board is subtasks of three roots (and the
@@ -103,7 +103,7 @@ fn pages_neither_skip_nor_repeat_a_task_while_other_processes_write() {
 
 #[test]
 fn listed_descriptions_are_cut_and_get_task_has_the_rest() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut c = tasks(&db);
     let long = "é".repeat(150) + &"x".repeat(350);
     let id = create(&mut c, json!({"title": "long", "description": long}));
@@ -131,7 +131,7 @@ fn listed_descriptions_are_cut_and_get_task_has_the_rest() {
 
 #[test]
 fn a_bad_limit_or_cursor_is_invalid_args() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut c = tasks(&db);
     create(&mut c, json!({"title": "a"}));
     for (args, text) in [

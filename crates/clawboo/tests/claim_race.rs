@@ -4,7 +4,7 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{StdioClient, first_text, seed_subtasks, temp_db};
+use common::{StdioClient, TestDb, first_text, seed_subtasks, sql_quote};
 use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-tasks");
@@ -13,7 +13,7 @@ const TASKS: usize = 240;
 
 #[test]
 fn racing_processes_claim_each_task_exactly_once() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut setup = StdioClient::spawn(BIN, &db, &[]);
     setup.initialize();
     let ids = seed_subtasks(&mut setup, TASKS);
@@ -69,16 +69,12 @@ fn racing_processes_claim_each_task_exactly_once() {
         assert_eq!(agents.len(), 1, "task {id} was won by {agents:?}");
     }
     // The database agrees with what the winners were told.
-    let conn = rusqlite::Connection::open(&db).unwrap();
     for (id, agents) in &winners {
-        let (status, assignee): (String, String) = conn
-            .query_row(
-                "SELECT status, assignee_agent_id FROM tasks WHERE id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .unwrap();
-        assert_eq!(status, "in_progress");
-        assert_eq!(&assignee, &agents[0]);
+        let row = db.query_row(&format!(
+            "SELECT status, assignee_agent_id FROM tasks WHERE id = {}",
+            sql_quote(id)
+        ));
+        assert_eq!(row[0].as_deref(), Some("in_progress"));
+        assert_eq!(row[1].as_ref(), Some(&agents[0]));
     }
 }

@@ -12,13 +12,11 @@ mod common;
 mod http_support;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
-use clawboo_store::Store;
 use clawboo_store::board::{CreatePolicy, MAX_CHILDREN, MAX_ROOTS_PER_WINDOW, NewTask, Status};
-use common::{StdioClient, first_text, temp_db};
+use common::{StdioClient, TestDb, first_text, sql_quote};
 use http_support::{Server, Session, client, message_with_id, post};
 use serde_json::{Value, json};
 
@@ -49,7 +47,7 @@ enum Via {
 }
 
 /// Two `clawboo serve` processes on `db`.
-fn servers(db: &Path) -> [Server; 2] {
+fn servers(db: &TestDb) -> [Server; 2] {
     [
         Server::start_on(db, "127.0.0.1:0", &[]),
         Server::start_on(db, "127.0.0.1:0", &[]),
@@ -108,7 +106,7 @@ async fn rest_posts(base: String, bodies: Vec<Call>) -> Vec<Value> {
 
 /// Start every racer, let them all go at once, and return each one's results (the tool
 /// `result` objects, in call order) by label.
-fn race(db: &Path, racers: Vec<Racer>) -> Vec<(String, Vec<Call>, Vec<Value>)> {
+fn race(db: &TestDb, racers: Vec<Racer>) -> Vec<(String, Vec<Call>, Vec<Value>)> {
     let stdio_count = racers
         .iter()
         .filter(|r| matches!(r.via, Via::Stdio(..)))
@@ -246,8 +244,8 @@ fn mixed(
 #[test]
 fn claims_from_stdio_and_http_have_exactly_one_winner_per_task() {
     const TASKS: usize = 120;
-    let (_dir, db) = temp_db();
-    let store = Store::open(&db).unwrap();
+    let db = TestDb::new();
+    let store = db.open_store();
     let ids: Vec<String> = (0..TASKS)
         .map(|i| {
             store
@@ -327,18 +325,14 @@ fn claims_from_stdio_and_http_have_exactly_one_winner_per_task() {
         by_surface("stdio"),
         by_surface("http"),
     );
-    let conn = rusqlite::Connection::open(&db).unwrap();
     for (id, who) in &winners {
-        let (status, assignee): (String, String) = conn
-            .query_row(
-                "SELECT status, assignee_agent_id FROM tasks WHERE id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .unwrap();
+        let row = db.query_row(&format!(
+            "SELECT status, assignee_agent_id FROM tasks WHERE id = {}",
+            sql_quote(id)
+        ));
         assert_eq!(
-            (status.as_str(), assignee.as_str()),
-            ("in_progress", who[0].as_str())
+            (row[0].as_deref(), row[1].as_deref()),
+            (Some("in_progress"), Some(who[0].as_str()))
         );
     }
 }
@@ -352,8 +346,8 @@ fn racing_creates_at_the_caps_never_exceed_them_by_one() {
     const FILLER_ROOTS: i64 = 20;
     const SUBTASKS_PER_PARENT: usize = 10;
     const ROOTS_EACH: usize = 4;
-    let (_dir, db) = temp_db();
-    let store = Store::open(&db).unwrap();
+    let db = TestDb::new();
+    let store = db.open_store();
     let mut parents = Vec::new();
     for (p, prefilled) in PREFILLED.into_iter().enumerate() {
         let mut parent = NewTask::titled(format!("parent {p}"));
@@ -457,24 +451,14 @@ fn racing_creates_at_the_caps_never_exceed_them_by_one() {
     }
     assert_eq!(roots_made, MAX_ROOTS_PER_WINDOW - roots_before);
 
-    let conn = rusqlite::Connection::open(&db).unwrap();
     for parent in &parents {
-        let live: i64 = conn
-            .query_row(
-                "SELECT COUNT(*) FROM tasks WHERE parent_task_id = ?1 AND dropped = 0",
-                [parent],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let live = db.query_i64(&format!(
+            "SELECT COUNT(*) FROM tasks WHERE parent_task_id = {} AND dropped = 0",
+            sql_quote(parent)
+        ));
         assert_eq!(live, MAX_CHILDREN);
     }
-    let roots: i64 = conn
-        .query_row(
-            "SELECT COUNT(*) FROM tasks WHERE parent_task_id IS NULL",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let roots = db.query_i64("SELECT COUNT(*) FROM tasks WHERE parent_task_id IS NULL");
     assert_eq!(roots, MAX_ROOTS_PER_WINDOW);
 }
 
@@ -482,8 +466,8 @@ fn racing_creates_at_the_caps_never_exceed_them_by_one() {
 fn posts_from_stdio_mcp_http_and_rest_get_contiguous_seqs_per_room() {
     const POSTS_EACH: usize = 24;
     const TEAMS: [&str; 2] = ["mixed-a", "mixed-b"];
-    let (_dir, db) = temp_db();
-    drop(Store::open(&db).unwrap());
+    let db = TestDb::new();
+    drop(db.open_store());
     let servers = servers(&db);
     let post_calls = |label: &str| -> Vec<Call> {
         (0..POSTS_EACH)
@@ -550,7 +534,6 @@ fn posts_from_stdio_mcp_http_and_rest_get_contiguous_seqs_per_room() {
     }
     let total: usize = acked.values().map(BTreeMap::len).sum();
     assert_eq!(total, 7 * POSTS_EACH + 2 * (POSTS_EACH / 2));
-    let conn = rusqlite::Connection::open(&db).unwrap();
     for (room, posts) in &acked {
         let seqs: Vec<i64> = posts.keys().copied().collect();
         assert_eq!(
@@ -558,14 +541,18 @@ fn posts_from_stdio_mcp_http_and_rest_get_contiguous_seqs_per_room() {
             (1..=posts.len() as i64).collect::<Vec<_>>(),
             "{room}: seqs must be 1..=N"
         );
-        let mut stmt = conn
-            .prepare("SELECT seq, author, body FROM team_chat WHERE room_id = ?1 ORDER BY seq")
-            .unwrap();
-        let stored: BTreeMap<i64, (String, String)> = stmt
-            .query_map([room], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let stored: BTreeMap<i64, (String, String)> = db
+            .query_rows(&format!(
+                "SELECT seq, author, body FROM team_chat WHERE room_id = {} ORDER BY seq",
+                sql_quote(room)
+            ))
+            .into_iter()
+            .map(|row| {
+                let [seq, author, body] = <[Option<String>; 3]>::try_from(row).unwrap();
+                let seq = seq.unwrap().parse().unwrap();
+                (seq, (author.unwrap(), body.unwrap()))
+            })
+            .collect();
         assert_eq!(
             &stored, posts,
             "{room}: the database holds exactly what was acknowledged"

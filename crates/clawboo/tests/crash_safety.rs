@@ -1,8 +1,8 @@
 //! Crash safety: round after round, the real stdio bins write (creates, claims, status moves,
 //! comments, chat posts, memory saves) with several requests in flight and are SIGKILLed at
-//! random points; after every round the database must be sound: `integrity_check` passes,
-//! every write a client saw acknowledged is present, no task is half-claimed, chat seqs and
-//! procedure versions are contiguous.
+//! random points; after every round the database must be sound: every write a client saw
+//! acknowledged is present, no task is half-claimed, chat seqs and procedure versions are
+//! contiguous, and (SQLite) `integrity_check` passes.
 //!
 //! The kill points come from a seeded generator; the seed is printed, and
 //! `CLAWBOO_CRASH_SEED=<seed>` replays it. `CLAWBOO_CRASH_ROUNDS=<n>` runs longer by hand.
@@ -15,10 +15,9 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use clawboo_store::Store;
 use clawboo_store::board::{CreatePolicy, NewTask, Status};
-use common::{StdioClient, first_text, temp_db};
-use rusqlite::{Connection, OptionalExtension};
+use common::{StdioClient, TestDb, first_text, skip_on_postgres, sql_quote};
+use rusqlite::Connection;
 use serde_json::{Value, json};
 
 const TASKS_BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-tasks");
@@ -224,7 +223,7 @@ struct Writer {
 }
 
 impl Writer {
-    fn spawn(&self, db: &Path) -> StdioClient {
+    fn spawn(&self, db: &TestDb) -> StdioClient {
         match self.role {
             Role::Tasks { .. } => StdioClient::spawn(TASKS_BIN, db, &["--agent", &self.name]),
             Role::Chat => StdioClient::spawn(TEAMCHAT_BIN, db, &[]),
@@ -303,7 +302,7 @@ impl Writer {
     /// Write with [`IN_FLIGHT`] requests outstanding; SIGKILL the process once `kill_after`
     /// answers were read (0: right after spawning, possibly mid-open). Returns the writes
     /// whose success answer was read.
-    fn run(mut self, db: &Path, kill_after: usize) -> Vec<Ack> {
+    fn run(mut self, db: &TestDb, kill_after: usize) -> Vec<Ack> {
         let mut client = self.spawn(db);
         let mut acks = Vec::new();
         if kill_after == 0 {
@@ -414,57 +413,42 @@ impl Ledger {
     }
 
     /// The database holds every acknowledged write and every invariant.
-    fn check(&self, db: &Path) {
-        let conn = Connection::open(db).expect("open after the crash");
-        let integrity: String = conn
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(integrity, "ok");
-        conn.execute(
-            "INSERT INTO memory_facts_fts(memory_facts_fts) VALUES ('integrity-check')",
-            [],
-        )
-        .expect("the full-text index matches its table");
-        let fk_violations = conn
-            .prepare("PRAGMA foreign_key_check")
-            .unwrap()
-            .query_map([], |_| Ok(()))
-            .unwrap()
-            .count();
-        assert_eq!(fk_violations, 0);
-
+    fn check(&self, db: &TestDb, check_file: bool) {
+        if check_file {
+            check_sqlite_file(db.sqlite_path());
+        }
         // No half-claimed task anywhere on the board.
-        let mut stmt = conn
-            .prepare(
-                "SELECT id, status, assignee_agent_id, completed_at FROM tasks
-                 WHERE (status = 'todo' AND assignee_agent_id IS NOT NULL)
-                    OR (status IN ('in_progress', 'in_review') AND assignee_agent_id IS NULL)
-                    OR ((completed_at IS NULL) = (status IN ('done', 'cancelled')))",
-            )
-            .unwrap();
-        let torn: Vec<(String, String, Option<String>, Option<i64>)> = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let torn = db.query_rows(
+            "SELECT id, status, assignee_agent_id, completed_at FROM tasks
+             WHERE (status = 'todo' AND assignee_agent_id IS NOT NULL)
+                OR (status IN ('in_progress', 'in_review') AND assignee_agent_id IS NULL)
+                OR ((completed_at IS NULL) = (status IN ('done', 'cancelled')))",
+        );
         assert!(torn.is_empty(), "half-claimed or torn tasks: {torn:?}");
 
-        let task = |id: &str| -> Option<(String, String, Option<String>, Option<String>)> {
-            conn.query_row(
-                "SELECT title, status, assignee_agent_id, parent_task_id FROM tasks WHERE id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-            )
-            .optional()
-            .unwrap()
+        // One row's columns as text, or None when there is no such row.
+        let one = |sql: String| -> Option<Vec<Option<String>>> {
+            let mut rows = db.query_rows(&sql);
+            assert!(rows.len() <= 1, "{sql}: {rows:?}");
+            rows.pop()
+        };
+        let task = |id: &str| {
+            one(format!(
+                "SELECT title, status, assignee_agent_id, parent_task_id FROM tasks WHERE id = {}",
+                sql_quote(id)
+            ))
         };
         for (id, parent, title) in &self.created {
-            let (t, _, _, p) = task(id).unwrap_or_else(|| panic!("acknowledged task {id} lost"));
-            assert_eq!((&t, p.as_deref()), (title, Some(parent.as_str())));
+            let row = task(id).unwrap_or_else(|| panic!("acknowledged task {id} lost"));
+            assert_eq!(
+                (row[0].as_ref(), row[3].as_deref()),
+                (Some(title), Some(parent.as_str()))
+            );
         }
         for (id, agent) in &self.claims {
-            let (_, status, assignee, _) = task(id).expect("claimed task");
-            assert_eq!(assignee.as_deref(), Some(agent.as_str()), "task {id}");
+            let row = task(id).expect("claimed task");
+            let status = row[1].clone().unwrap_or_default();
+            assert_eq!(row[2].as_deref(), Some(agent.as_str()), "task {id}");
             assert!(
                 rank(&status) >= rank(self.progress[id]),
                 "task {id} is {status}, but {} was acknowledged",
@@ -472,45 +456,32 @@ impl Ledger {
             );
         }
         for (id, task_id, body) in &self.comments {
-            let stored: Option<(String, String)> = conn
-                .query_row(
-                    "SELECT task_id, body FROM task_comments WHERE id = ?1",
-                    [id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()
-                .unwrap();
+            let stored = one(format!(
+                "SELECT task_id, body FROM task_comments WHERE id = {}",
+                sql_quote(id)
+            ));
             assert_eq!(
                 stored,
-                Some((task_id.clone(), body.clone())),
+                Some(vec![Some(task_id.clone()), Some(body.clone())]),
                 "comment {id}"
             );
         }
 
         for (room, seq, author, body) in &self.posts {
-            let stored: Option<(String, String)> = conn
-                .query_row(
-                    "SELECT author, body FROM team_chat WHERE room_id = ?1 AND seq = ?2",
-                    rusqlite::params![room, seq],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()
-                .unwrap();
+            let stored = one(format!(
+                "SELECT author, body FROM team_chat WHERE room_id = {} AND seq = {seq}",
+                sql_quote(room)
+            ));
             assert_eq!(
                 stored,
-                Some((author.clone(), body.clone())),
+                Some(vec![Some(author.clone()), Some(body.clone())]),
                 "post {room}#{seq}"
             );
         }
         let mut seqs: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-        let mut stmt = conn
-            .prepare("SELECT room_id, seq FROM team_chat ORDER BY room_id, seq")
-            .unwrap();
-        for row in stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
-            .unwrap()
-        {
-            let (room, seq) = row.unwrap();
+        for row in db.query_rows("SELECT room_id, seq FROM team_chat ORDER BY room_id, seq") {
+            let room = row[0].clone().unwrap_or_default();
+            let seq: i64 = row[1].as_deref().unwrap_or_default().parse().unwrap();
             seqs.entry(room).or_default().push(seq);
         }
         for (room, seqs) in &seqs {
@@ -522,42 +493,61 @@ impl Ledger {
         }
 
         for (id, title, content) in &self.facts {
-            let stored: Option<(String, String)> = conn
-                .query_row(
-                    "SELECT title, content FROM memory_facts WHERE id = ?1",
-                    [id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()
-                .unwrap();
-            assert_eq!(stored, Some((title.clone(), content.clone())), "fact {id}");
+            let stored = one(format!(
+                "SELECT title, content FROM memory_facts WHERE id = {}",
+                sql_quote(id)
+            ));
+            assert_eq!(
+                stored,
+                Some(vec![Some(title.clone()), Some(content.clone())]),
+                "fact {id}"
+            );
         }
         for (name, version, content) in &self.procedures {
-            let stored: Option<String> = conn
-                .query_row(
-                    "SELECT content FROM memory_procedures WHERE name = ?1 AND version = ?2",
-                    rusqlite::params![name, version],
-                    |r| r.get(0),
-                )
-                .optional()
-                .unwrap();
+            let stored = one(format!(
+                "SELECT content FROM memory_procedures WHERE name = {} AND version = {version}",
+                sql_quote(name)
+            ));
             assert_eq!(
-                stored.as_ref(),
-                Some(content),
+                stored,
+                Some(vec![Some(content.clone())]),
                 "procedure {name} v{version}"
             );
         }
         for name in PROCEDURES {
-            let versions: Vec<i64> = conn
-                .prepare("SELECT version FROM memory_procedures WHERE name = ?1 ORDER BY version")
-                .unwrap()
-                .query_map([name], |r| r.get(0))
-                .unwrap()
-                .collect::<Result<_, _>>()
-                .unwrap();
+            let versions: Vec<i64> = db
+                .query_rows(&format!(
+                    "SELECT version FROM memory_procedures WHERE name = {} ORDER BY version",
+                    sql_quote(name)
+                ))
+                .iter()
+                .map(|row| row[0].as_deref().unwrap_or_default().parse().unwrap())
+                .collect();
             assert_eq!(versions, (1..=versions.len() as i64).collect::<Vec<_>>());
         }
     }
+}
+
+/// The SQLite file itself survived the kills: its pages, its full-text index and its
+/// foreign keys are sound (PostgreSQL's own crash safety is not the writers' to break).
+fn check_sqlite_file(db: &Path) {
+    let conn = Connection::open(db).expect("open after the crash");
+    let integrity: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(integrity, "ok");
+    conn.execute(
+        "INSERT INTO memory_facts_fts(memory_facts_fts) VALUES ('integrity-check')",
+        [],
+    )
+    .expect("the full-text index matches its table");
+    let fk_violations = conn
+        .prepare("PRAGMA foreign_key_check")
+        .unwrap()
+        .query_map([], |_| Ok(()))
+        .unwrap()
+        .count();
+    assert_eq!(fk_violations, 0);
 }
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -565,8 +555,8 @@ fn env_u64(name: &str) -> Option<u64> {
 }
 
 /// A root for a round's subtasks and the round's claimable pool, made through the store.
-fn prepare_round(db: &Path, round: u64, writers: usize) -> (Vec<String>, Vec<String>) {
-    let store = Store::open(db).expect("open between rounds");
+fn prepare_round(db: &TestDb, round: u64, writers: usize) -> (Vec<String>, Vec<String>) {
+    let store = db.open_store();
     let make = |title: String, status: Status| {
         let mut task = NewTask::titled(title);
         task.status = Some(status);
@@ -600,7 +590,8 @@ fn killed_writers_never_lose_an_acknowledged_write_or_tear_a_task() {
     };
     eprintln!("crash_safety: seed {seed} (replay with CLAWBOO_CRASH_SEED={seed})");
     let mut rng = Rng(seed);
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
+    let check_file = !skip_on_postgres(&db, "integrity_check, the FTS index, foreign_key_check");
     let mut ledger = Ledger::default();
     let started = Instant::now();
     let mut ran = 0;
@@ -652,7 +643,7 @@ fn killed_writers_never_lose_an_acknowledged_write_or_tear_a_task() {
         for ack in acks.into_iter().flatten() {
             ledger.record(ack);
         }
-        ledger.check(&db);
+        ledger.check(&db, check_file);
         ran += 1;
     }
     eprintln!(

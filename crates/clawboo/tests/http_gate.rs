@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod http_support;
 
 use http_support::{Server, Session, attach, clawboo, client, initialize_body, post};
@@ -391,7 +392,7 @@ fn non_loopback_bind_needs_the_gate_or_an_explicit_opt_in() {
         .unwrap();
     assert!(!out.status.success());
     // With the gate, or with CLAWBOO_ALLOW_INSECURE=1, it starts.
-    let db = dir.path().join("c.db");
+    let db = common::TestDb::new();
     let gated = Server::start_on(&db, "0.0.0.0:0", &[("STUDIO_ACCESS_TOKEN", TOKEN)]);
     assert!(gated.base.starts_with("http://127.0.0.1:"));
     let open = Server::start_on(&db, "0.0.0.0:0", &[("CLAWBOO_ALLOW_INSECURE", "1")]);

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod http_support;
 
 use http_support::{Server, Session, client, initialize_body, message_with_id, post};

@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod http_support;
 
 use http_support::{
@@ -160,8 +161,7 @@ async fn a_signature_for_one_server_opens_no_other() {
 #[tokio::test]
 async fn signature_from_another_install_is_refused() {
     let board = Board::new().await;
-    let other_dir = tempfile::tempdir().unwrap();
-    let other_db = other_dir.path().join("other.db");
+    let other_db = common::TestDb::new();
     let config = attach(
         &other_db,
         &[

@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod http_support;
 
 use std::io::{Read, Write};

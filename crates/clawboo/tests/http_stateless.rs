@@ -4,10 +4,12 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod http_support;
 
 use http_support::{
-    MODERN, ModernAnswer, Server, client, create_task, post_modern, signed_tasks_url,
+    MODERN, ModernAnswer, Server, attach, client, create_task, get_json, message_with_id,
+    post_modern, send_modern, signed_tasks_url,
 };
 use serde_json::{Value, json};
 
@@ -150,4 +152,208 @@ async fn a_modern_request_is_refused_unless_its_own_url_verifies() {
             .contains("io.modelcontextprotocol/protocolVersion"),
         "{body}"
     );
+}
+
+/// A client declaring form elicitation, as Claude Code does.
+fn form_client() -> Value {
+    json!({"elicitation": {"form": {}}})
+}
+
+/// `tools/call` of `delete_path` on `path` from a form-declaring 2026-07-28 client;
+/// `extra` adds `requestState`/`inputResponses`. Returns the result.
+async fn delete_path(url: &str, id: i64, path: &str, extra: Value) -> Value {
+    let params = delete_path_params(path, extra);
+    let resp = send_modern(&client(), url, id, "tools/call", params, form_client()).await;
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers().get("mcp-session-id").is_none());
+    let message = message_with_id(&resp.text().await.unwrap(), id);
+    message["result"].clone()
+}
+
+/// The params of a `delete_path` call on `path`, with `extra` fields beside them.
+fn delete_path_params(path: &str, extra: Value) -> Value {
+    let mut params = json!({"name": "delete_path", "arguments": {"path": path}});
+    if let (Some(params), Value::Object(extra)) = (params.as_object_mut(), extra) {
+        params.extend(extra);
+    }
+    params
+}
+
+/// The first round: the approval is opened and the form comes back with the state.
+async fn first_round(url: &str, id: i64, path: &str) -> String {
+    let round = delete_path(url, id, path, json!({})).await;
+    assert_eq!(round["resultType"], "input_required", "{round}");
+    assert_eq!(
+        round["inputRequests"]["approval"]["method"], "elicitation/create",
+        "{round}"
+    );
+    round["requestState"].as_str().unwrap().to_owned()
+}
+
+fn answered(state: &str, answer: Value) -> Value {
+    json!({"requestState": state, "inputResponses": {"approval": answer}})
+}
+
+fn accept(decision: &str) -> Value {
+    json!({"action": "accept", "content": {"decision": decision}})
+}
+
+/// The one pending approval, as the REST API lists it.
+async fn pending_approval(server: &Server) -> String {
+    let listed = get_json(&server.url("/api/tools/approvals")).await;
+    let pending = listed["approvals"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{listed}");
+    pending[0]["id"].as_str().unwrap().to_owned()
+}
+
+/// Who decided the call of approval `id`: the approval's and the audit's word.
+async fn decided_by(server: &Server, id: &str) -> (Value, Value) {
+    let approvals = get_json(&server.url("/api/tools/approvals?status=all")).await;
+    let approval = approvals["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == id)
+        .unwrap()["decidedBy"]
+        .clone();
+    let audit = get_json(&server.url("/api/tools/audit?toolName=delete_path")).await;
+    let row = audit["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["approvalId"] == id && r["phase"] == "before")
+        .unwrap_or_else(|| panic!("no audit row of {id}: {audit}"))
+        .clone();
+    (approval, row["decidedBy"].clone())
+}
+
+#[tokio::test]
+async fn a_2026_client_answers_approvals_in_the_calls_rounds_over_http() {
+    let server = Server::start(&[("TAVILY_API_KEY", "")]);
+    let config = attach(
+        &server.db,
+        &[
+            "--server",
+            "tools",
+            "--team",
+            "t1",
+            "--agent",
+            "a1",
+            "--url",
+            &server.base,
+        ],
+    );
+    let url = config["structured"]["clawboo-tools"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let both = |who: &str| (json!(who), json!(who));
+
+    // Deny.
+    let state = first_round(&url, 1, "/srv/one").await;
+    let approval = pending_approval(&server).await;
+    let denied = delete_path(&url, 2, "/srv/one", answered(&state, accept("deny"))).await;
+    assert_eq!(denied["_meta"]["denied"], "approval:deny", "{denied}");
+    assert_eq!(decided_by(&server, &approval).await, both("elicitation"));
+
+    // Allow once.
+    let state = first_round(&url, 3, "/srv/two").await;
+    let allowed = delete_path(&url, 4, "/srv/two", answered(&state, accept("allow_once"))).await;
+    assert_ne!(allowed["isError"], true, "{allowed}");
+    let approval = allowed["_meta"]["approvalId"].as_str().unwrap().to_owned();
+    assert_eq!(decided_by(&server, &approval).await, both("elicitation"));
+
+    // Cancel: the retry waits (its progress streams in its own answer) until REST decides.
+    let state = first_round(&url, 5, "/srv/three").await;
+    let approval = pending_approval(&server).await;
+    let mut params =
+        delete_path_params("/srv/three", answered(&state, json!({"action": "cancel"})));
+    params["_meta"] = json!({"progressToken": "p6"});
+    let mut waiting = send_modern(&client(), &url, 6, "tools/call", params, form_client()).await;
+    let mut body = String::new();
+    while !body.contains("notifications/progress") {
+        let chunk = waiting
+            .chunk()
+            .await
+            .unwrap()
+            .expect("the call ended before it waited");
+        body.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert_eq!(
+        pending_approval(&server).await,
+        approval,
+        "cancel decided nothing"
+    );
+    let decided = client()
+        .post(server.url(&format!("/api/tools/approvals/{approval}/resolve")))
+        .json(&json!({"decision": "allow_once"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(decided.status(), 200);
+    while let Some(chunk) = waiting.chunk().await.unwrap() {
+        body.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let result = message_with_id(&body, 6)["result"].clone();
+    assert_ne!(result["isError"], true, "{result}");
+    assert_eq!(decided_by(&server, &approval).await, both("api"));
+
+    // Allow always: the next call asks no one.
+    let state = first_round(&url, 7, "/srv/four").await;
+    let always = delete_path(
+        &url,
+        8,
+        "/srv/four",
+        answered(&state, accept("allow_always")),
+    )
+    .await;
+    assert_ne!(always["isError"], true, "{always}");
+    let next = delete_path(&url, 9, "/srv/five", json!({})).await;
+    assert_ne!(next["resultType"], "input_required", "{next}");
+    assert_ne!(next["isError"], true, "{next}");
+    let audit = get_json(&server.url("/api/tools/audit?toolName=delete_path&limit=2")).await;
+    let latest = audit["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["phase"] == "before")
+        .unwrap()
+        .clone();
+    assert_eq!(latest["decidedBy"], "allow_always", "{audit}");
+}
+
+#[tokio::test]
+async fn get_and_delete_at_2026_are_not_allowed_and_sessions_keep_their_answers() {
+    let server = Server::start(&[]);
+    let url = server.url("/api/mcp/tasks");
+    let http = client();
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let r = http
+            .request(method.clone(), &url)
+            .header("accept", "text/event-stream")
+            .header("mcp-protocol-version", MODERN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 405, "{method}");
+        assert_eq!(r.headers()["allow"], "POST", "{method}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], -32000, "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("Method Not Allowed"),
+            "{body}"
+        );
+        // An older protocol without a session is still told its session is missing.
+        let r = http
+            .request(method.clone(), &url)
+            .header("accept", "text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{method}");
+    }
 }

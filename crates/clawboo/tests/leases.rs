@@ -7,10 +7,9 @@ mod common;
 mod http_support;
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{StdioClient, first_text, seed_subtasks, temp_db};
+use common::{StdioClient, TestDb, first_text, seed_subtasks, sql_quote};
 use http_support::Server;
 use serde_json::{Value, json};
 
@@ -22,7 +21,7 @@ const TEAMCHAT_BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-teamchat");
 /// reclaim that never comes fails instead of hanging).
 const GIVE_UP: Duration = Duration::from_secs(60);
 
-fn spawn(bin: &str, db: &Path, args: &[&str], lease_secs: &str) -> StdioClient {
+fn spawn(bin: &str, db: &TestDb, args: &[&str], lease_secs: &str) -> StdioClient {
     let mut c = StdioClient::spawn_with_env(bin, db, args, &[("CLAWBOO_LEASE_SECS", lease_secs)]);
     c.initialize();
     c
@@ -49,7 +48,7 @@ fn claim_next_when_free(c: &mut StdioClient) -> Value {
 
 #[test]
 fn a_killed_holders_task_goes_to_the_next_agent_and_its_claim_token_is_refused() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut alice = spawn(TASKS_BIN, &db, &["--agent", "alice", "--team", "core"], "2");
     let id = create(&mut alice, "migrate the schema");
     let claimed = alice.call_ok("claim_next", json!({}));
@@ -123,7 +122,7 @@ fn a_killed_holders_task_goes_to_the_next_agent_and_its_claim_token_is_refused()
 #[test]
 fn a_live_agents_calls_on_other_servers_keep_its_lease_through_several_lease_lengths() {
     const LEASE_SECS: u64 = 4;
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let lease = LEASE_SECS.to_string();
     let bound = ["--agent", "alice", "--team", "core"];
     let mut tasks = spawn(TASKS_BIN, &db, &bound, &lease);
@@ -169,7 +168,7 @@ fn racing_claim_next_across_four_processes_hands_every_ready_task_out_once() {
     const PROCESSES: usize = 4;
     const PER_PROCESS: usize = 30;
     const TASKS: usize = PROCESSES * PER_PROCESS;
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut setup = spawn(TASKS_BIN, &db, &[], "1800");
     let ids = seed_subtasks(&mut setup, TASKS);
 
@@ -216,23 +215,22 @@ fn racing_claim_next_across_four_processes_hands_every_ready_task_out_once() {
     }
     let last = setup.call_ok("claim_next", json!({"assigneeAgentId": "late"}));
     assert_eq!(last, json!({"task": null, "reason": "nothing_ready"}));
-    let conn = rusqlite::Connection::open(&db).unwrap();
     for (id, agents) in &winners {
-        let (assignee, token): (String, i64) = conn
-            .query_row(
-                "SELECT assignee_agent_id, claim_token FROM tasks WHERE id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .unwrap();
-        assert_eq!((&assignee, token), (&agents[0], 1));
+        let row = db.query_row(&format!(
+            "SELECT assignee_agent_id, claim_token FROM tasks WHERE id = {}",
+            sql_quote(id)
+        ));
+        assert_eq!(
+            (row[0].as_ref(), row[1].as_deref()),
+            (Some(&agents[0]), Some("1"))
+        );
     }
 }
 
 #[test]
 fn two_sweepers_in_two_serve_processes_reclaim_each_task_once() {
     const TASKS: usize = 20;
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let env = [("CLAWBOO_LEASE_SECS", "1")];
     let _one = Server::start_on(&db, "127.0.0.1:0", &env);
     let _two = Server::start_on(&db, "127.0.0.1:0", &env);
@@ -245,8 +243,7 @@ fn two_sweepers_in_two_serve_processes_reclaim_each_task_once() {
     alice.kill();
 
     // Nobody lists or claims: only the sweepers reclaim.
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    let count = |sql: &str| db.query_i64(sql);
     let started = Instant::now();
     while count("SELECT count(*) FROM tasks WHERE status = 'todo'") < TASKS as i64 {
         assert!(started.elapsed() < GIVE_UP, "the sweepers never reclaimed");
@@ -280,7 +277,7 @@ fn two_sweepers_in_two_serve_processes_reclaim_each_task_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_agents_api_and_the_board_cli_show_who_holds_what_until_when() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let server = Server::start_on(&db, "127.0.0.1:0", &[]);
     let mut alice = spawn(
         TASKS_BIN,

@@ -12,7 +12,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::{StdioClient, temp_db};
+use common::{StdioClient, TestDb};
 use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-memory");
@@ -172,7 +172,7 @@ struct Recall {
 
 /// Save the corpus with `embeddings` and measure recall@5 per mode.
 fn measure(embeddings: &str, env: &[(&str, &str)]) -> Recall {
-    let (_d, db) = temp_db();
+    let db = TestDb::new();
     let mut all_env = vec![("CLAWBOO_EMBEDDINGS", embeddings)];
     all_env.extend_from_slice(env);
     let mut c = StdioClient::spawn_with_env(BIN, &db, &[], &all_env);

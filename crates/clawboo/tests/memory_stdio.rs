@@ -5,14 +5,14 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{StdioClient, first_text, temp_db};
+use common::{StdioClient, TestDb, first_text};
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-memory");
 
 /// Spawn with the built-in embedder, so vector and hybrid modes are exercised without
 /// model files or network.
-fn spawn(db: &std::path::Path, args: &[&str]) -> StdioClient {
+fn spawn(db: &TestDb, args: &[&str]) -> StdioClient {
     let mut c = StdioClient::spawn_with_env(BIN, db, args, &[("CLAWBOO_EMBEDDINGS", "builtin")]);
     c.initialize();
     c
@@ -54,7 +54,7 @@ fn error_text(result: &Value) -> String {
 
 #[test]
 fn lists_three_tools_and_reports_its_name() {
-    let (_d, db) = temp_db();
+    let db = TestDb::new();
     let mut c = StdioClient::spawn_with_env(BIN, &db, &[], &[("CLAWBOO_EMBEDDINGS", "none")]);
     let init = c.initialize();
     assert_eq!(init["serverInfo"]["name"], "clawboo-memory");
@@ -68,7 +68,7 @@ fn lists_three_tools_and_reports_its_name() {
 
 #[test]
 fn unbound_scope_arguments_filter_and_bound_sessions_ignore_them() {
-    let (_d, db) = temp_db();
+    let db = TestDb::new();
     let mut open = spawn(&db, &[]);
     save_fact(
         &mut open,
@@ -161,7 +161,7 @@ fn unbound_scope_arguments_filter_and_bound_sessions_ignore_them() {
 
 #[test]
 fn errors_are_tool_errors_with_exact_texts_and_change_nothing() {
-    let (_d, db) = temp_db();
+    let db = TestDb::new();
     let mut c = spawn(&db, &[]);
     let r = c.call_tool("memory_save", json!({"content": "no title here"}));
     assert_eq!(
@@ -200,7 +200,7 @@ fn errors_are_tool_errors_with_exact_texts_and_change_nothing() {
 
 #[test]
 fn saves_are_scrubbed_and_search_results_have_scores_and_modes() {
-    let (_d, db) = temp_db();
+    let db = TestDb::new();
     let mut c = spawn(&db, &[]);
     let fact = save_fact(
         &mut c,
@@ -237,7 +237,7 @@ fn saves_are_scrubbed_and_search_results_have_scores_and_modes() {
 
 #[test]
 fn vector_modes_fall_back_to_fts_without_an_embedder() {
-    let (_d, db) = temp_db();
+    let db = TestDb::new();
     let mut c = StdioClient::spawn_with_env(BIN, &db, &[], &[("CLAWBOO_EMBEDDINGS", "none")]);
     c.initialize();
     save_fact(&mut c, "kafka", "topic retention is seven days", json!({}));
@@ -250,7 +250,7 @@ fn vector_modes_fall_back_to_fts_without_an_embedder() {
 
 #[test]
 fn procedures_are_versioned_and_readable_with_include_procedures() {
-    let (_d, db) = temp_db();
+    let db = TestDb::new();
     let mut c = spawn(&db, &[]);
     for (i, steps) in ["build, test, tag", "build, test, tag, announce"]
         .iter()
@@ -294,7 +294,7 @@ fn procedures_are_versioned_and_readable_with_include_procedures() {
 fn concurrent_procedure_saves_from_several_processes_get_versions_one_to_n() {
     const PROCESSES: usize = 4;
     const SAVES_EACH: usize = 6;
-    let (_d, db) = temp_db();
+    let db = TestDb::new();
     // Create the schema once so the processes race on saves, not on migrations.
     spawn(&db, &[]).close();
     let mut clients: Vec<StdioClient> = (0..PROCESSES).map(|_| spawn(&db, &[])).collect();
@@ -325,7 +325,7 @@ fn concurrent_procedure_saves_from_several_processes_get_versions_one_to_n() {
 
 #[test]
 fn reindex_gives_facts_saved_without_an_embedder_a_vector() {
-    let (_d, db) = temp_db();
+    let db = TestDb::new();
     let mut c = StdioClient::spawn_with_env(BIN, &db, &[], &[("CLAWBOO_EMBEDDINGS", "none")]);
     c.initialize();
     for i in 0..3 {

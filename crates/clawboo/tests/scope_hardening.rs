@@ -8,13 +8,13 @@
 mod common;
 mod http_support;
 
-use common::{StdioClient, first_text};
+use common::{StdioClient, TestDb, first_text, sql_quote};
 use http_support::{Server, client, create_task};
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-tasks");
 
-fn tasks(db: &std::path::Path, args: &[&str]) -> StdioClient {
+fn tasks(db: &TestDb, args: &[&str]) -> StdioClient {
     let mut c = StdioClient::spawn(BIN, db, args);
     c.initialize();
     c
@@ -34,9 +34,8 @@ async fn board_detail(server: &Server, id: &str) -> Value {
     r.json().await.unwrap()
 }
 
-fn count(db: &std::path::Path, sql: &str) -> i64 {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    conn.query_row(sql, [], |r| r.get(0)).unwrap()
+fn count(db: &TestDb, sql: &str) -> i64 {
+    db.query_i64(sql)
 }
 
 #[tokio::test]
@@ -133,18 +132,13 @@ async fn a_bound_agent_sees_no_foreign_ancestor_and_no_foreign_dependency() {
     let child = id_of(&create_task(&server, "red child", "red").await);
     // REST now refuses such a chain, so it is written as another surface (or a team move)
     // would leave it: red child -> red story -> blue epic.
-    let conn = rusqlite::Connection::open(&server.db).unwrap();
-    conn.execute(
-        "UPDATE tasks SET parent_task_id = ?1 WHERE id = ?2",
-        [&foreign_root, &red_parent],
-    )
-    .unwrap();
-    conn.execute(
-        "UPDATE tasks SET parent_task_id = ?1 WHERE id = ?2",
-        [&red_parent, &child],
-    )
-    .unwrap();
-    drop(conn);
+    for (parent, id) in [(&foreign_root, &red_parent), (&red_parent, &child)] {
+        server.db.exec(&format!(
+            "UPDATE tasks SET parent_task_id = {} WHERE id = {}",
+            sql_quote(parent),
+            sql_quote(id)
+        ));
+    }
     for dep in [&foreign_dep, &red_dep] {
         let r = client()
             .post(server.url(&format!("/api/board/{child}/deps")))
@@ -194,7 +188,7 @@ async fn a_bound_agent_sees_no_foreign_ancestor_and_no_foreign_dependency() {
 
 #[test]
 fn one_team_filling_its_root_bucket_does_not_stop_another() {
-    let (_dir, db) = common::temp_db();
+    let db = TestDb::new();
     let mut red = tasks(&db, &["--team", "red"]);
     let mut blue = tasks(&db, &["--team", "blue"]);
     let mut teamless = tasks(&db, &[]);
@@ -224,14 +218,13 @@ fn one_team_filling_its_root_bucket_does_not_stop_another() {
 }
 
 /// The task's status and assignee, straight from the database.
-fn state(db: &std::path::Path, id: &str) -> (String, Option<String>) {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    conn.query_row(
-        "SELECT status, assignee_agent_id FROM tasks WHERE id = ?1",
-        [id],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )
-    .unwrap()
+fn state(db: &TestDb, id: &str) -> (String, Option<String>) {
+    let mut row = db.query_row(&format!(
+        "SELECT status, assignee_agent_id FROM tasks WHERE id = {}",
+        sql_quote(id)
+    ));
+    let assignee = row.pop().flatten();
+    (row.pop().flatten().unwrap(), assignee)
 }
 
 #[tokio::test]

@@ -1,16 +1,15 @@
 //! No secret reaches the database: every shape the scrubber knows (and the same tokens split
 //! by format characters or written full-width) is saved through the real memory and tools
 //! servers, then the database is read back, every text column of every table and the raw
-//! bytes of the `.db` and `-wal` files, and no secret may appear anywhere, nor in the answers.
+//! bytes of the `.db` and `-wal` files (SQLite), and no secret may appear anywhere, nor in
+//! the answers.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use std::path::Path;
 
-use common::{StdioClient, first_text, temp_db};
-use rusqlite::Connection;
-use rusqlite::types::ValueRef;
+use common::{StdioClient, TestDb, first_text, skip_on_postgres};
 use serde_json::json;
 
 const MEMORY_BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-memory");
@@ -86,37 +85,47 @@ fn assert_free_of_secrets(haystack: &str, what: &str) {
     }
 }
 
-/// Every text value of every table (the full-text index's shadow tables included).
-fn dump_every_text_column(db: &Path) -> String {
-    let conn = Connection::open(db).unwrap();
-    let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    assert!(
-        tables.iter().any(|t| t == "memory_facts_fts_data"),
-        "{tables:?}"
-    );
+/// Every value of every table (SQLite's full-text shadow tables included), as text; a
+/// PostgreSQL `bytea` (`\x…` hex) is decoded as a SQLite blob is.
+fn dump_every_text_column(db: &TestDb) -> String {
+    let tables_sql = if db.is_postgres() {
+        "SELECT table_name FROM information_schema.tables
+         WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
+    } else {
+        "SELECT name FROM sqlite_master WHERE type = 'table'"
+    };
+    let tables: Vec<String> = db
+        .query_rows(tables_sql)
+        .into_iter()
+        .filter_map(|row| row.into_iter().next().flatten())
+        .collect();
+    assert!(tables.iter().any(|t| t == "memory_facts"), "{tables:?}");
+    if !db.is_postgres() {
+        assert!(
+            tables.iter().any(|t| t == "memory_facts_fts_data"),
+            "{tables:?}"
+        );
+    }
     let mut dump = String::new();
     for table in tables {
-        let mut stmt = conn.prepare(&format!("SELECT * FROM \"{table}\"")).unwrap();
-        let columns = stmt.column_count();
-        let mut rows = stmt.query([]).unwrap();
-        while let Some(row) = rows.next().unwrap() {
-            for i in 0..columns {
-                match row.get_ref(i).unwrap() {
-                    ValueRef::Text(t) => dump.push_str(&String::from_utf8_lossy(t)),
-                    ValueRef::Blob(b) => dump.push_str(&String::from_utf8_lossy(b)),
-                    _ => {}
-                }
+        for row in db.query_rows(&format!("SELECT * FROM \"{table}\"")) {
+            for value in row.into_iter().flatten() {
+                dump.push_str(&decode_bytea(&value).unwrap_or(value));
                 dump.push('\n');
             }
         }
     }
     dump
+}
+
+/// The bytes of PostgreSQL's hex `bytea` text form, as (lossy) text.
+fn decode_bytea(value: &str) -> Option<String> {
+    let hex = value.strip_prefix("\\x")?;
+    let bytes = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The raw bytes of the database file and its WAL, as text.
@@ -131,7 +140,7 @@ fn raw_files(db: &Path) -> String {
     raw
 }
 
-fn spawn(bin: &str, db: &Path, args: &[&str], env: &[(&str, &str)]) -> StdioClient {
+fn spawn(bin: &str, db: &TestDb, args: &[&str], env: &[(&str, &str)]) -> StdioClient {
     let mut client = StdioClient::spawn_with_env(bin, db, args, env);
     client.initialize();
     client
@@ -139,7 +148,7 @@ fn spawn(bin: &str, db: &Path, args: &[&str], env: &[(&str, &str)]) -> StdioClie
 
 #[test]
 fn no_secret_reaches_any_table_index_or_file_and_pure_secrets_are_declined() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut memory = spawn(
         MEMORY_BIN,
         &db,
@@ -204,28 +213,32 @@ fn no_secret_reaches_any_table_index_or_file_and_pure_secrets_are_declined() {
     );
     answers.push_str(&searched.to_string());
     assert_free_of_secrets(&answers, "an answer");
-    // While the servers run, the WAL holds the latest pages.
-    assert!(db.with_extension("db-wal").exists());
-    assert_free_of_secrets(&raw_files(&db), "the database or WAL file");
+    if !skip_on_postgres(
+        &db,
+        "the raw .db/-wal bytes (the server's pages are read via SQL)",
+    ) {
+        // While the servers run, the WAL holds the latest pages.
+        assert!(db.sqlite_path().with_extension("db-wal").exists());
+        assert_free_of_secrets(&raw_files(db.sqlite_path()), "the database or WAL file");
+    }
     assert_free_of_secrets(&dump_every_text_column(&db), "a table");
-    let counts: (i64, i64, i64, i64) = Connection::open(&db)
-        .unwrap()
-        .query_row(
-            "SELECT (SELECT count(*) FROM memory_facts), (SELECT count(*) FROM tool_notes),
-                    (SELECT count(*) FROM tool_call_approvals), (SELECT count(*) FROM tool_call_audit)",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .unwrap();
+    let count = |table: &str| db.query_i64(&format!("SELECT count(*) FROM {table}"));
     let n = secrets().len() as i64;
     assert_eq!(
-        counts.0, n,
+        count("memory_facts"),
+        n,
         "one fact per secret, none for the declined ones"
     );
-    assert_eq!((counts.1, counts.2), (n, n));
-    assert!(counts.3 >= 5 * n, "audit rows: {}", counts.3);
+    assert_eq!((count("tool_notes"), count("tool_call_approvals")), (n, n));
+    let audit = count("tool_call_audit");
+    assert!(audit >= 5 * n, "audit rows: {audit}");
     memory.close();
     tools.close();
-    assert_free_of_secrets(&raw_files(&db), "the database file after close");
+    if !db.is_postgres() {
+        assert_free_of_secrets(
+            &raw_files(db.sqlite_path()),
+            "the database file after close",
+        );
+    }
     assert_free_of_secrets(&dump_every_text_column(&db), "a table after close");
 }

@@ -2,12 +2,12 @@
 
 mod common;
 
-use common::{StdioClient, first_text, temp_db};
+use common::{StdioClient, TestDb, first_text};
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-tasks");
 
-fn tasks(db: &std::path::Path, args: &[&str]) -> StdioClient {
+fn tasks(db: &TestDb, args: &[&str]) -> StdioClient {
     let mut c = StdioClient::spawn(BIN, db, args);
     c.initialize();
     c
@@ -33,7 +33,7 @@ fn create(c: &mut StdioClient, args: Value) -> String {
 
 #[test]
 fn initialize_reports_name_version_and_lists_thirteen_tools_with_plain_schemas() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut c = StdioClient::spawn(BIN, &db, &[]);
     let info = c.initialize();
     assert_eq!(
@@ -104,7 +104,7 @@ fn initialize_reports_name_version_and_lists_thirteen_tools_with_plain_schemas()
 
 #[test]
 fn every_tool_succeeds_on_its_happy_path() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut c = tasks(&db, &[]);
     let root = c.call_ok(
         "create_task",
@@ -196,7 +196,7 @@ fn every_tool_succeeds_on_its_happy_path() {
 
 #[test]
 fn refusals_carry_exact_texts_and_codes() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut c = tasks(&db, &[]);
     let a = create(&mut c, json!({"title": "a"}));
     let b = create(&mut c, json!({"title": "b"}));
@@ -339,7 +339,7 @@ fn every_illegal_transition_is_refused_and_every_legal_one_accepted() {
         ("done", &[]),
         ("cancelled", &[]),
     ];
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut c = tasks(&db, &[]);
     for (from, tos) in legal {
         // A parent per source status keeps each under the child cap.
@@ -369,7 +369,7 @@ fn every_illegal_transition_is_refused_and_every_legal_one_accepted() {
 
 #[test]
 fn cycles_and_self_links_are_refused_and_relinking_is_a_no_op() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut c = tasks(&db, &[]);
     let [a, b, d] = ["a", "b", "c"].map(|t| create(&mut c, json!({"title": t})));
     c.call_ok("link_task", json!({"taskId": a, "dependsOnTaskId": b}));
@@ -403,7 +403,7 @@ fn cycles_and_self_links_are_refused_and_relinking_is_a_no_op() {
 
 #[test]
 fn caps_hold_at_their_edges() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut c = tasks(&db, &[]);
     let root = create(&mut c, json!({"title": "root"}));
     let mut children = Vec::new();
@@ -476,7 +476,7 @@ fn caps_hold_at_their_edges() {
 
 #[test]
 fn root_rate_cap_counts_every_surface_and_rolls_with_the_window() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut c = tasks(&db, &[]);
     // 29 roots created through another surface six minutes ago do not count…
     let now = std::time::SystemTime::now()
@@ -514,30 +514,24 @@ fn root_rate_cap_counts_every_surface_and_rolls_with_the_window() {
     );
 }
 
-fn insert_roots(db: &std::path::Path, n: usize, created_at: i64) {
-    let conn = rusqlite::Connection::open(db).expect("test setup");
+fn insert_roots(db: &TestDb, n: usize, created_at: i64) {
     for i in 0..n {
-        conn.execute(
-            "INSERT INTO tasks(id, title, status, created_at, updated_at) VALUES (?1, ?2, 'todo', ?3, ?3)",
-            rusqlite::params![format!("ext-{created_at}-{i}"), format!("external {i}"), created_at],
-        )
-        .expect("test setup");
+        db.exec(&format!(
+            "INSERT INTO tasks(id, title, status, created_at, updated_at) \
+             VALUES ('ext-{created_at}-{i}', 'external {i}', 'todo', {created_at}, {created_at})"
+        ));
     }
 }
 
-fn first_root(db: &std::path::Path, created_at: i64) -> String {
-    let conn = rusqlite::Connection::open(db).expect("test setup");
-    conn.query_row(
-        "SELECT id FROM tasks WHERE created_at = ?1 LIMIT 1",
-        [created_at],
-        |r| r.get(0),
-    )
-    .expect("test setup")
+fn first_root(db: &TestDb, created_at: i64) -> String {
+    db.query_text(&format!(
+        "SELECT id FROM tasks WHERE created_at = {created_at} LIMIT 1"
+    ))
 }
 
 #[test]
 fn read_only_mode_serves_only_list_and_get() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut writer = tasks(&db, &[]);
     let id = create(&mut writer, json!({"title": "visible"}));
     let mut c = tasks(&db, &["--read-only"]);
@@ -560,7 +554,7 @@ fn read_only_mode_serves_only_list_and_get() {
 
 #[test]
 fn bound_scope_hides_other_teams_and_fixes_identity() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut admin = tasks(&db, &[]);
     let theirs = create(&mut admin, json!({"title": "theirs", "teamId": "blue"}));
     let ours = create(&mut admin, json!({"title": "ours", "teamId": "red"}));
@@ -642,7 +636,7 @@ fn bound_scope_hides_other_teams_and_fixes_identity() {
 
 #[test]
 fn inbox_rows_piggyback_exactly_once_on_the_bound_agents_next_result() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut admin = tasks(&db, &[]);
     let id = create(&mut admin, json!({"title": "feature", "teamId": "red"}));
     let mut alice = tasks(&db, &["--team", "red", "--agent", "alice"]);
@@ -725,7 +719,7 @@ fn inbox_rows_piggyback_exactly_once_on_the_bound_agents_next_result() {
 
 #[test]
 fn stdio_framing_errors_before_initialize_and_clean_exit() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut c = StdioClient::spawn(BIN, &db, &[]);
     c.send_raw("{not json");
     let parse = c.recv();
@@ -779,7 +773,7 @@ fn modern_meta(version: &str) -> Value {
 
 #[test]
 fn protocol_2026_over_stdio_and_discover_leaves_initialize_open() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     // A probe, stray messages, then the fallback a legacy client makes: still served.
     let mut legacy = StdioClient::spawn(BIN, &db, &[]);
     let discovered = legacy.request(
@@ -838,7 +832,7 @@ fn protocol_2026_over_stdio_and_discover_leaves_initialize_open() {
 
 #[test]
 fn stdout_carries_only_json_rpc() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let output = std::process::Command::new(BIN)
         .arg("--db")
         .arg(&db)
@@ -873,7 +867,7 @@ fn stdout_carries_only_json_rpc() {
 
 #[test]
 fn an_initialize_naming_2026_negotiates_the_newest_version_with_initialize() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     for (asked, expected) in [
         ("2024-11-05", "2024-11-05"),
         ("2025-11-25", "2025-11-25"),

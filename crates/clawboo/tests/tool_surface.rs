@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{StdioClient, temp_db};
+use common::{StdioClient, TestDb};
 use serde_json::{Value, json};
 
 /// The budget: the model-visible part of the default lists, in characters of compact JSON.
@@ -19,7 +19,7 @@ const SERVERS: [&str; 4] = [
 
 /// Each server's default `tools/list` (unbound, delegate off, web search unavailable).
 fn default_lists() -> Vec<Vec<Value>> {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     SERVERS
         .iter()
         .map(|bin| {
@@ -127,7 +127,7 @@ fn every_tool_has_a_short_title_and_says_what_it_does_to_the_world() {
 
 #[test]
 fn web_search_when_configured_is_marked_open_world() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new();
     let mut c = StdioClient::spawn_with_env(
         SERVERS[2],
         &db,

@@ -7,7 +7,8 @@ its default (`auto`, which probes `server/discover` and falls back to `initializ
 when refused). The taps show the default mode never sends `initialize`. Then what a
 2025-11-25 session can do, at 2026-07-28 on both transports: a bound identity's scope and
 the inbox piggyback, tool-errors with `_meta.error`, a long-poll (`waitMs`) that announces
-its wait by progress, and an approval wait with progress that a person answers over REST.
+its wait by progress, an approval wait with progress that a person answers over REST, and
+an approval answered in the client's own form through the call's multi-round-trip retry.
 Prints `PASS <check>` / `FAIL <check>: <detail>` lines and exits non-zero on any failure.
 Needs CLAWBOO_BIN_DIR (the folder holding the built `clawboo`).
 """
@@ -22,7 +23,7 @@ import sys
 import tempfile
 import urllib.request
 
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, types
 
 VERSION = importlib.metadata.version("mcp")
 MODERN = "2026-07-28"
@@ -118,12 +119,12 @@ class Target:
         self.log = None
         self.tap = None
 
-    async def open(self, mode):
+    async def open(self, mode, **client_args):
         if self.transport == "stdio":
             fd, self.log = tempfile.mkstemp(prefix="clawboo-tap-", suffix=".log")
             os.close(fd)
             args = [TAP, self.log, CLAWBOO, "mcp", self.server, "--db", self.db, *self.binding]
-            return Client(StdioServerParameters(command="node", args=args), mode=mode)
+            return Client(StdioServerParameters(command="node", args=args), mode=mode, **client_args)
         query = ""
         if self.binding:
             flags = dict(zip(self.binding[::2], self.binding[1::2]))
@@ -138,7 +139,7 @@ class Target:
         port = int(self.base.rsplit(":", 1)[1])
         self.tap = HttpTap(port)
         tap_port = await self.tap.start()
-        return Client(f"http://127.0.0.1:{tap_port}/api/mcp/{self.server}{query}", mode=mode)
+        return Client(f"http://127.0.0.1:{tap_port}/api/mcp/{self.server}{query}", mode=mode, **client_args)
 
     def client_bytes(self):
         if self.tap is not None:
@@ -255,6 +256,30 @@ async def parity(transport, base, db):
             heard and not result.is_error,
             (heard, result),
         )
+
+    # A client with an elicitation callback is asked in the call's own rounds: the first
+    # answer carries the form, the SDK retries with the person's answer and requestState.
+    asked = []
+
+    async def answer_form(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"decision": "allow_once"})
+
+    eliciting = Target(transport, base, db, "tools")
+    async with await eliciting.open(MODERN, elicitation_callback=answer_form) as client:
+        result = await client.call_tool("delete_path", {"path": f"/srv/{transport}/form"})
+    approval = (result.meta or {}).get("approvalId")
+    approvals = rest(base, "GET", "/api/tools/approvals?status=all")["approvals"]
+    decided = [a["decidedBy"] for a in approvals if a["id"] == approval]
+    audit = rest(base, "GET", "/api/tools/audit?toolName=delete_path")["audit"]
+    audited = [r["decidedBy"] for r in audit if r["approvalId"] == approval and r["phase"] == "before"]
+    sent = eliciting.client_bytes()
+    check(
+        f"{label}: an approval is answered in the client's form through the call's rounds",
+        len(asked) == 1 and not result.is_error and decided == ["elicitation"] and audited == ["elicitation"],
+        (asked, result, decided, audited),
+    )
+    check(f"{label}: the retry carried requestState", b"requestState" in sent, sent[-400:])
 
 
 async def main_async(base, db):

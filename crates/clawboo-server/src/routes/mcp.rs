@@ -93,7 +93,7 @@ async fn config(
                 url: mcp_http_url(&options.base_url, &signed),
             }
         }
-        Transport::Stdio => stdio_target(&options.stdio_launcher, server, &scope, &options.db_path),
+        Transport::Stdio => stdio_target(&options.stdio_launcher, server, &scope, &options.db),
     };
     let config = build_attach_config(server, runtime, &target);
     Ok(axum::Json(json!({ "ok": true, "config": config })))

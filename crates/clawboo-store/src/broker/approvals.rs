@@ -8,10 +8,10 @@ use std::str::FromStr;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
 use super::Caller;
+use crate::db::{DbRow, Tx};
 use crate::{Store, StoreError};
 
 /// Where an approval row stands.
@@ -133,7 +133,7 @@ const COLUMNS: &str = "id, call_id, tool_name, agent_id, team_id, risk, message,
                        status, decision, decided_by, created_at, expires_at, decided_at, \
                        tenant_id";
 
-fn from_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
+fn from_row(row: &dyn DbRow) -> Result<Approval, StoreError> {
     let status: String = row.get(8)?;
     let decision: Option<String> = row.get(9)?;
     Ok(Approval {
@@ -204,26 +204,26 @@ pub(crate) struct NewApproval<'a> {
 }
 
 pub(crate) fn insert_pending(
-    tx: &Connection,
+    tx: &dyn Tx,
     now: i64,
     new: &NewApproval<'_>,
-) -> rusqlite::Result<()> {
+) -> Result<(), StoreError> {
     tx.execute(
         "INSERT INTO tool_call_approvals(id, call_id, tool_name, agent_id, team_id, tenant_id, risk,
                                          message, args_json, status, created_at, expires_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'pending', ?10, ?11)",
-        params![
-            new.id,
-            new.call_id,
-            new.tool_name,
-            new.caller.agent_id,
-            new.caller.team_id,
-            new.caller.tenant_id,
-            new.risk,
-            new.message,
-            new.args_json,
-            now,
-            new.expires_at
+        &[
+            &new.id,
+            &new.call_id,
+            &new.tool_name,
+            &new.caller.agent_id,
+            &new.caller.team_id,
+            &new.caller.tenant_id,
+            &new.risk,
+            &new.message,
+            &new.args_json,
+            &now,
+            &new.expires_at,
         ],
     )?;
     Ok(())
@@ -250,17 +250,16 @@ fn caller_identity(caller: &Caller) -> Option<[&str; 3]> {
 }
 
 /// Whether `allow_always` was remembered for `tool` and exactly this caller's identity.
-pub(crate) fn has_grant(tx: &Connection, tool: &str, caller: &Caller) -> rusqlite::Result<bool> {
+pub(crate) fn has_grant(tx: &dyn Tx, tool: &str, caller: &Caller) -> Result<bool, StoreError> {
     let Some([agent, team, tenant]) = caller_identity(caller) else {
         return Ok(false);
     };
-    tx.query_row(
+    tx.query_opt(
         "SELECT 1 FROM tool_approval_grants
          WHERE tool_name = ?1 AND agent_id = ?2 AND team_id = ?3 AND tenant_id = ?4",
-        params![tool, agent, team, tenant],
+        &[&tool, &agent, &team, &tenant],
         |_| Ok(()),
     )
-    .optional()
     .map(|found| found.is_some())
 }
 
@@ -317,7 +316,7 @@ impl Drop for WaitRegistration {
     }
 }
 
-fn wake(id: &str) {
+pub(crate) fn wake(id: &str) {
     let waker = lock(wakers()).get(id).cloned();
     if let Some(wake) = waker {
         *lock(&wake.decided) = true;
@@ -376,16 +375,13 @@ pub(crate) fn wait_for_decision(
     let total_ms = (expires_at - created_at).max(0) as u64;
     let mut last_progress: Option<Instant> = None;
     loop {
-        let row = store
-            .read_sqlite(|c| {
-                c.query_row(
-                    "SELECT status, decision FROM tool_call_approvals WHERE id = ?1",
-                    [approval_id],
-                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?)),
-                )
-                .optional()
-            })
-            .map_err(StoreError::from)?;
+        let row = store.read(|tx| {
+            tx.query_opt(
+                "SELECT status, decision FROM tool_call_approvals WHERE id = ?1",
+                &[&approval_id],
+                |r| Ok((r.get::<String>(0)?, r.get::<Option<String>>(1)?)),
+            )
+        })?;
         let Some((status, decision)) = row else {
             return Ok(WaitEnd::Expired);
         };
@@ -431,13 +427,25 @@ pub(crate) fn wait_for_decision(
 /// Mark a pending row expired; `false` when it was no longer pending.
 fn expire(store: &Store, approval_id: &str) -> Result<bool, StoreError> {
     let now = store.now_ms();
-    store.write_sqlite(|tx| {
+    store.write(|tx| {
         let changed = tx.execute(
             "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?2
              WHERE id = ?1 AND status = 'pending'",
-            params![approval_id, now],
+            &[&approval_id, &now],
         )?;
         Ok(changed == 1)
+    })
+}
+
+/// Why a pending row read earlier in this transaction could not be decided or expired: a
+/// conditional `UPDATE` found it settled (or gone) by another process in between.
+fn settled_meanwhile(tx: &dyn Tx, select: &str, id: &str) -> Result<ApprovalError, StoreError> {
+    Ok(match tx.query_opt(select, &[&id], from_row)? {
+        None => ApprovalError::NotFound(id.to_string()),
+        Some(row) => ApprovalError::AlreadySettled {
+            id: id.to_string(),
+            status: row.status,
+        },
     })
 }
 
@@ -452,9 +460,9 @@ impl Store {
         decided_by: &str,
     ) -> Result<Approval, ApprovalError> {
         let now = self.now_ms();
-        let outcome = self.write_sqlite(|tx| -> Result<Result<Approval, ApprovalError>, StoreError> {
+        let outcome = self.write::<_, StoreError>(|tx| {
             let sql = format!("SELECT {COLUMNS} FROM tool_call_approvals WHERE id = ?1");
-            let Some(row) = tx.query_row(&sql, [id], from_row).optional()? else {
+            let Some(row) = tx.query_opt(&sql, &[&id], from_row)? else {
                 return Ok(Err(ApprovalError::NotFound(id.to_string())));
             };
             if row.status != ApprovalStatus::Pending {
@@ -463,11 +471,17 @@ impl Store {
                     status: row.status,
                 }));
             }
+            // Each write below holds only while the row is still `pending`: on PostgreSQL
+            // another host may have decided it, or its waiter expired it, since the read.
             if now >= row.expires_at {
-                tx.execute(
-                    "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?2 WHERE id = ?1",
-                    params![id, now],
+                let expired = tx.execute(
+                    "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?2
+                     WHERE id = ?1 AND status = 'pending'",
+                    &[&id, &now],
                 )?;
+                if expired == 0 {
+                    return Ok(Err(settled_meanwhile(tx, &sql, id)?));
+                }
                 return Ok(Err(ApprovalError::Expired(id.to_string())));
             }
             let status = if decision == Decision::Deny {
@@ -475,11 +489,19 @@ impl Store {
             } else {
                 "allowed"
             };
-            tx.execute(
-                "UPDATE tool_call_approvals
-                 SET status = ?2, decision = ?3, decided_by = ?4, decided_at = ?5 WHERE id = ?1",
-                params![id, status, decision.as_str(), decided_by, now],
+            let decided = tx.query_opt(
+                &format!(
+                    "UPDATE tool_call_approvals
+                     SET status = ?2, decision = ?3, decided_by = ?4, decided_at = ?5
+                     WHERE id = ?1 AND status = 'pending' RETURNING {COLUMNS}"
+                ),
+                &[&id, &status, &decision.as_str(), &decided_by, &now],
+                from_row,
             )?;
+            let Some(row) = decided else {
+                return Ok(Err(settled_meanwhile(tx, &sql, id)?));
+            };
+            tx.notify(&crate::notices::approval(id))?;
             if decision == Decision::AllowAlways
                 && let Some([agent, team, tenant]) = grant_identity(
                     row.agent_id.as_deref(),
@@ -492,11 +514,12 @@ impl Store {
                                                       approval_id, created_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                      ON CONFLICT(tool_name, agent_id, team_id, tenant_id)
-                     DO UPDATE SET approval_id = ?5, created_at = ?6",
-                    params![row.tool_name, agent, team, tenant, id, now],
+                     DO UPDATE SET approval_id = excluded.approval_id,
+                                   created_at = excluded.created_at",
+                    &[&row.tool_name, &agent, &team, &tenant, &id, &now],
                 )?;
             }
-            Ok(Ok(tx.query_row(&sql, [id], from_row)?))
+            Ok(Ok(row))
         })?;
         if outcome.is_ok() {
             wake(id);
@@ -512,31 +535,26 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<Approval>, StoreError> {
         let now = self.now_ms();
-        self.write_sqlite(|tx| {
+        self.write(|tx| {
             tx.execute(
                 "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?1
                  WHERE status = 'pending' AND expires_at <= ?1",
-                [now],
+                &[&now],
             )?;
             let sql = format!(
                 "SELECT {COLUMNS} FROM tool_call_approvals
-                 WHERE (?1 = 0 OR status = 'pending')
+                 WHERE (CAST(?1 AS BIGINT) = 0 OR status = 'pending')
                  ORDER BY created_at DESC, id DESC LIMIT ?2"
             );
-            let mut stmt = tx.prepare(&sql)?;
-            let rows = stmt
-                .query_map(params![pending_only as i64, limit as i64], from_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
+            tx.query_map(&sql, &[&pending_only, &limit], from_row)
         })
     }
 
     /// One approval by id.
     pub fn approval(&self, id: &str) -> Result<Approval, StoreError> {
-        self.read_sqlite(|c| {
+        self.read(|tx| {
             let sql = format!("SELECT {COLUMNS} FROM tool_call_approvals WHERE id = ?1");
-            c.query_row(&sql, [id], from_row)
-                .optional()?
+            tx.query_opt(&sql, &[&id], from_row)?
                 .ok_or_else(|| StoreError::NotFound(id.to_string()))
         })
     }
@@ -547,11 +565,11 @@ impl Store {
         let Some([agent, team, tenant]) = caller_identity(caller) else {
             return Ok(false);
         };
-        self.write_sqlite(|tx| {
+        self.write(|tx| {
             Ok(tx.execute(
                 "DELETE FROM tool_approval_grants
                  WHERE tool_name = ?1 AND agent_id = ?2 AND team_id = ?3 AND tenant_id = ?4",
-                params![tool, agent, team, tenant],
+                &[&tool, &agent, &team, &tenant],
             )? == 1)
         })
     }

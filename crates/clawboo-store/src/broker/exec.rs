@@ -4,7 +4,6 @@
 
 use std::fmt;
 
-use rusqlite::params;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -201,11 +200,11 @@ pub(crate) fn record_note(store: &Store, caller: &Caller, note: &str) -> Output 
     let id = new_id();
     let now = store.now_ms();
     let stored = scrub_text(note);
-    let written = store.write_sqlite(|tx| {
+    let written = store.write(|tx| {
         tx.execute(
             "INSERT INTO tool_notes(id, agent_id, team_id, note, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![id, caller.agent_id, caller.team_id, stored, now],
+            &[&id, &caller.agent_id, &caller.team_id, &stored, &now],
         )?;
         Ok::<_, crate::StoreError>(())
     });

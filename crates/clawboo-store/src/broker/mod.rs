@@ -31,7 +31,7 @@
 //! assert!(matches!(outcome, CallOutcome::Completed { ref text, .. } if text == "hi"));
 //! ```
 
-mod approvals;
+pub(crate) mod approvals;
 pub mod compact;
 mod exec;
 pub mod inspect;
@@ -40,7 +40,7 @@ pub mod registry;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::{OptionalExtension, Row, params};
+use crate::db::DbRow;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -211,6 +211,57 @@ impl Denial {
     }
 }
 
+/// An approval a call opened without waiting for it ([`Broker::open_call`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenedApproval {
+    /// The pending approval: the client's human, the board, the CLI or REST decides it.
+    pub approval_id: String,
+    /// When it expires unanswered (store-clock epoch ms).
+    pub expires_at: i64,
+}
+
+/// The first round of a call whose client answers approvals itself
+/// ([`Broker::open_call`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FirstRound {
+    /// No human was needed (or the pipeline refused it): the call is over.
+    Done(CallOutcome),
+    /// The call needs a human: ask the client's, then [`Broker::resume_call`].
+    Asking(OpenedApproval),
+}
+
+/// How the approval step of a call gets its decision.
+enum Asking<'a> {
+    /// Open a pending approval and wait for it, telling the observer (a session's call).
+    Wait(&'a mut dyn FnMut(&WaitProgress) -> WaitControl),
+    /// Open a pending approval and return at once: the client asks its human, then calls
+    /// again with the answer (a 2026-07-28 multi-round-trip call).
+    Open,
+    /// Wait for the approval an earlier round of this call opened.
+    Resume(&'a str, &'a mut dyn FnMut(&WaitProgress) -> WaitControl),
+}
+
+/// How the approval step ended.
+enum Gate {
+    Pass,
+    Refuse(Denial),
+    Opened(OpenedApproval),
+}
+
+/// What the pipeline decided before execution.
+enum Admission {
+    Run(exec::Validated),
+    Refuse(Denial),
+    Opened(OpenedApproval),
+}
+
+/// `decided_by` of an audit row whose call no human decided: the pipeline's own checks.
+pub const DECIDED_BY_POLICY: &str = "policy";
+/// `decided_by` of an audit row whose call a remembered `allow_always` let through.
+pub const DECIDED_BY_GRANT: &str = "allow_always";
+/// `decided_by` of an audit row whose approval nobody answered in time.
+pub const DECIDED_BY_EXPIRY: &str = "expired";
+
 /// How a call ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CallOutcome {
@@ -277,9 +328,13 @@ pub struct AuditRow {
     pub approval_id: Option<String>,
     /// When (epoch ms).
     pub created_at: i64,
+    /// Who decided the call: `policy` (the pipeline's checks), `allow_always` (a
+    /// remembered grant), the approval's own `decided_by` (`elicitation`, `cli`, `api`), or
+    /// `expired`. `None` on rows written before it was recorded.
+    pub decided_by: Option<String>,
 }
 
-fn audit_from_row(row: &Row<'_>) -> rusqlite::Result<AuditRow> {
+fn audit_from_row(row: &dyn DbRow) -> Result<AuditRow, StoreError> {
     let observations: String = row.get(8)?;
     Ok(AuditRow {
         id: row.get(0)?,
@@ -293,9 +348,10 @@ fn audit_from_row(row: &Row<'_>) -> rusqlite::Result<AuditRow> {
         observations: serde_json::from_str(&observations).unwrap_or_default(),
         args_json: row.get(9)?,
         result_text: row.get(10)?,
-        is_error: row.get::<_, Option<i64>>(11)?.map(|v| v != 0),
+        is_error: row.get::<Option<i64>>(11)?.map(|v| v != 0),
         approval_id: row.get(12)?,
         created_at: row.get(13)?,
+        decided_by: row.get(14)?,
     })
 }
 
@@ -315,6 +371,8 @@ struct CallRecord<'a> {
     args: Map<String, Value>,
     observations: Vec<String>,
     approval_id: Option<String>,
+    /// Who decided: [`DECIDED_BY_POLICY`] until an approval step says otherwise.
+    decided_by: String,
 }
 
 /// The tool broker over one store.
@@ -383,12 +441,12 @@ impl Broker {
     }
 
     fn disabled_tools(&self) -> Result<Vec<String>, StoreError> {
-        self.store.read_sqlite(|c| {
-            let mut stmt = c.prepare("SELECT name FROM tool_registry WHERE enabled = 0")?;
-            let names = stmt
-                .query_map([], |r| r.get(0))?
-                .collect::<rusqlite::Result<Vec<String>>>()?;
-            Ok(names)
+        self.store.read(|tx| {
+            tx.query_map(
+                "SELECT name FROM tool_registry WHERE enabled = 0",
+                &[],
+                |r| r.get(0),
+            )
         })
     }
 
@@ -442,6 +500,57 @@ impl Broker {
         args: &Map<String, Value>,
         observer: &mut dyn FnMut(&WaitProgress) -> WaitControl,
     ) -> Result<CallOutcome, StoreError> {
+        match self.call_with(caller, tool, args, Asking::Wait(observer))? {
+            FirstRound::Done(outcome) => Ok(outcome),
+            // Only `Asking::Open` returns before a decision.
+            FirstRound::Asking(opened) => Err(StoreError::Invalid(format!(
+                "approval {} was opened by a waiting call",
+                opened.approval_id
+            ))),
+        }
+    }
+
+    /// The first round of a call whose client asks its own human (2026-07-28's
+    /// multi-round-trip requests): the whole pipeline, except that an approval is opened
+    /// and returned at once rather than waited for. Nothing is audited for an opened
+    /// approval until [`Broker::resume_call`] ends the call.
+    pub fn open_call(
+        &self,
+        caller: &Caller,
+        tool: &str,
+        args: &Map<String, Value>,
+    ) -> Result<FirstRound, StoreError> {
+        self.call_with(caller, tool, args, Asking::Open)
+    }
+
+    /// The call again, after its client asked its human about approval `approval_id`
+    /// (which [`Broker::open_call`] opened for this caller and tool): every check runs
+    /// again, then the call waits for that approval's decision (already made, or still to
+    /// come from the board, the CLI or REST) as [`Broker::call`] waits.
+    pub fn resume_call(
+        &self,
+        caller: &Caller,
+        tool: &str,
+        args: &Map<String, Value>,
+        approval_id: &str,
+        observer: &mut dyn FnMut(&WaitProgress) -> WaitControl,
+    ) -> Result<CallOutcome, StoreError> {
+        match self.call_with(caller, tool, args, Asking::Resume(approval_id, observer))? {
+            FirstRound::Done(outcome) => Ok(outcome),
+            FirstRound::Asking(opened) => Err(StoreError::Invalid(format!(
+                "approval {} was opened by a resumed call",
+                opened.approval_id
+            ))),
+        }
+    }
+
+    fn call_with(
+        &self,
+        caller: &Caller,
+        tool: &str,
+        args: &Map<String, Value>,
+        asking: Asking<'_>,
+    ) -> Result<FirstRound, StoreError> {
         let mut record = CallRecord {
             call_id: new_id(),
             tool,
@@ -449,16 +558,18 @@ impl Broker {
             args: args.clone(),
             observations: Vec::new(),
             approval_id: None,
+            decided_by: DECIDED_BY_POLICY.to_string(),
         };
-        match self.admit(&mut record, observer)? {
-            Err(denial) => {
+        let outcome = match self.admit(&mut record, asking)? {
+            Admission::Opened(opened) => return Ok(FirstRound::Asking(opened)),
+            Admission::Refuse(denial) => {
                 self.audit_before(&record, "deny", Some(&denial.reason))?;
-                Ok(CallOutcome::Denied(Denial {
+                CallOutcome::Denied(Denial {
                     approval_id: record.approval_id.clone(),
                     ..denial
-                }))
+                })
             }
-            Ok(invocation) => {
+            Admission::Run(invocation) => {
                 let reason = record
                     .approval_id
                     .as_ref()
@@ -467,26 +578,27 @@ impl Broker {
                 let output = self.run(caller, invocation)?;
                 let text = compact::compact(&output.text);
                 self.audit_after(&record, &text, output.is_error)?;
-                Ok(CallOutcome::Completed {
+                CallOutcome::Completed {
                     text,
                     is_error: output.is_error,
                     approval_id: record.approval_id,
-                })
+                }
             }
-        }
+        };
+        Ok(FirstRound::Done(outcome))
     }
 
-    /// Every step before execution; `Ok(Err(denial))` when the call is refused.
+    /// Every step before execution.
     fn admit(
         &self,
         record: &mut CallRecord<'_>,
-        observer: &mut dyn FnMut(&WaitProgress) -> WaitControl,
-    ) -> Result<Result<exec::Validated, Denial>, StoreError> {
+        asking: Asking<'_>,
+    ) -> Result<Admission, StoreError> {
         let tool = record.tool;
         // 1. unknown / disabled / unavailable
         let Some(spec) = registry::builtin(tool) else {
             let shown: String = tool.chars().take(64).collect();
-            return Ok(Err(Denial::new(
+            return Ok(Admission::Refuse(Denial::new(
                 DenialClass::UnknownTool,
                 format!("unknown-tool:{shown}"),
                 "no such tool; call tools/list to see the tools available to you",
@@ -498,7 +610,7 @@ impl Broker {
             .find(|s| s.name == spec.name)
             .filter(|s| !s.available);
         if let Some(status) = status {
-            return Ok(Err(Denial::new(
+            return Ok(Admission::Refuse(Denial::new(
                 DenialClass::Unavailable,
                 format!("unavailable:{tool}"),
                 format!(
@@ -509,7 +621,7 @@ impl Broker {
         }
         // 2. argument validation
         if let Err(problem) = exec::validate(tool, &record.args) {
-            return Ok(Err(Denial::new(
+            return Ok(Admission::Refuse(Denial::new(
                 DenialClass::InvalidArgs,
                 format!("invalid-args:{tool}"),
                 format!(
@@ -520,7 +632,7 @@ impl Broker {
         // 3a. security
         match inspect::security(spec.risk, &record.args) {
             SecurityVerdict::Deny { reason } => {
-                return Ok(Err(Denial::new(
+                return Ok(Admission::Refuse(Denial::new(
                     DenialClass::Security,
                     reason,
                     "the arguments match a blocked pattern; do not retry this call, rephrase the request without it",
@@ -530,7 +642,7 @@ impl Broker {
         }
         // 3b. scope
         if self.is_blocked(record.caller, tool)? {
-            return Ok(Err(Denial::new(
+            return Ok(Admission::Refuse(Denial::new(
                 DenialClass::Scope,
                 format!("scope:blocked-for-caller:{tool}"),
                 format!("{tool} is blocked for you by an operator; do not retry it"),
@@ -543,7 +655,7 @@ impl Broker {
         let invocation = match exec::validate(tool, &record.args) {
             Ok(invocation) => invocation,
             Err(problem) => {
-                return Ok(Err(Denial::new(
+                return Ok(Admission::Refuse(Denial::new(
                     DenialClass::InvalidArgs,
                     format!("invalid-args:{tool}"),
                     format!("{problem}; fix the arguments and call again"),
@@ -551,36 +663,132 @@ impl Broker {
             }
         };
         // 3d. risk → 4. approval
-        if spec.risk.needs_approval()
-            && let Some(denial) = self.approve(&spec, record, observer)?
-        {
-            return Ok(Err(denial));
+        if !spec.risk.needs_approval() {
+            return Ok(Admission::Run(invocation));
         }
-        Ok(Ok(invocation))
+        Ok(match self.approve(&spec, record, asking)? {
+            Gate::Pass => Admission::Run(invocation),
+            Gate::Refuse(denial) => Admission::Refuse(denial),
+            Gate::Opened(opened) => Admission::Opened(opened),
+        })
     }
 
     fn is_blocked(&self, caller: &Caller, tool: &str) -> Result<bool, StoreError> {
-        self.store.read_sqlite(|c| {
-            let found = c
-                .query_row(
-                    "SELECT 1 FROM tool_blocklist WHERE tool_name = ?1 AND (
-                        (subject_kind = 'agent' AND subject_id = ?2) OR
-                        (subject_kind = 'team' AND subject_id = ?3))",
-                    params![tool, caller.agent_id, caller.team_id],
-                    |_| Ok(()),
-                )
-                .optional()?;
+        self.store.read(|tx| {
+            let found = tx.query_opt(
+                "SELECT 1 FROM tool_blocklist WHERE tool_name = ?1 AND (
+                    (subject_kind = 'agent' AND subject_id = ?2) OR
+                    (subject_kind = 'team' AND subject_id = ?3))",
+                &[&tool, &caller.agent_id, &caller.team_id],
+                |_| Ok(()),
+            )?;
             Ok(found.is_some())
         })
     }
 
-    /// Ask for (or find a remembered) approval; `Some(denial)` when it was not given.
+    /// Ask for (or find a remembered) approval, as `asking` says.
     fn approve(
         &self,
         spec: &ToolSpec,
         record: &mut CallRecord<'_>,
-        observer: &mut dyn FnMut(&WaitProgress) -> WaitControl,
-    ) -> Result<Option<Denial>, StoreError> {
+        asking: Asking<'_>,
+    ) -> Result<Gate, StoreError> {
+        let (approval_id, created_at, expires_at, observer) = match asking {
+            Asking::Resume(id, observer) => {
+                let Some(row) = self.approval_of(id, spec, record.caller)? else {
+                    return Ok(Gate::Refuse(Denial::new(
+                        DenialClass::Approval,
+                        "approval:unknown".to_string(),
+                        format!(
+                            "approval {id} is not one this caller opened for {}; call the tool again without requestState to be asked anew",
+                            spec.name
+                        ),
+                    )));
+                };
+                // A round after the call ended (a replayed retry) must not run it again.
+                if self.call_audited(&row.call_id)? {
+                    return Ok(Gate::Refuse(Denial::new(
+                        DenialClass::Approval,
+                        "approval:used".to_string(),
+                        format!(
+                            "approval {id} already ended its {} call; call the tool again without requestState to be asked anew",
+                            spec.name
+                        ),
+                    )));
+                }
+                // The rounds are one call: its audit rows share the approval's call id.
+                record.call_id = row.call_id;
+                (row.id, row.created_at, row.expires_at, observer)
+            }
+            Asking::Open => {
+                return Ok(match self.open_approval(spec, record)? {
+                    None => Gate::Pass,
+                    Some(opened) => Gate::Opened(opened),
+                });
+            }
+            Asking::Wait(observer) => {
+                let created_at = self.store.now_ms();
+                let Some(opened) = self.open_approval(spec, record)? else {
+                    return Ok(Gate::Pass);
+                };
+                (opened.approval_id, created_at, opened.expires_at, observer)
+            }
+        };
+        record.approval_id = Some(approval_id.clone());
+        tracing::info!(approval = %approval_id, tool = spec.name, "waiting for approval");
+        let pacing = WaitPacing {
+            poll: self.config.poll_interval,
+            progress: self.config.progress_interval,
+        };
+        let end = approvals::wait_for_decision(
+            &self.store,
+            &approval_id,
+            created_at,
+            expires_at,
+            pacing,
+            observer,
+        )?;
+        record.decided_by = match end {
+            WaitEnd::Expired => DECIDED_BY_EXPIRY.to_string(),
+            WaitEnd::Allowed(_) | WaitEnd::Denied => self
+                .store
+                .approval(&approval_id)?
+                .decided_by
+                .unwrap_or_else(|| DECIDED_BY_EXPIRY.to_string()),
+        };
+        Ok(match end {
+            WaitEnd::Allowed(decision) => {
+                record
+                    .observations
+                    .push(format!("approval:{}", decision.as_str()));
+                Gate::Pass
+            }
+            WaitEnd::Denied => Gate::Refuse(Denial::new(
+                DenialClass::Approval,
+                "approval:deny".to_string(),
+                format!(
+                    "a human denied this {} call (approval {approval_id}); do not retry it unchanged",
+                    spec.name
+                ),
+            )),
+            WaitEnd::Expired => Gate::Refuse(Denial::new(
+                DenialClass::Approval,
+                "approval:expired".to_string(),
+                format!(
+                    "nobody approved this {} call in time (approval {approval_id}); ask the operator to watch for it, then retry",
+                    spec.name
+                ),
+            )),
+        })
+    }
+
+    /// Write a pending approval for this call, expiring after the configured wait; `None`
+    /// when a remembered `allow_always` lets the caller through without one.
+    fn open_approval(
+        &self,
+        spec: &ToolSpec,
+        record: &mut CallRecord<'_>,
+    ) -> Result<Option<OpenedApproval>, StoreError> {
         let approval_id = new_id();
         let now = self.store.now_ms();
         let wait_ms = i64::try_from(self.config.approval_wait.as_millis()).unwrap_or(i64::MAX);
@@ -595,7 +803,7 @@ impl Broker {
         let args_json =
             truncate_for_audit(&scrub_json(&Value::Object(record.args.clone())).to_string());
         let caller = record.caller;
-        let remembered = self.store.write_sqlite(|tx| {
+        let remembered = self.store.write(|tx| {
             if approvals::has_grant(tx, spec.name, caller)? {
                 return Ok::<_, StoreError>(true);
             }
@@ -617,46 +825,46 @@ impl Broker {
         })?;
         if remembered {
             record.observations.push("approval:remembered".to_string());
+            record.decided_by = DECIDED_BY_GRANT.to_string();
             return Ok(None);
         }
-        record.approval_id = Some(approval_id.clone());
-        tracing::info!(approval = %approval_id, tool = spec.name, "waiting for approval");
-        let pacing = WaitPacing {
-            poll: self.config.poll_interval,
-            progress: self.config.progress_interval,
-        };
-        let end = approvals::wait_for_decision(
-            &self.store,
-            &approval_id,
-            now,
+        Ok(Some(OpenedApproval {
+            approval_id,
             expires_at,
-            pacing,
-            observer,
-        )?;
-        Ok(match end {
-            WaitEnd::Allowed(decision) => {
-                record
-                    .observations
-                    .push(format!("approval:{}", decision.as_str()));
-                None
-            }
-            WaitEnd::Denied => Some(Denial::new(
-                DenialClass::Approval,
-                "approval:deny".to_string(),
-                format!(
-                    "a human denied this {} call (approval {approval_id}); do not retry it unchanged",
-                    spec.name
-                ),
-            )),
-            WaitEnd::Expired => Some(Denial::new(
-                DenialClass::Approval,
-                "approval:expired".to_string(),
-                format!(
-                    "nobody approved this {} call in time (approval {approval_id}); ask the operator to watch for it, then retry",
-                    spec.name
-                ),
-            )),
+        }))
+    }
+
+    /// Whether call `call_id` has its decision audited (it ended). The unique index of
+    /// migration 12 on (call_id, phase) makes a second decision row fail even when two
+    /// rounds race past this check.
+    fn call_audited(&self, call_id: &str) -> Result<bool, StoreError> {
+        self.store.read(|tx| {
+            let found = tx.query_opt(
+                "SELECT 1 FROM tool_call_audit WHERE call_id = ?1 AND phase = 'before'",
+                &[&call_id],
+                |_| Ok(()),
+            )?;
+            Ok(found.is_some())
         })
+    }
+
+    /// Approval `id`, when it was opened for `spec` and exactly this caller's binding.
+    fn approval_of(
+        &self,
+        id: &str,
+        spec: &ToolSpec,
+        caller: &Caller,
+    ) -> Result<Option<Approval>, StoreError> {
+        let row = match self.store.approval(id) {
+            Ok(row) => row,
+            Err(StoreError::NotFound(_)) => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let same = row.tool_name == spec.name
+            && row.agent_id == caller.agent_id
+            && row.team_id == caller.team_id
+            && row.tenant_id == caller.tenant_id;
+        Ok(same.then_some(row))
     }
 
     fn audit_before(
@@ -703,26 +911,28 @@ impl Broker {
         let reason = reason.map(scrub_text);
         let observations =
             serde_json::to_string(&record.observations).unwrap_or_else(|_| "[]".into());
-        self.store.write_sqlite(|tx| {
+        self.store.write(|tx| {
             tx.execute(
                 "INSERT INTO tool_call_audit(id, call_id, phase, tool_name, agent_id, team_id, decision,
-                     reason, observations, args_json, result_text, is_error, approval_id, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-                params![
-                    new_id(),
-                    record.call_id,
-                    phase,
-                    tool,
-                    record.caller.agent_id,
-                    record.caller.team_id,
-                    decision,
-                    reason,
-                    observations,
-                    args_json,
-                    result_text,
-                    is_error.map(i64::from),
-                    record.approval_id,
-                    now
+                     reason, observations, args_json, result_text, is_error, approval_id, created_at,
+                     decided_by)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                &[
+                    &new_id(),
+                    &record.call_id,
+                    &phase,
+                    &tool,
+                    &record.caller.agent_id,
+                    &record.caller.team_id,
+                    &decision,
+                    &reason,
+                    &observations,
+                    &args_json,
+                    &result_text,
+                    &is_error,
+                    &record.approval_id,
+                    &now,
+                    &record.decided_by,
                 ],
             )?;
             Ok(())
@@ -737,17 +947,16 @@ impl Store {
         tool_name: Option<&str>,
         limit: usize,
     ) -> Result<Vec<AuditRow>, StoreError> {
-        self.read_sqlite(|c| {
-            let mut stmt = c.prepare(
+        self.read(|tx| {
+            tx.query_map(
                 "SELECT id, call_id, phase, tool_name, agent_id, team_id, decision, reason,
-                        observations, args_json, result_text, is_error, approval_id, created_at
-                 FROM tool_call_audit WHERE (?1 IS NULL OR tool_name = ?1)
+                        observations, args_json, result_text, is_error, approval_id, created_at,
+                        decided_by
+                 FROM tool_call_audit WHERE (CAST(?1 AS TEXT) IS NULL OR tool_name = ?1)
                  ORDER BY created_at DESC, id DESC LIMIT ?2",
-            )?;
-            let rows = stmt
-                .query_map(params![tool_name, limit as i64], audit_from_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
+                &[&tool_name, &limit],
+                audit_from_row,
+            )
         })
     }
 
@@ -757,11 +966,12 @@ impl Store {
             return Err(StoreError::NotFound(format!("tool {tool}")));
         }
         let now = self.now_ms();
-        self.write_sqlite(|tx| {
+        self.write(|tx| {
             tx.execute(
                 "INSERT INTO tool_registry(name, enabled, updated_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(name) DO UPDATE SET enabled = ?2, updated_at = ?3",
-                params![tool, enabled as i64, now],
+                 ON CONFLICT(name) DO UPDATE SET enabled = excluded.enabled,
+                                                 updated_at = excluded.updated_at",
+                &[&tool, &enabled, &now],
             )?;
             Ok(())
         })
@@ -770,11 +980,11 @@ impl Store {
     /// Put `tool` on `subject`'s blocklist (idempotent).
     pub fn block_tool(&self, subject: &Subject, tool: &str) -> Result<(), StoreError> {
         let now = self.now_ms();
-        self.write_sqlite(|tx| {
+        self.write(|tx| {
             tx.execute(
                 "INSERT INTO tool_blocklist(subject_kind, subject_id, tool_name, created_at)
                  VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
-                params![subject.kind(), subject.id(), tool, now],
+                &[&subject.kind(), &subject.id(), &tool, &now],
             )?;
             Ok(())
         })
@@ -782,10 +992,10 @@ impl Store {
 
     /// Take `tool` off `subject`'s blocklist; `true` if it was there.
     pub fn unblock_tool(&self, subject: &Subject, tool: &str) -> Result<bool, StoreError> {
-        self.write_sqlite(|tx| {
+        self.write(|tx| {
             Ok(tx.execute(
                 "DELETE FROM tool_blocklist WHERE subject_kind = ?1 AND subject_id = ?2 AND tool_name = ?3",
-                params![subject.kind(), subject.id(), tool],
+                &[&subject.kind(), &subject.id(), &tool],
             )? == 1)
         })
     }

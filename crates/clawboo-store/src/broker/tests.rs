@@ -8,16 +8,40 @@ use serde_json::{Value, json};
 use super::*;
 
 struct Harness {
-    _dir: tempfile::TempDir,
+    db: Database,
     store: Arc<Store>,
     executor: Arc<Recorder>,
 }
 
+/// Where a harness keeps its rows: a temp SQLite file, or with `CLAWBOO_TEST_BACKEND=postgres`
+/// a fresh database on the `CLAWBOO_TEST_POSTGRES_URL` server (as the binaries' suites do), so
+/// every rule here runs on either engine.
+enum Database {
+    Sqlite(tempfile::TempDir),
+    Postgres(crate::testing::TestStore),
+}
+
+impl Database {
+    fn open(&self) -> Store {
+        match self {
+            Database::Sqlite(dir) => Store::open(&dir.path().join("t.db")).unwrap(),
+            Database::Postgres(db) => db.store(),
+        }
+    }
+}
+
 fn harness() -> Harness {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open(&dir.path().join("t.db")).unwrap());
+    let db = if std::env::var("CLAWBOO_TEST_BACKEND").is_ok_and(|b| b == "postgres") {
+        Database::Postgres(
+            crate::testing::TestStore::postgres()
+                .expect("CLAWBOO_TEST_BACKEND=postgres needs CLAWBOO_TEST_POSTGRES_URL"),
+        )
+    } else {
+        Database::Sqlite(tempfile::tempdir().unwrap())
+    };
+    let store = Arc::new(db.open());
     Harness {
-        _dir: dir,
+        db,
         store,
         executor: Arc::default(),
     }
@@ -105,6 +129,28 @@ fn call_deciding(
         })
         .unwrap();
     (outcome, asked)
+}
+
+/// A `delete_path` approval row created at time 1, written as a waiting call would.
+fn insert_pending_row(store: &Store, id: &str, caller: &Caller, expires_at: i64) {
+    store
+        .write(|tx| {
+            approvals::insert_pending(
+                tx,
+                1,
+                &NewApproval {
+                    id,
+                    call_id: "c",
+                    tool_name: "delete_path",
+                    caller,
+                    risk: "destructive",
+                    message: "m",
+                    args_json: "{}",
+                    expires_at,
+                },
+            )
+        })
+        .unwrap();
 }
 
 fn denial(outcome: CallOutcome) -> Denial {
@@ -296,7 +342,7 @@ fn safe_tools_record_mentions_and_injection_always_denies() {
     assert_eq!(d.reason, "security:high:ignore-previous-instructions");
     let notes: i64 = h
         .store
-        .read_sqlite(|c| c.query_row("SELECT count(*) FROM tool_notes", [], |r| r.get(0)))
+        .read(|tx| tx.query_one("SELECT count(*) FROM tool_notes", &[], |r| r.get(0)))
         .unwrap();
     assert_eq!(notes, 0);
 }
@@ -633,29 +679,58 @@ fn a_decision_from_another_thread_wakes_the_waiter_without_polling() {
 }
 
 #[test]
+fn a_decision_racing_another_process_that_settled_the_row_changes_nothing() {
+    let h = harness();
+    let id = "raced".to_string();
+    insert_pending_row(&h.store, &id, &agent("a1"), i64::MAX);
+    // Another process expires the row and holds its transaction open while this one
+    // decides: the decision must wait, then find the row settled, not overwrite it.
+    let other = h.db.open();
+    let decided = other
+        .write(|tx| {
+            tx.execute(
+                "UPDATE tool_call_approvals SET status = 'expired', decided_at = 1
+                 WHERE id = ?1 AND status = 'pending'",
+                &[&id],
+            )?;
+            let store = h.store.clone();
+            let id = id.clone();
+            let decider = std::thread::spawn(move || {
+                store.resolve_approval(&id, Decision::AllowAlways, "late")
+            });
+            // Time for the decider to read `pending` and block on this row (on SQLite, on
+            // the write lock); should it be slower, it reads `expired` and the outcome holds.
+            std::thread::sleep(Duration::from_millis(300));
+            Ok::<_, StoreError>(decider)
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert!(
+        matches!(
+            decided,
+            Err(ApprovalError::AlreadySettled {
+                status: ApprovalStatus::Expired,
+                ..
+            })
+        ),
+        "{decided:?}"
+    );
+    let row = h.store.approval(&id).unwrap();
+    assert_eq!((row.status, row.decision), (ApprovalStatus::Expired, None));
+    assert!(
+        !h.store
+            .revoke_approval_grant("delete_path", &agent("a1"))
+            .unwrap()
+    );
+}
+
+#[test]
 fn stale_pending_rows_expire_when_listed() {
     let h = harness();
     let broker = h.default_broker();
     // A waiter that abandons without expiring is a crashed process: simulate with a raw row.
-    h.store
-        .write_sqlite(|tx| {
-            approvals::insert_pending(
-                tx,
-                1,
-                &NewApproval {
-                    id: "old",
-                    call_id: "c",
-                    tool_name: "delete_path",
-                    caller: &Caller::anonymous(),
-                    risk: "destructive",
-                    message: "m",
-                    args_json: "{}",
-                    expires_at: 2,
-                },
-            )
-            .map_err(StoreError::from)
-        })
-        .unwrap();
+    insert_pending_row(&h.store, "old", &Caller::anonymous(), 2);
     drop(broker);
     assert!(h.store.list_approvals(true, 10).unwrap().is_empty());
     assert_eq!(
@@ -733,20 +808,19 @@ fn audit_and_approval_rows_hold_no_secret_from_the_corpus() {
     }
     let dump: String = h
         .store
-        .read_sqlite(|c| {
+        .read(|tx| {
             let mut out = String::new();
             for sql in [
                 "SELECT coalesce(args_json,'') || coalesce(result_text,'') || coalesce(reason,'') FROM tool_call_audit",
                 "SELECT args_json || message FROM tool_call_approvals",
                 "SELECT note FROM tool_notes",
             ] {
-                let mut stmt = c.prepare(sql)?;
-                for row in stmt.query_map([], |r| r.get::<_, String>(0))? {
-                    out.push_str(&row?);
+                for text in tx.query_map(sql, &[], |r| r.get::<String>(0))? {
+                    out.push_str(&text);
                     out.push('\n');
                 }
             }
-            Ok::<_, rusqlite::Error>(out)
+            Ok::<_, StoreError>(out)
         })
         .unwrap();
     assert!(dump.contains("[REDACTED]"));
@@ -775,4 +849,157 @@ fn decisions_read_and_write_their_wire_names() {
             .unwrap_err()
             .contains("allow_once, allow_always or deny")
     );
+}
+
+/// Who decided each call, from its `before` audit row (newest first).
+fn decided_by_of(store: &Store, tool: &str) -> Vec<Option<String>> {
+    store
+        .tool_audit(Some(tool), 100)
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.phase == "before")
+        .map(|r| r.decided_by)
+        .collect()
+}
+
+#[test]
+fn the_audit_records_who_decided_each_call() {
+    let h = harness();
+    let broker = h.default_broker();
+    completed(call(
+        &broker,
+        &agent("a1"),
+        "echo",
+        json!({"message": "hi"}),
+    ));
+    denial(call(&broker, &agent("a1"), "nope", json!({})));
+    assert_eq!(
+        decided_by_of(&h.store, "echo"),
+        [Some("policy".to_string())]
+    );
+    assert_eq!(
+        decided_by_of(&h.store, "nope"),
+        [Some("policy".to_string())]
+    );
+    let (outcome, _) = call_deciding(
+        &broker,
+        &agent("a1"),
+        "delete_path",
+        json!({"path": "/a"}),
+        Decision::AllowAlways,
+    );
+    completed(outcome);
+    completed(call(
+        &broker,
+        &agent("a1"),
+        "delete_path",
+        json!({"path": "/b"}),
+    ));
+    // Both rows of a call say it.
+    let rows = h.store.tool_audit(Some("delete_path"), 10).unwrap();
+    assert!(rows.iter().all(|r| r.decided_by.is_some()), "{rows:?}");
+    assert_eq!(
+        decided_by_of(&h.store, "delete_path"),
+        [Some("allow_always".to_string()), Some("test".to_string())]
+    );
+    let quick = h.broker(BrokerConfig {
+        env: no_env,
+        approval_wait: Duration::from_millis(50),
+        poll_interval: Duration::from_millis(10),
+        ..BrokerConfig::default()
+    });
+    let expired = denial(
+        quick
+            .call(
+                &agent("a2"),
+                "delete_path",
+                json!({"path": "/c"}).as_object().unwrap(),
+                &mut |_| WaitControl::Continue,
+            )
+            .unwrap(),
+    );
+    assert_eq!(expired.reason, "approval:expired");
+    assert_eq!(
+        decided_by_of(&h.store, "delete_path")[0].as_deref(),
+        Some("expired")
+    );
+}
+
+#[test]
+fn an_opened_approval_is_decided_in_a_later_round_of_the_same_call() {
+    let h = harness();
+    let broker = h.default_broker();
+    let args = json!({"path": "/srv/x"});
+    let args = args.as_object().unwrap();
+    // A call that needs no human is over in its first round.
+    let echo = json!({"message": "hi"});
+    assert!(matches!(
+        broker
+            .open_call(&agent("a1"), "echo", echo.as_object().unwrap())
+            .unwrap(),
+        FirstRound::Done(CallOutcome::Completed { .. })
+    ));
+    let FirstRound::Asking(opened) = broker.open_call(&agent("a1"), "delete_path", args).unwrap()
+    else {
+        panic!("delete_path needs a human");
+    };
+    // Nothing runs, nothing is audited, the approval waits for any surface.
+    assert!(h.executor.seen.lock().is_empty());
+    assert!(
+        h.store
+            .tool_audit(Some("delete_path"), 10)
+            .unwrap()
+            .is_empty()
+    );
+    let pending = h.store.approval(&opened.approval_id).unwrap();
+    assert_eq!(pending.status, ApprovalStatus::Pending);
+    assert_eq!(pending.expires_at, opened.expires_at);
+
+    // Another caller (or tool) cannot resume it.
+    let foreign = denial(
+        broker
+            .resume_call(
+                &agent("a2"),
+                "delete_path",
+                args,
+                &opened.approval_id,
+                &mut |_| panic!("not waited for"),
+            )
+            .unwrap(),
+    );
+    assert_eq!(foreign.reason, "approval:unknown");
+
+    h.store
+        .resolve_approval(&opened.approval_id, Decision::AllowOnce, "elicitation")
+        .unwrap();
+    let done = broker
+        .resume_call(
+            &agent("a1"),
+            "delete_path",
+            args,
+            &opened.approval_id,
+            &mut |_| WaitControl::Continue,
+        )
+        .unwrap();
+    assert!(
+        matches!(done, CallOutcome::Completed { approval_id: Some(ref id), .. } if *id == opened.approval_id)
+    );
+    let rows = h.store.tool_audit(Some("delete_path"), 10).unwrap();
+    let before = rows.iter().find(|r| r.phase == "before").unwrap();
+    assert_eq!(before.call_id, pending.call_id, "the rounds are one call");
+    assert_eq!(before.decided_by.as_deref(), Some("elicitation"));
+    // A replayed round does not run the call a second time.
+    let again = denial(
+        broker
+            .resume_call(
+                &agent("a1"),
+                "delete_path",
+                args,
+                &opened.approval_id,
+                &mut |_| WaitControl::Continue,
+            )
+            .unwrap(),
+    );
+    assert_eq!(again.reason, "approval:used");
+    assert_eq!(h.executor.seen.lock().len(), 1);
 }

@@ -12,7 +12,6 @@ use crate::board::{Scope, Status, Task, UNFINISHED_DEP, require_task};
 use crate::chat::{self, PostKind};
 use crate::db::{Dialect, Tx};
 use crate::error::{Result, StoreError};
-use crate::sqlite::tx::SqliteTx;
 use crate::{Store, inbox};
 
 /// How long a claim lasts when `CLAWBOO_LEASE_SECS` does not say (30 minutes).
@@ -425,9 +424,7 @@ impl Store {
         }
         let now = self.now_ms();
         let lease = self.lease_ms();
-        // `board::require_task` still takes the SQLite connection; the rest runs on `Tx`.
-        self.write_sqlite(|conn| {
-            let tx: &dyn Tx = &SqliteTx(conn);
+        self.write(|tx| {
             expire_in(tx, now)?;
             let Some(id) = claim_next_in(tx, who, scope.team_id, now, lease)? else {
                 return Ok(None);
@@ -435,7 +432,7 @@ impl Store {
             if who.runtime.is_some() {
                 seen_in(tx, who.agent_id, scope.team_id, who.runtime, now)?;
             }
-            require_task(conn, &id, scope).map(Some)
+            require_task(tx, &id, scope).map(Some)
         })
     }
 

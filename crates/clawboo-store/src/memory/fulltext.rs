@@ -21,22 +21,13 @@ use std::sync::{Arc, Mutex};
 
 use parking_lot::RwLock;
 
-use rusqlite::Connection;
-
-use super::search::ScopeKey;
+use super::search::{B, K1, ScopeKey};
+use super::sqlite_fts::{Fts5Index, Posting, Postings, Tokenizer, read_fts5_index};
 use super::{Memory, ScopeFilter};
 use crate::Store;
 use crate::error::Result;
 use crate::sqlite::ChangeToken;
 
-/// The tokenizer of `memory_facts_fts` (migration 0002); the twin table must match it.
-const TOKENIZER: &str = "porter unicode61";
-/// bm25's column weights (title, content, tags), as the SQL ranking passes them.
-pub(super) const COLUMN_WEIGHTS: [u32; 3] = [2, 1, 1];
-/// bm25's term-frequency saturation (FTS5's constant).
-const K1: f64 = 1.2;
-/// bm25's length normalisation (FTS5's constant).
-const B: f64 = 0.75;
 /// Facts a search adds to the index itself at most (a few milliseconds). More are left to
 /// a thread of their own while searches rank in SQLite, so the first searches of a process
 /// over a big corpus stay as quick as they were (indexing takes ~40 µs a fact).
@@ -45,15 +36,6 @@ const CATCH_UP_IN_SEARCH: usize = 100;
 const TOKENIZE_BATCH: usize = 500;
 /// Query words whose term is remembered at most (the memo is cleared when full).
 const MAX_MEMO_WORDS: usize = 20_000;
-
-/// One fact's occurrences of one term.
-#[derive(Debug, Clone, Copy)]
-struct Posting {
-    /// The fact's index in [`TextIndex::seqs`].
-    doc: u32,
-    /// Occurrences, weighted by [`COLUMN_WEIGHTS`].
-    freq: u32,
-}
 
 /// The terms of every fact, kept in step with the database by `seq`.
 #[derive(Debug, Default)]
@@ -66,7 +48,7 @@ pub(super) struct TextIndex {
     scopes: Vec<u32>,
     scope_keys: Vec<ScopeKey>,
     scope_ids: HashMap<ScopeKey, u32>,
-    postings: HashMap<String, Vec<Posting>>,
+    postings: Postings,
     total_tokens: u64,
     /// The store's change token when the index last held every fact.
     complete_at: Option<ChangeToken>,
@@ -85,7 +67,7 @@ struct Tokenized {
     /// Each fact's seq and scope, ascending seq.
     facts: Vec<(i64, ScopeKey)>,
     /// Postings by term, facts numbered from 0 in `facts`' order.
-    terms: BatchTerms,
+    terms: Postings,
     /// Each fact's length in tokens.
     lengths: Vec<u32>,
 }
@@ -101,7 +83,7 @@ fn tokenize_after(
     if facts.is_empty() {
         return Ok(None);
     }
-    let (terms, lengths) = tokenizer.facts(&facts)?;
+    let (terms, lengths) = tokenizer.facts(facts.iter().map(|(_, text, _)| text))?;
     Ok(Some(Tokenized {
         facts: facts.into_iter().map(|(seq, _, key)| (seq, key)).collect(),
         terms,
@@ -165,7 +147,9 @@ impl TextIndex {
             let term = match self.memo.get(word) {
                 Some(term) => term.clone(),
                 None => {
-                    let term = self.tokenizer()?.term(word)?;
+                    let term = <[String; 1]>::try_from(self.tokenizer()?.phrase(word)?)
+                        .ok()
+                        .map(|[term]| term);
                     if self.memo.len() >= MAX_MEMO_WORDS {
                         self.memo.clear();
                     }
@@ -261,190 +245,46 @@ impl TextIndex {
 
 /// Up to `limit` facts after `seq`, oldest first.
 fn read_facts_after(store: &Store, seq: i64, limit: usize) -> Result<Vec<FactText>> {
-    store.read_sqlite(|conn| {
-        let mut stmt = conn.prepare_cached(
+    store.read(|tx| {
+        tx.query_map(
             "SELECT seq, title, content, tags, team_id, agent_id, tenant_id
-             FROM memory_facts WHERE seq > ? ORDER BY seq LIMIT ?",
-        )?;
-        let rows = stmt.query_map([seq, limit as i64], |r| {
-            Ok((
-                r.get(0)?,
-                [r.get(1)?, r.get(2)?, r.get(3)?],
-                ScopeKey {
-                    team_id: r.get(4)?,
-                    agent_id: r.get(5)?,
-                    tenant_id: r.get(6)?,
-                },
-            ))
-        })?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+             FROM memory_facts WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            &[&seq, &limit],
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    [r.get(1)?, r.get(2)?, r.get(3)?],
+                    ScopeKey {
+                        team_id: r.get(4)?,
+                        agent_id: r.get(5)?,
+                        tenant_id: r.get(6)?,
+                    },
+                ))
+            },
+        )
     })
 }
 
-/// Add `fts5vocab` instance rows (term, doc, col; ordered by term, then doc) to `terms`,
-/// with each fact numbered by `number` (rows of facts it does not know are skipped), and
-/// count each fact's tokens in `lengths`.
-fn collect_instances(
-    mut rows: rusqlite::Rows<'_>,
-    number: impl Fn(i64) -> Option<u32>,
-    terms: &mut HashMap<String, Vec<Posting>>,
-    lengths: &mut [u32],
-) -> Result<()> {
-    let mut current: Option<&mut Vec<Posting>> = None;
-    let mut current_term = String::new();
-    while let Some(row) = rows.next()? {
-        let Some(doc) = number(row.get(1)?) else {
-            continue;
-        };
-        let term = text_at(row, 0)?;
-        let weight = match text_at(row, 2)? {
-            "title" => COLUMN_WEIGHTS[0],
-            "content" => COLUMN_WEIGHTS[1],
-            _ => COLUMN_WEIGHTS[2],
-        };
-        if let Some(length) = lengths.get_mut(doc as usize) {
-            *length += 1;
-        }
-        if current.is_none() || term != current_term {
-            current_term.clear();
-            current_term.push_str(term);
-            current = Some(terms.entry(current_term.clone()).or_default());
-        }
-        if let Some(postings) = current.as_deref_mut() {
-            match postings.last_mut() {
-                Some(last) if last.doc == doc => last.freq += weight,
-                _ => postings.push(Posting { doc, freq: weight }),
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Every fact's terms at once, read from `memory_facts_fts` itself through an `fts5vocab`
-/// table in one snapshot (nothing is tokenized again: about four times quicker than the
-/// twin table), and the change token read before it.
+/// Every fact's terms at once, from FTS5's own index, and the change token read before.
 fn index_everything(store: &Store) -> Result<(TextIndex, ChangeToken)> {
     let token = store.change_token()?;
-    let index = store.long_snapshot_sqlite(|conn| {
-        conn.execute_batch(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_facts_fts_instances
-                 USING fts5vocab(main, memory_facts_fts, instance)",
-        )?;
-        let mut index = TextIndex::default();
-        {
-            let mut stmt = conn.prepare(
-                "SELECT seq, team_id, agent_id, tenant_id FROM memory_facts ORDER BY seq",
-            )?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let key = ScopeKey {
-                    team_id: r.get(1)?,
-                    agent_id: r.get(2)?,
-                    tenant_id: r.get(3)?,
-                };
-                index.push_fact(r.get(0)?, key);
-            }
-        }
-        let mut lengths = vec![0u32; index.seqs.len()];
-        let mut stmt =
-            conn.prepare("SELECT term, doc, col FROM temp.memory_facts_fts_instances")?;
-        let seqs = &index.seqs;
-        collect_instances(
-            stmt.query([])?,
-            |seq| seqs.binary_search(&seq).ok().map(|doc| doc as u32),
-            &mut index.postings,
-            &mut lengths,
-        )?;
-        index.total_tokens = lengths.iter().map(|&l| u64::from(l)).sum();
-        index.lengths = lengths;
-        // Grown by doubling; at 100k facts the slack would be a third of the index.
-        for postings in index.postings.values_mut() {
-            postings.shrink_to_fit();
-        }
-        Ok::<_, crate::error::StoreError>(index)
-    })?;
+    let Fts5Index {
+        facts,
+        postings,
+        lengths,
+    } = read_fts5_index(store)?;
+    let mut index = TextIndex::default();
+    for (seq, key) in facts {
+        index.push_fact(seq, key);
+    }
+    index.postings = postings;
+    index.total_tokens = lengths.iter().map(|&l| u64::from(l)).sum();
+    index.lengths = lengths;
+    // Grown by doubling; at 100k facts the slack would be a third of the index.
+    for postings in index.postings.values_mut() {
+        postings.shrink_to_fit();
+    }
     Ok((index, token))
-}
-
-/// FTS5's tokenizer, reached through a contentless FTS5 table of the same columns and
-/// tokenizer as `memory_facts_fts` in a private in-memory database: text goes in as a row
-/// and comes out as terms through an `fts5vocab` table.
-struct Tokenizer {
-    conn: Connection,
-}
-
-impl std::fmt::Debug for Tokenizer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tokenizer").finish_non_exhaustive()
-    }
-}
-
-/// Postings of one batch, by term (docs counted from the batch's first fact).
-type BatchTerms = HashMap<String, Vec<Posting>>;
-
-impl Tokenizer {
-    fn open() -> Result<Tokenizer> {
-        let conn = Connection::open_in_memory()?;
-        conn.execute_batch(&format!(
-            "CREATE VIRTUAL TABLE terms USING fts5(title, content, tags,
-                 content = '', tokenize = '{TOKENIZER}');
-             CREATE VIRTUAL TABLE terms_instances USING fts5vocab(terms, instance);"
-        ))?;
-        Ok(Tokenizer { conn })
-    }
-
-    /// Tokenize `facts`: postings by term (weighted, docs numbered by position in `facts`)
-    /// and each fact's length in tokens.
-    fn facts(&mut self, facts: &[FactText]) -> Result<(BatchTerms, Vec<u32>)> {
-        let tx = self.conn.transaction()?;
-        {
-            let mut insert = tx.prepare_cached(
-                "INSERT INTO terms(rowid, title, content, tags) VALUES (?, ?, ?, ?)",
-            )?;
-            for (doc, (_, [title, content, tags], _)) in facts.iter().enumerate() {
-                insert.execute(rusqlite::params![doc as i64, title, content, tags])?;
-            }
-        }
-        let mut terms: BatchTerms = HashMap::new();
-        let mut lengths = vec![0u32; facts.len()];
-        {
-            let mut stmt = tx.prepare_cached("SELECT term, doc, col FROM terms_instances")?;
-            collect_instances(
-                stmt.query([])?,
-                |doc| u32::try_from(doc).ok(),
-                &mut terms,
-                &mut lengths,
-            )?;
-        }
-        tx.execute("INSERT INTO terms(terms) VALUES ('delete-all')", [])?;
-        tx.commit()?;
-        Ok((terms, lengths))
-    }
-
-    /// The one term FTS5 makes of `word` (`None`: it makes none or several).
-    fn term(&mut self, word: &str) -> Result<Option<String>> {
-        let tx = self.conn.transaction()?;
-        tx.prepare_cached("INSERT INTO terms(rowid, title) VALUES (1, ?)")?
-            .execute([word])?;
-        let terms: Vec<String> = {
-            let mut stmt = tx.prepare_cached("SELECT term FROM terms_instances")?;
-            let rows = stmt.query_map([], |r| r.get(0))?;
-            rows.collect::<rusqlite::Result<_>>()?
-        };
-        tx.execute("INSERT INTO terms(terms) VALUES ('delete-all')", [])?;
-        tx.commit()?;
-        Ok(match <[String; 1]>::try_from(terms) {
-            Ok([term]) => Some(term),
-            Err(_) => None,
-        })
-    }
-}
-
-/// Column `index` of `row` as text, borrowed.
-fn text_at<'row>(row: &'row rusqlite::Row<'_>, index: usize) -> rusqlite::Result<&'row str> {
-    row.get_ref(index)?.as_str().map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e))
-    })
 }
 
 /// Bring `text` up to every fact, batch by batch, tokenizing with no lock held.

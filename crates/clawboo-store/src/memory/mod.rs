@@ -1,29 +1,36 @@
 //! Shared memory: declarative facts and versioned procedures, scrubbed of secrets on every
-//! save, found by full text (FTS5, bm25), by vector similarity or by both fused.
+//! save, found by full text (bm25), by vector similarity or by both fused.
 //!
-//! [`Memory`] wraps the [`Store`] with the embedder chosen for this process (if any) and an
-//! in-process cache of fact vectors, so a vector search scans memory rather than the
-//! database. The cache reloads only rows whose embedding changed since it last looked
-//! (`embed_seq`), which keeps it right when other processes write the same file. Full-text
-//! search ranks in a second cache, of the terms of every fact (`fulltext`).
+//! Facts and procedures are written once, on the neutral [`crate::db::Tx`]; only search
+//! differs by engine. On SQLite, [`Memory`] keeps two caches in the process, kept right
+//! when other processes write the same file: every fact vector (reloading only rows whose
+//! embedding changed, by `embed_seq`), so a vector search scans memory; and the terms of
+//! every fact (`fulltext`), so full text ranks in memory exactly as FTS5 would. On
+//! PostgreSQL, where many hosts share one database, a process keeps nothing per fact: the
+//! database keeps term statistics written with each fact and ranks bm25 itself
+//! (`pg_fts`), and a vector search streams the vectors in pages. What needs SQLite itself
+//! (FTS5's upkeep and ranking, its tokenizer) sits in `sqlite_fts`.
 
 mod fulltext;
+mod pg_fts;
 mod procedures;
 mod search;
+mod sqlite_fts;
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use rusqlite::{Row, params};
 use serde::Serialize;
 
 pub use clawboo_embed::{EmbedError, Embedder};
 pub use procedures::{NewProcedure, Procedure};
 pub use search::{MAX_QUERY_CHARS, MatchedVia, SearchHit, SearchMode, SearchOutcome};
 
+use crate::db::{DbRow, Dialect, ToValue, Tx};
 use crate::error::{Result, StoreError};
 use crate::scrub::{is_only_redactions, scrub_text};
-use crate::sqlite::hooks::{Hooks, PreCommitHook};
 use crate::{Store, new_id};
+pub(crate) use sqlite_fts::register_sqlite_hooks;
+use sqlite_fts::{DocTerms, Tokenizer};
 
 /// Longest accepted fact title, in characters.
 pub const MAX_TITLE_CHARS: usize = 500;
@@ -131,26 +138,31 @@ impl ScopeFilter {
         team_ok && agent_ok && tenant_ok
     }
 
-    /// The SQL condition (columns of `alias`) and its parameters.
-    fn sql(&self, alias: &str) -> (String, Vec<String>) {
-        let mut parts = vec!["1".to_string()];
+    /// The SQL condition (columns of `alias`) and its parameters, numbered from `?{first}`.
+    fn sql(&self, alias: &str, first: usize) -> (String, Vec<String>) {
+        let mut parts = vec!["1 = 1".to_string()];
         let mut args = Vec::new();
         match &self.team {
             TeamFilter::Any => {}
             TeamFilter::TeamOrGlobal(t) => {
-                parts.push(format!("({alias}.team_id = ? OR {alias}.team_id IS NULL)"));
+                let p = first + args.len();
+                parts.push(format!(
+                    "({alias}.team_id = ?{p} OR {alias}.team_id IS NULL)"
+                ));
                 args.push(t.clone());
             }
             TeamFilter::GlobalOnly => parts.push(format!("{alias}.team_id IS NULL")),
         }
         if let Some(a) = &self.agent_id {
+            let p = first + args.len();
             parts.push(format!(
-                "({alias}.agent_id = ? OR {alias}.agent_id IS NULL)"
+                "({alias}.agent_id = ?{p} OR {alias}.agent_id IS NULL)"
             ));
             args.push(a.clone());
         }
         if let Some(t) = &self.tenant_id {
-            parts.push(format!("{alias}.tenant_id = ?"));
+            let p = first + args.len();
+            parts.push(format!("{alias}.tenant_id = ?{p}"));
             args.push(t.clone());
         }
         (parts.join(" AND "), args)
@@ -171,10 +183,17 @@ pub struct ReindexReport {
 pub struct Memory {
     store: Arc<Store>,
     embedder: Option<Arc<dyn Embedder>>,
+    /// SQLite only: every fact vector, kept in step with the database.
     vectors: Mutex<search::VectorCache>,
+    /// SQLite only: the terms of every fact, for ranking in memory.
     text: Arc<parking_lot::RwLock<fulltext::TextIndex>>,
     /// Whether a thread is bringing `text` up to every fact.
     text_builder: Arc<std::sync::atomic::AtomicBool>,
+    /// The store's engine, asked once.
+    dialect: OnceLock<Dialect>,
+    /// PostgreSQL only: FTS5's tokenizer, for the terms of new facts and of queries (the
+    /// database keeps the statistics; a process keeps nothing per fact).
+    tokenizer: Mutex<Option<Tokenizer>>,
 }
 
 /// A checked, scrubbed and embedded fact, ready to write ([`Memory::prepare_fact`]).
@@ -183,45 +202,75 @@ pub struct PreparedFact {
     fact: Fact,
     tags_json: String,
     vector: Option<Vec<f32>>,
+    /// Its terms, made beforehand for a store whose database keeps term statistics.
+    terms: Option<DocTerms>,
 }
 
 impl PreparedFact {
     /// Write the fact through `store` (its own transaction, or a savepoint of a group
-    /// commit) and return it as saved.
+    /// commit) and return it as saved. On PostgreSQL its term statistics are written in
+    /// the same transaction, so full-text search never lags the committed facts (SQLite
+    /// indexes it before the commit, through `sqlite::hooks`).
     pub fn insert(self, store: &Store) -> Result<Fact> {
         let PreparedFact {
             mut fact,
             tags_json,
             vector,
+            terms,
         } = self;
         fact.created_at = store.now_ms();
         let blob = vector.as_deref().map(vector_to_blob);
         let dim = vector.as_ref().map(|v| v.len() as i64);
-        store.write_sqlite(|tx| {
-            tx.prepare_cached(
-                "INSERT INTO memory_facts (id, title, content, tags, team_id, agent_id, tenant_id,
-                     created_at, embedding, embedding_model, embedding_dim, embed_seq)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
-                     CASE WHEN ?9 IS NULL THEN 0
-                          ELSE (SELECT coalesce(max(embed_seq), 0) + 1 FROM memory_facts) END)",
-            )?
-            .execute(params![
-                fact.id,
-                fact.title,
-                fact.content,
-                tags_json,
-                fact.team_id,
-                fact.agent_id,
-                fact.tenant_id,
-                fact.created_at,
-                blob,
-                fact.embedding_model,
-                dim
-            ])?;
-            Ok::<_, StoreError>(())
-        })?;
+        store
+            .write(|tx| insert_fact(tx, &fact, &tags_json, blob.as_deref(), dim, terms.as_ref()))?;
         Ok(fact)
     }
+}
+
+/// Insert `fact` (and, on PostgreSQL, its term statistics) in the caller's transaction.
+fn insert_fact(
+    tx: &dyn Tx,
+    fact: &Fact,
+    tags_json: &str,
+    blob: Option<&[u8]>,
+    dim: Option<i64>,
+    terms: Option<&DocTerms>,
+) -> Result<()> {
+    // A fact has a vector exactly when it has a dimension; `embed_seq` moves only then.
+    let seq: i64 = tx.query_one(
+        "INSERT INTO memory_facts (id, title, content, tags, team_id, agent_id, tenant_id,
+             created_at, embedding, embedding_model, embedding_dim, embed_seq)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
+             CASE WHEN CAST(?11 AS BIGINT) IS NULL THEN 0
+                  ELSE (SELECT COALESCE(MAX(embed_seq), 0) + 1 FROM memory_facts) END)
+         RETURNING seq",
+        &[
+            &fact.id,
+            &fact.title,
+            &fact.content,
+            &tags_json,
+            &fact.team_id,
+            &fact.agent_id,
+            &fact.tenant_id,
+            &fact.created_at,
+            &blob,
+            &fact.embedding_model,
+            &dim,
+        ],
+        |r| r.get(0),
+    )?;
+    if tx.dialect() == Dialect::Postgres {
+        let made;
+        let terms = match terms {
+            Some(terms) => terms,
+            None => {
+                made = Tokenizer::open()?.document([&fact.title, &fact.content, tags_json])?;
+                &made
+            }
+        };
+        pg_fts::record_terms(tx, seq, fact, terms)?;
+    }
+    Ok(())
 }
 
 impl std::fmt::Debug for Memory {
@@ -233,78 +282,10 @@ impl std::fmt::Debug for Memory {
     }
 }
 
-/// Index the facts this transaction wrote, in one statement. `memory_facts`' insert
-/// trigger only notes a new fact in `memory_facts_fts_pending` (migration 0005: FTS5 would
-/// otherwise write an index segment per fact, at each write's savepoint); every write
-/// transaction of the store runs this just before it commits, so the index never lags the
-/// committed facts. Returns whether it indexed any.
-fn index_pending_facts(conn: &rusqlite::Connection) -> Result<bool> {
-    if !has_pending_facts(conn)? {
-        return Ok(false);
-    }
-    conn.prepare_cached(
-        "INSERT INTO memory_facts_fts(rowid, title, content, tags)
-         SELECT f.seq, f.title, f.content, f.tags
-         FROM memory_facts_fts_pending p JOIN memory_facts f ON f.seq = p.seq",
-    )?
-    .execute([])?;
-    conn.prepare_cached("DELETE FROM memory_facts_fts_pending")?
-        .execute([])?;
-    Ok(true)
-}
-
-/// Pages of the full-text index one [`merge_fts_step`] writes at most (about 0.5 MiB, a
-/// few milliseconds of holding the write lock).
-const FTS_MERGE_STEP_PAGES: i64 = 128;
-
-/// One bounded step of merging the full-text index into a single segment, in its own
-/// transaction; `Ok(false)` once there is nothing left to merge. FTS5 writes a segment per
-/// indexing transaction and merges them only a few at a time, so an index grown by many
-/// commits keeps several segments, and every query term reads each of them: a search over
-/// 10k facts spent a fifth of its time opening segment iterators.
-fn merge_fts_step(conn: &rusqlite::Connection) -> Result<bool> {
-    let before = conn.total_changes();
-    // A negative page count puts every segment on one level first, so all of them merge
-    // (FTS5's incremental 'optimize').
-    conn.prepare_cached(
-        "INSERT INTO memory_facts_fts(memory_facts_fts, rank) VALUES ('merge', ?)",
-    )?
-    .execute([-FTS_MERGE_STEP_PAGES])?;
-    // FTS5 documents that a step which merged anything changes two or more rows.
-    Ok(conn.total_changes() - before >= 2)
-}
-
-/// Whether facts wait for [`index_pending_facts`].
-fn has_pending_facts(conn: &rusqlite::Connection) -> Result<bool> {
-    Ok(conn
-        .prepare_cached("SELECT EXISTS(SELECT 1 FROM memory_facts_fts_pending)")?
-        .query_row([], |r| r.get(0))?)
-}
-
-/// Attach memory's work to the SQLite backend's transactions (called where the store is
-/// opened): index the noted facts before every commit, merge the full-text index when the
-/// store is idle after commits that indexed some.
-pub(crate) fn register_sqlite_hooks(hooks: &mut Hooks) {
-    hooks
-        .before_commit(PreCommitHook {
-            pending: has_pending_facts,
-            run: index_pending_facts,
-        })
-        .when_idle(merge_fts_step);
-}
-
-impl Store {
-    /// Merge the full-text index into one segment now, a bounded step per transaction
-    /// (what the store does by itself once idle after writing facts).
-    pub fn merge_search_index(&self) -> Result<()> {
-        self.run_idle_work()
-    }
-}
-
 /// Columns of a fact row, in the order [`fact_from_row`] reads them.
 const FACT_COLUMNS: &str = "f.id, f.title, f.content, f.tags, f.team_id, f.agent_id, f.tenant_id, f.created_at, f.embedding_model";
 
-fn fact_from_row(row: &Row<'_>) -> rusqlite::Result<Fact> {
+fn fact_from_row(row: &dyn DbRow) -> Result<Fact> {
     let tags: String = row.get(3)?;
     Ok(Fact {
         id: row.get(0)?,
@@ -317,6 +298,13 @@ fn fact_from_row(row: &Row<'_>) -> rusqlite::Result<Fact> {
         created_at: row.get(7)?,
         embedding_model: row.get(8)?,
     })
+}
+
+/// `first` then `rest`, as one statement's parameters.
+fn params_with<'a>(first: &'a dyn ToValue, rest: &'a [String]) -> Vec<&'a dyn ToValue> {
+    std::iter::once(first)
+        .chain(rest.iter().map(|a| a as &dyn ToValue))
+        .collect()
 }
 
 /// The text a fact is embedded from.
@@ -398,12 +386,36 @@ impl Memory {
             vectors: Mutex::new(search::VectorCache::default()),
             text: Arc::default(),
             text_builder: Arc::default(),
+            dialect: OnceLock::new(),
+            tokenizer: Mutex::new(None),
         }
     }
 
     /// The underlying store.
     pub fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    /// The engine the store runs on.
+    fn dialect(&self) -> Result<Dialect> {
+        if let Some(dialect) = self.dialect.get() {
+            return Ok(*dialect);
+        }
+        let dialect = self.store.read(|tx| Ok::<_, StoreError>(tx.dialect()))?;
+        Ok(*self.dialect.get_or_init(|| dialect))
+    }
+
+    /// Run `f` with this process's FTS5 tokenizer (opened on first use).
+    fn with_tokenizer<T>(&self, f: impl FnOnce(&mut Tokenizer) -> Result<T>) -> Result<T> {
+        let mut slot = self
+            .tokenizer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let tokenizer = match &mut *slot {
+            Some(tokenizer) => tokenizer,
+            None => slot.insert(Tokenizer::open()?),
+        };
+        f(tokenizer)
     }
 
     /// The embedder in use, if any.
@@ -463,6 +475,13 @@ impl Memory {
         let tags_json =
             serde_json::to_string(&tags).map_err(|e| StoreError::Invalid(format!("tags: {e}")))?;
         let embedded = self.embed_one(&embedding_text(&title, &content, &tags));
+        // Tokenized here, outside the write, where the database keeps term statistics.
+        let terms = match self.dialect()? {
+            Dialect::Postgres => {
+                Some(self.with_tokenizer(|t| t.document([&title, &content, &tags_json]))?)
+            }
+            Dialect::Sqlite => None,
+        };
         Ok(PreparedFact {
             fact: Fact {
                 id: new_id(),
@@ -477,36 +496,28 @@ impl Memory {
             },
             tags_json,
             vector: embedded.map(|(_, v)| v),
+            terms,
         })
     }
 
     /// A fact by id (`None` when absent or outside `scope`).
     pub fn get_fact(&self, id: &str, scope: &ScopeFilter) -> Result<Option<Fact>> {
-        let (cond, args) = scope.sql("f");
-        let sql = format!("SELECT {FACT_COLUMNS} FROM memory_facts f WHERE f.id = ? AND {cond}");
-        self.store.read_sqlite(|conn| {
-            let mut stmt = conn.prepare_cached(&sql)?;
-            let mut all: Vec<&dyn rusqlite::ToSql> = vec![&id];
-            all.extend(args.iter().map(|a| a as &dyn rusqlite::ToSql));
-            let mut rows = stmt.query_map(all.as_slice(), fact_from_row)?;
-            Ok(rows.next().transpose()?)
-        })
+        let (cond, args) = scope.sql("f", 2);
+        let sql = format!("SELECT {FACT_COLUMNS} FROM memory_facts f WHERE f.id = ?1 AND {cond}");
+        self.store
+            .read(|tx| tx.query_opt(&sql, &params_with(&id, &args), fact_from_row))
     }
 
     /// The newest facts in `scope`, newest first. `limit` must be 1..=[`MAX_BROWSE_LIMIT`].
     pub fn browse(&self, scope: &ScopeFilter, limit: u32) -> Result<Vec<Fact>> {
         check_limit(limit, MAX_BROWSE_LIMIT)?;
-        let (cond, mut args) = scope.sql("f");
-        args.push(limit.to_string());
+        let (cond, args) = scope.sql("f", 2);
         let sql = format!(
             "SELECT {FACT_COLUMNS} FROM memory_facts f WHERE {cond}
-             ORDER BY f.created_at DESC, f.seq DESC LIMIT CAST(? AS INTEGER)"
+             ORDER BY f.created_at DESC, f.seq DESC LIMIT ?1"
         );
-        self.store.read_sqlite(|conn| {
-            let mut stmt = conn.prepare_cached(&sql)?;
-            let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), fact_from_row)?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })
+        self.store
+            .read(|tx| tx.query_map(&sql, &params_with(&limit, &args), fact_from_row))
     }
 
     /// Give every fact in `scope` that lacks a vector from the current embedder one
@@ -523,7 +534,15 @@ impl Memory {
         };
         let model = embedder.model_id().to_string();
         let dim = embedder.dim() as i64;
-        let (cond, args) = scope.sql("f");
+        let (cond, args) = scope.sql("f", 2);
+        let [model_at, dim_at, limit_at] = [2, 3, 4].map(|n| n + args.len());
+        let sql = format!(
+            "SELECT f.seq, f.title, f.content, f.tags FROM memory_facts f
+             WHERE f.seq > ?1 AND {cond}
+               AND (f.embedding IS NULL OR f.embedding_model IS DISTINCT FROM ?{model_at}
+                    OR f.embedding_dim IS DISTINCT FROM ?{dim_at})
+             ORDER BY f.seq LIMIT ?{limit_at}"
+        );
         let mut report = ReindexReport::default();
         let mut after = 0i64;
         loop {
@@ -532,30 +551,16 @@ impl Memory {
                 break;
             }
             let take = batch.max(1).min(remaining);
-            let sql = format!(
-                "SELECT f.seq, f.title, f.content, f.tags FROM memory_facts f
-                 WHERE f.seq > ? AND {cond}
-                   AND (f.embedding IS NULL OR f.embedding_model IS NOT ? OR f.embedding_dim IS NOT ?)
-                 ORDER BY f.seq LIMIT ?"
-            );
-            let pending: Vec<(i64, String)> = self.store.read_sqlite(|conn| {
-                let mut stmt = conn.prepare(&sql)?;
-                let mut all: Vec<Box<dyn rusqlite::ToSql>> = vec![Box::new(after)];
-                all.extend(
-                    args.iter()
-                        .map(|a| Box::new(a.clone()) as Box<dyn rusqlite::ToSql>),
-                );
-                all.push(Box::new(model.clone()));
-                all.push(Box::new(dim));
-                all.push(Box::new(take as i64));
-                let rows = stmt.query_map(rusqlite::params_from_iter(all.iter()), |r| {
+            let pending: Vec<(i64, String)> = self.store.read(|tx| {
+                let mut params = params_with(&after, &args);
+                params.extend([&model as &dyn ToValue, &dim, &take]);
+                tx.query_map(&sql, &params, |r| {
                     let tags: String = r.get(3)?;
                     let tags: Vec<String> = serde_json::from_str(&tags).unwrap_or_default();
                     let title: String = r.get(1)?;
                     let content: String = r.get(2)?;
                     Ok((r.get(0)?, embedding_text(&title, &content, &tags)))
-                })?;
-                Ok::<_, StoreError>(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+                })
             })?;
             let Some(last) = pending.last() else { break };
             after = last.0;
@@ -568,24 +573,24 @@ impl Memory {
                     "embedding failed: the embedder returned the wrong number of vectors".into(),
                 ));
             }
-            self.store.write_sqlite(|tx| {
-                let mut stmt = tx.prepare(
-                    "UPDATE memory_facts SET embedding = ?2, embedding_model = ?3,
-                         embedding_dim = ?4,
-                         embed_seq = (SELECT coalesce(max(embed_seq), 0) + 1 FROM memory_facts)
-                     WHERE seq = ?1",
-                )?;
+            self.store.write(|tx| {
                 for ((seq, _), v) in pending.iter().zip(&vectors) {
-                    stmt.execute(params![seq, vector_to_blob(v), model, v.len() as i64])?;
+                    tx.execute(
+                        "UPDATE memory_facts SET embedding = ?2, embedding_model = ?3,
+                             embedding_dim = ?4,
+                             embed_seq = (SELECT COALESCE(MAX(embed_seq), 0) + 1 FROM memory_facts)
+                         WHERE seq = ?1",
+                        &[seq, &vector_to_blob(v), &model, &v.len()],
+                    )?;
                 }
                 Ok::<_, StoreError>(())
             })?;
             report.embedded += pending.len();
         }
-        let current: i64 = self.store.read_sqlite(|conn| {
-            conn.query_row(
-                "SELECT count(*) FROM memory_facts WHERE embedding_model = ? AND embedding_dim = ?",
-                params![model, dim],
+        let current: i64 = self.store.read(|tx| {
+            tx.query_one(
+                "SELECT count(*) FROM memory_facts WHERE embedding_model = ?1 AND embedding_dim = ?2",
+                &[&model, &dim],
                 |r| r.get(0),
             )
         })?;

@@ -1,15 +1,16 @@
 //! Versioned procedures: every save of a name in a scope is the next version. The version
-//! is assigned inside the `BEGIN IMMEDIATE` write transaction and a unique index on
-//! (name, scope, version) backs it, so concurrent savers (threads or processes) never share
-//! or skip a version.
+//! is `max + 1`, read and inserted in one write transaction that first serializes on the
+//! name and scope (SQLite's `BEGIN IMMEDIATE` already does; PostgreSQL takes an advisory
+//! lock), and a unique index on (name, scope, version) backs it, so concurrent savers
+//! (threads, processes or hosts) never share or skip a version.
 
-use rusqlite::{Row, params};
 use serde::Serialize;
 
 use super::{
     MAX_PROCEDURE_NAME_CHARS, Memory, ScopeFilter, check_len, check_limit, clean_content,
-    clean_tags,
+    clean_tags, params_with,
 };
+use crate::db::{DbRow, Tx};
 use crate::error::{Result, StoreError};
 use crate::new_id;
 use crate::scrub::scrub_text;
@@ -58,7 +59,7 @@ pub struct NewProcedure {
 const PROCEDURE_COLUMNS: &str =
     "p.id, p.name, p.version, p.content, p.tags, p.team_id, p.agent_id, p.tenant_id, p.created_at";
 
-fn procedure_from_row(row: &Row<'_>) -> rusqlite::Result<Procedure> {
+fn procedure_from_row(row: &dyn DbRow) -> Result<Procedure> {
     let tags: String = row.get(4)?;
     Ok(Procedure {
         id: row.get(0)?,
@@ -88,66 +89,32 @@ impl Memory {
         let tags = clean_tags(&procedure.tags)?;
         let tags_json =
             serde_json::to_string(&tags).map_err(|e| StoreError::Invalid(format!("tags: {e}")))?;
-        let id = new_id();
-        let now = self.store.now_ms();
-        let version = self.store.write_sqlite(|tx| {
-            let version: i64 = tx.query_row(
-                "SELECT coalesce(max(version), 0) + 1 FROM memory_procedures
-                 WHERE name = ?1 AND coalesce(tenant_id, '') = coalesce(?2, '')
-                   AND coalesce(team_id, '') = coalesce(?3, '')
-                   AND coalesce(agent_id, '') = coalesce(?4, '')",
-                params![
-                    name,
-                    procedure.tenant_id,
-                    procedure.team_id,
-                    procedure.agent_id
-                ],
-                |r| r.get(0),
-            )?;
-            tx.execute(
-                "INSERT INTO memory_procedures
-                     (id, name, version, content, tags, team_id, agent_id, tenant_id, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![
-                    id,
-                    name,
-                    version,
-                    content,
-                    tags_json,
-                    procedure.team_id,
-                    procedure.agent_id,
-                    procedure.tenant_id,
-                    now
-                ],
-            )?;
-            Ok::<_, StoreError>(version)
-        })?;
-        Ok(Procedure {
-            id,
+        let mut saved = Procedure {
+            id: new_id(),
             name,
-            version,
+            version: 0,
             content,
             tags,
             team_id: procedure.team_id,
             agent_id: procedure.agent_id,
             tenant_id: procedure.tenant_id,
-            created_at: now,
-        })
+            created_at: self.store.now_ms(),
+        };
+        saved.version = self
+            .store
+            .write(|tx| insert_next_version(tx, &saved, &tags_json))?;
+        Ok(saved)
     }
 
     /// Every version of `name` visible in `scope`, oldest first.
     pub fn procedure_versions(&self, name: &str, scope: &ScopeFilter) -> Result<Vec<Procedure>> {
-        let (cond, args) = scope.sql("p");
+        let (cond, args) = scope.sql("p", 2);
         let sql = format!(
-            "SELECT {PROCEDURE_COLUMNS} FROM memory_procedures p WHERE p.name = ? AND {cond}
+            "SELECT {PROCEDURE_COLUMNS} FROM memory_procedures p WHERE p.name = ?1 AND {cond}
              ORDER BY p.version, p.created_at"
         );
-        self.store.read_sqlite(|conn| {
-            let mut stmt = conn.prepare(&sql)?;
-            let all = std::iter::once(name.to_string()).chain(args.iter().cloned());
-            let rows = stmt.query_map(rusqlite::params_from_iter(all), procedure_from_row)?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })
+        self.store
+            .read(|tx| tx.query_map(&sql, &params_with(&name, &args), procedure_from_row))
     }
 
     /// The latest version of each procedure visible in `scope`, newest first; with `query`,
@@ -159,43 +126,82 @@ impl Memory {
         limit: u32,
     ) -> Result<Vec<Procedure>> {
         check_limit(limit, super::MAX_BROWSE_LIMIT)?;
-        let (cond, mut args) = scope.sql("p");
+        let (cond, mut args) = scope.sql("p", 2);
         let mut word_cond = String::new();
         if let Some(q) = query {
             let words = super::search::fts_words(&super::search::query_words(q));
             if words.is_empty() {
                 return Ok(Vec::new());
             }
-            let likes: Vec<String> = words
-                .iter()
-                .map(|_| "(p.name LIKE ? ESCAPE '\\' OR p.content LIKE ? ESCAPE '\\')".to_string())
-                .collect();
-            word_cond = format!(" AND ({})", likes.join(" OR "));
+            // The words are lowercase already; `lower` makes the match ignore case on
+            // PostgreSQL too (SQLite's LIKE does for ASCII by itself).
+            let mut likes = Vec::with_capacity(words.len());
             for w in &words {
-                let pattern = format!("%{}%", escape_like(w));
-                args.push(pattern.clone());
-                args.push(pattern);
+                let n = 2 + args.len();
+                likes.push(format!(
+                    "(lower(p.name) LIKE ?{n} ESCAPE '\\' OR lower(p.content) LIKE ?{n} ESCAPE '\\')"
+                ));
+                args.push(format!("%{}%", escape_like(w)));
             }
+            word_cond = format!(" AND ({})", likes.join(" OR "));
         }
-        args.push(limit.to_string());
         // A version is the latest when no version above it exists in the same scope.
         let sql = format!(
             "SELECT {PROCEDURE_COLUMNS} FROM memory_procedures p
              WHERE {cond}{word_cond} AND NOT EXISTS (
                  SELECT 1 FROM memory_procedures n
                  WHERE n.name = p.name AND n.version > p.version
-                   AND coalesce(n.tenant_id, '') = coalesce(p.tenant_id, '')
-                   AND coalesce(n.team_id, '') = coalesce(p.team_id, '')
-                   AND coalesce(n.agent_id, '') = coalesce(p.agent_id, ''))
-             ORDER BY p.created_at DESC, p.id DESC LIMIT CAST(? AS INTEGER)"
+                   AND COALESCE(n.tenant_id, '') = COALESCE(p.tenant_id, '')
+                   AND COALESCE(n.team_id, '') = COALESCE(p.team_id, '')
+                   AND COALESCE(n.agent_id, '') = COALESCE(p.agent_id, ''))
+             ORDER BY p.created_at DESC, p.id DESC LIMIT ?1"
         );
-        self.store.read_sqlite(|conn| {
-            let mut stmt = conn.prepare(&sql)?;
-            let rows =
-                stmt.query_map(rusqlite::params_from_iter(args.iter()), procedure_from_row)?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })
+        self.store
+            .read(|tx| tx.query_map(&sql, &params_with(&limit, &args), procedure_from_row))
     }
+}
+
+/// Insert `procedure` as the next version of its name in its scope, in the caller's write
+/// transaction; the version it got.
+fn insert_next_version(tx: &dyn Tx, procedure: &Procedure, tags_json: &str) -> Result<i64> {
+    // One key per name and scope, a missing scope part as the unique index sees it.
+    let key = serde_json::json!([
+        procedure.name,
+        procedure.tenant_id.as_deref().unwrap_or(""),
+        procedure.team_id.as_deref().unwrap_or(""),
+        procedure.agent_id.as_deref().unwrap_or(""),
+    ]);
+    tx.serialize_on(&format!("procedure:{key}"))?;
+    let version: i64 = tx.query_one(
+        "SELECT COALESCE(MAX(version), 0) + 1 FROM memory_procedures
+         WHERE name = ?1 AND COALESCE(tenant_id, '') = COALESCE(?2, '')
+           AND COALESCE(team_id, '') = COALESCE(?3, '')
+           AND COALESCE(agent_id, '') = COALESCE(?4, '')",
+        &[
+            &procedure.name,
+            &procedure.tenant_id,
+            &procedure.team_id,
+            &procedure.agent_id,
+        ],
+        |r| r.get(0),
+    )?;
+    tx.execute(
+        "INSERT INTO memory_procedures
+             (id, name, version, content, tags, team_id, agent_id, tenant_id, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        &[
+            &procedure.id,
+            &procedure.name,
+            &version,
+            &procedure.content,
+            &tags_json,
+            &procedure.team_id,
+            &procedure.agent_id,
+            &procedure.tenant_id,
+            &procedure.created_at,
+        ],
+    )?;
+    Ok(version)
 }
 
 /// Escape `%`, `_` and `\` for a `LIKE … ESCAPE '\'` pattern.

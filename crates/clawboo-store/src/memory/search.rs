@@ -1,5 +1,10 @@
-//! Search: full text (FTS5 + bm25), vector (cosine over every fact in scope embedded by the
+//! Search: full text (bm25), vector (cosine over every fact in scope embedded by the
 //! current model at the current dimension) and hybrid (reciprocal-rank fusion of both).
+//!
+//! On SQLite full text ranks in memory (`fulltext`) or by FTS5 (`sqlite_fts`), and vectors
+//! are scanned from a cache of every vector in the process; on PostgreSQL full text ranks
+//! in the database from its term statistics (`pg_fts`) and vectors are streamed from the
+//! database page by page, keeping only the best, so a process holds nothing per fact.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
@@ -11,10 +16,21 @@ use serde::Serialize;
 
 use super::{
     FACT_COLUMNS, Fact, MAX_SEARCH_LIMIT, Memory, ScopeFilter, blob_to_vector, check_len,
-    check_limit, fact_from_row,
+    check_limit, fact_from_row, params_with, pg_fts, sqlite_fts,
 };
+use crate::db::{Dialect, ToValue, Tx};
 use crate::error::{Result, StoreError};
 use crate::sqlite::ChangeToken;
+
+/// bm25's column weights (title, content, tags): a title match weighs double.
+pub(super) const COLUMN_WEIGHTS: [u32; 3] = [2, 1, 1];
+/// bm25's term-frequency saturation (FTS5's constant).
+pub(super) const K1: f64 = 1.2;
+/// bm25's length normalisation (FTS5's constant).
+pub(super) const B: f64 = 0.75;
+/// Facts a PostgreSQL vector scan reads per statement, so neither the driver nor the
+/// process ever holds more than a page of vectors.
+const VECTOR_PAGE: usize = 512;
 
 /// Longest accepted query, in characters.
 pub const MAX_QUERY_CHARS: usize = 2_000;
@@ -149,7 +165,7 @@ pub(crate) fn query_words(query: &str) -> Vec<String> {
 }
 
 /// The FTS5 query: each word quoted, all OR-ed.
-fn fts_query(words: &[String]) -> String {
+pub(super) fn fts_query(words: &[String]) -> String {
     words
         .iter()
         .map(|w| format!("\"{w}\""))
@@ -251,8 +267,8 @@ impl VectorCache {
     /// The best `k` (seq, similarity) pairs with positive similarity to `query` among the
     /// facts `scope` admits, best first (ties: newest row first).
     fn top_k(&self, query: &[f32], scope: &ScopeFilter, k: usize) -> Vec<(i64, f32)> {
-        let mut best: BinaryHeap<Reverse<Ranked>> = BinaryHeap::with_capacity(k + 1);
-        if k == 0 || query.len() != self.dim {
+        let mut best = TopK::new(k);
+        if query.len() != self.dim {
             return Vec::new();
         }
         for block in &self.blocks {
@@ -270,23 +286,47 @@ impl VectorCache {
                 .zip(&block.seqs)
                 .zip(&block.live)
             {
-                if !live {
-                    continue;
-                }
-                let score = dot(query, row);
-                if score <= 0.0 {
-                    continue;
-                }
-                let ranked = Ranked { score, seq };
-                if best.len() < k {
-                    best.push(Reverse(ranked));
-                } else if best.peek().is_some_and(|worst| ranked > worst.0) {
-                    best.pop();
-                    best.push(Reverse(ranked));
+                if live {
+                    best.offer(seq, dot(query, row));
                 }
             }
         }
-        let mut out: Vec<(i64, f32)> = best
+        best.into_sorted()
+    }
+}
+
+/// The best `k` rows with a positive similarity seen so far.
+struct TopK {
+    k: usize,
+    best: BinaryHeap<Reverse<Ranked>>,
+}
+
+impl TopK {
+    fn new(k: usize) -> TopK {
+        TopK {
+            k,
+            best: BinaryHeap::with_capacity(k + 1),
+        }
+    }
+
+    /// Keep row `seq` if it is among the best `k` so far.
+    fn offer(&mut self, seq: i64, score: f32) {
+        if score <= 0.0 || self.k == 0 {
+            return;
+        }
+        let ranked = Ranked { score, seq };
+        if self.best.len() < self.k {
+            self.best.push(Reverse(ranked));
+        } else if self.best.peek().is_some_and(|worst| ranked > worst.0) {
+            self.best.pop();
+            self.best.push(Reverse(ranked));
+        }
+    }
+
+    /// Best first (ties: newest row first).
+    fn into_sorted(self) -> Vec<(i64, f32)> {
+        let mut out: Vec<(i64, f32)> = self
+            .best
             .into_iter()
             .map(|Reverse(r)| (r.seq, r.score))
             .collect();
@@ -339,16 +379,13 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     lanes.iter().sum::<f32>() + tail
 }
 
-type ChangedRow = (
-    i64,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<Vec<u8>>,
-    Option<String>,
-    Option<i64>,
-    i64,
-);
+/// Where a vector ranking reads the vectors.
+enum Vectors<'m> {
+    /// This process's cache of every vector (SQLite).
+    Cache(MutexGuard<'m, VectorCache>),
+    /// The database, page by page (PostgreSQL).
+    Database,
+}
 
 impl Memory {
     /// Search facts in `scope`. `mode` `None` uses [`Memory::default_mode`]; vector and
@@ -396,7 +433,8 @@ impl Memory {
         let model = embedder.model_id().to_string();
         match mode {
             SearchMode::Vector => {
-                let ranked = self.vector_ranked(&qv, &model, scope, limit)?;
+                let vectors = self.vectors(&qv, &model, scope)?;
+                let ranked = self.vector_ranked(vectors, &qv, &model, scope, limit)?;
                 let facts = self.facts_by_seq(ranked.iter().map(|(s, _)| *s))?;
                 let hits = ranked
                     .into_iter()
@@ -415,26 +453,23 @@ impl Memory {
             }
             SearchMode::Fts | SearchMode::Hybrid => {
                 let candidates = limit.max(FUSION_CANDIDATES);
-                // The cache is brought up to date first: that reads the writer's connection,
-                // which the full-text ranking may take for itself.
-                let vectors = self.fresh_vectors(&model, qv.len())?;
-                // Both rankings at once: SQLite ranks the full-text matches on a thread of
-                // its own while this one scans the vectors; on 100k facts each takes
-                // milliseconds, so a search waits for the longer instead of the sum.
+                // The vectors are brought up to date first: on SQLite that reads the
+                // writer's connection, which the full-text ranking may take for itself.
+                let vectors = self.vectors(&qv, &model, scope)?;
+                // Both rankings at once: the full-text ranking runs on a thread of its own
+                // while this one scans the vectors, so a search waits for the longer
+                // instead of the sum.
                 let (fts, vector) = std::thread::scope(|threads| {
                     let fts = threads.spawn(|| self.fts_ranked(&words, scope, candidates));
-                    // Moved in, so the cache unlocks when the scan ends (other searches
-                    // wait on it), not when the full-text ranking does.
-                    let vector = {
-                        let vectors = vectors;
-                        vectors.top_k(&qv, scope, candidates)
-                    };
+                    // Moved in, so a cache unlocks when the scan ends (other searches wait
+                    // on it), not when the full-text ranking does.
+                    let vector = self.vector_ranked(vectors, &qv, &model, scope, candidates);
                     let fts = fts
                         .join()
                         .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
                     (fts, vector)
                 });
-                let hits = self.fuse(fts?, vector, limit)?;
+                let hits = self.fuse(fts?, vector?, limit)?;
                 Ok(SearchOutcome {
                     hits,
                     mode: SearchMode::Hybrid,
@@ -493,8 +528,8 @@ impl Memory {
     }
 
     /// The best `k` full-text matches in scope with a 0..1 score (from bm25, where a
-    /// title match weighs double): ranked in memory when the text index can answer,
-    /// else by SQLite.
+    /// title match weighs double): on SQLite ranked in memory when the text index can
+    /// answer, else by FTS5; on PostgreSQL ranked in the database.
     fn fts_ranked(
         &self,
         words: &[String],
@@ -505,6 +540,14 @@ impl Memory {
             return Ok(Vec::new());
         }
         let words = fts_words(words);
+        if self.dialect()? == Dialect::Postgres {
+            let phrases: Vec<Vec<String>> = self
+                .with_tokenizer(|tokenizer| words.iter().map(|w| tokenizer.phrase(w)).collect())?;
+            let ranked = self
+                .store
+                .read(|tx| pg_fts::ranked(tx, &phrases, scope, k))?;
+            return Ok(relevance(ranked));
+        }
         let ranked = match self.text_ranked(&words, scope, k) {
             Ok(Some(ranked)) => ranked,
             Ok(None) => return self.fts_ranked_in_sqlite(&words, scope, k),
@@ -515,10 +558,12 @@ impl Memory {
         };
         let mut facts = self.facts_by_seq(ranked.iter().map(|(s, _)| *s))?;
         // A fact deleted behind the store's back is skipped (facts are append-only).
-        Ok(ranked
-            .into_iter()
-            .filter_map(|(seq, score)| facts.remove(&seq).map(|f| (f, score / (1.0 + score))))
-            .collect())
+        Ok(relevance(
+            ranked
+                .into_iter()
+                .filter_map(|(seq, score)| facts.remove(&seq).map(|f| (f, score)))
+                .collect(),
+        ))
     }
 
     /// [`Memory::fts_ranked`] by FTS5's own bm25, in SQLite; `words` as the query ORs them.
@@ -528,47 +573,77 @@ impl Memory {
         scope: &ScopeFilter,
         k: usize,
     ) -> Result<Vec<(Fact, f64)>> {
-        let (cond, args) = scope.sql("f");
-        let [title, content, tags] = super::fulltext::COLUMN_WEIGHTS;
-        // Rank every match in scope with the scope read from the covering index
-        // `memory_facts_scope` (migration 0006), then read only the best `k` rows whole.
-        let sql = format!(
-            "SELECT {FACT_COLUMNS}, best.rank FROM (
-                SELECT f.seq AS seq, bm25(memory_facts_fts, {title}, {content}, {tags}) AS rank
-                FROM memory_facts_fts JOIN memory_facts f INDEXED BY memory_facts_scope
-                  ON f.seq = memory_facts_fts.rowid
-                WHERE memory_facts_fts MATCH ? AND {cond}
-                ORDER BY rank LIMIT CAST(? AS INTEGER)
-             ) best JOIN memory_facts f ON f.seq = best.seq ORDER BY best.rank"
-        );
-        let all: Vec<String> = std::iter::once(fts_query(words))
-            .chain(args)
-            .chain(std::iter::once(k.to_string()))
-            .collect();
-        self.store.read_sqlite(|conn| {
-            let mut stmt = conn.prepare_cached(&sql)?;
-            let rows = stmt.query_map(rusqlite::params_from_iter(all.iter()), |r| {
-                let fact = fact_from_row(r)?;
-                let rank: f64 = r.get(9)?;
-                let relevance = (-rank).max(0.0);
-                Ok((fact, relevance / (1.0 + relevance)))
-            })?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })
+        let ranked = self
+            .store
+            .read(|tx| sqlite_fts::ranked_by_fts5(tx, words, scope, k))?;
+        Ok(relevance(ranked))
+    }
+
+    /// The vectors to rank for `model` at the query's dimension: on SQLite the cache,
+    /// brought in step with the database first; facts lacking such a vector are embedded
+    /// first (up to [`LAZY_EMBED_PER_SEARCH`] per call).
+    fn vectors(&self, query: &[f32], model: &str, scope: &ScopeFilter) -> Result<Vectors<'_>> {
+        match self.dialect()? {
+            Dialect::Sqlite => Ok(Vectors::Cache(self.fresh_vectors(model, query.len())?)),
+            Dialect::Postgres => {
+                if self.lacks_vectors(model, query.len(), scope)? {
+                    self.embed_some_missing(scope);
+                }
+                Ok(Vectors::Database)
+            }
+        }
     }
 
     /// The best `k` facts in scope by cosine similarity to `query` (positive only), among
     /// facts embedded by `model` at the query's dimension.
     fn vector_ranked(
         &self,
+        vectors: Vectors<'_>,
         query: &[f32],
         model: &str,
         scope: &ScopeFilter,
         k: usize,
     ) -> Result<Vec<(i64, f32)>> {
-        Ok(self
-            .fresh_vectors(model, query.len())?
-            .top_k(query, scope, k))
+        match vectors {
+            Vectors::Cache(cache) => Ok(cache.top_k(query, scope, k)),
+            Vectors::Database => self.scan_vectors(query, model, scope, k),
+        }
+    }
+
+    /// [`Memory::vector_ranked`] over the database: every fact in scope, a page at a time
+    /// in one snapshot, keeping only the best `k`.
+    fn scan_vectors(
+        &self,
+        query: &[f32],
+        model: &str,
+        scope: &ScopeFilter,
+        k: usize,
+    ) -> Result<Vec<(i64, f32)>> {
+        self.store
+            .snapshot(|tx| scan_vectors(tx, query, model, scope, k))
+    }
+
+    /// Whether a fact in `scope` lacks a vector from `model` at `dim` (PostgreSQL).
+    fn lacks_vectors(&self, model: &str, dim: usize, scope: &ScopeFilter) -> Result<bool> {
+        let (cond, args) = scope.sql("f", 3);
+        let sql = format!(
+            "SELECT EXISTS (SELECT 1 FROM memory_facts f
+             WHERE (f.embedding IS NULL OR f.embedding_model IS DISTINCT FROM ?1
+                    OR f.embedding_dim IS DISTINCT FROM ?2) AND {cond})"
+        );
+        self.store.read(|tx| {
+            let mut params: Vec<&dyn ToValue> = vec![&model, &dim];
+            params.extend(args.iter().map(|a| a as &dyn ToValue));
+            tx.query_one(&sql, &params, |r| r.get::<bool>(0))
+        })
+    }
+
+    /// Embed up to [`LAZY_EMBED_PER_SEARCH`] facts in `scope` lacking a current vector; a
+    /// failure is logged and the search ranks what has vectors.
+    fn embed_some_missing(&self, scope: &ScopeFilter) {
+        if let Err(e) = self.reindex_scope(scope, 64, Some(LAZY_EMBED_PER_SEARCH)) {
+            tracing::warn!(error = %e, "lazy re-embedding failed; searching what has vectors");
+        }
     }
 
     /// The vector cache for `model` at `dim`, brought in step with the database first.
@@ -588,11 +663,7 @@ impl Memory {
             self.refresh_cache(&mut cache)?;
             let mut total = self.fact_count()?;
             if total > cache.live {
-                if let Err(e) =
-                    self.reindex_scope(&ScopeFilter::default(), 64, Some(LAZY_EMBED_PER_SEARCH))
-                {
-                    tracing::warn!(error = %e, "lazy re-embedding failed; searching what has vectors");
-                }
+                self.embed_some_missing(&ScopeFilter::default());
                 self.refresh_cache(&mut cache)?;
                 total = self.fact_count()?;
             }
@@ -605,50 +676,42 @@ impl Memory {
 
     /// How many facts the database holds.
     fn fact_count(&self) -> Result<usize> {
-        let total: i64 = self.store.read_sqlite(|conn| {
-            conn.query_row("SELECT count(*) FROM memory_facts", [], |r| r.get(0))
-        })?;
-        Ok(usize::try_from(total).unwrap_or(0))
+        self.store
+            .read(|tx| tx.query_one("SELECT count(*) FROM memory_facts", &[], |r| r.get(0)))
     }
 
     /// Load every row whose embedding changed since the cache last looked.
     fn refresh_cache(&self, cache: &mut VectorCache) -> Result<()> {
-        let changed: Vec<ChangedRow> = self.store.read_sqlite(|conn| {
-            let mut stmt = conn.prepare_cached(
+        let watermark = cache.watermark;
+        self.store.read(|tx| {
+            tx.query_each(
                 "SELECT seq, team_id, agent_id, tenant_id, embedding, embedding_model,
                         embedding_dim, embed_seq
-                 FROM memory_facts WHERE embed_seq > ? ORDER BY embed_seq",
-            )?;
-            let rows = stmt.query_map([cache.watermark], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                ))
-            })?;
-            Ok::<_, StoreError>(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })?;
-        for (seq, team_id, agent_id, tenant_id, blob, model, dim, embed_seq) in changed {
-            cache.watermark = cache.watermark.max(embed_seq);
-            let vector = match (blob, model, dim) {
-                (Some(blob), Some(m), Some(d)) if m == cache.model && d as usize == cache.dim => {
-                    blob_to_vector(&blob).filter(|v| v.len() == cache.dim)
-                }
-                _ => None,
-            };
-            let key = ScopeKey {
-                team_id,
-                agent_id,
-                tenant_id,
-            };
-            cache.set(seq, key, vector);
-        }
-        Ok(())
+                 FROM memory_facts WHERE embed_seq > ?1 ORDER BY embed_seq",
+                &[&watermark],
+                &mut |r| {
+                    let seq: i64 = r.get(0)?;
+                    let key = ScopeKey {
+                        team_id: r.get(1)?,
+                        agent_id: r.get(2)?,
+                        tenant_id: r.get(3)?,
+                    };
+                    let blob: Option<Vec<u8>> = r.get(4)?;
+                    let model: Option<String> = r.get(5)?;
+                    let dim: Option<usize> = r.get(6)?;
+                    let embed_seq: i64 = r.get(7)?;
+                    cache.watermark = cache.watermark.max(embed_seq);
+                    let vector = match (blob, model, dim) {
+                        (Some(blob), Some(m), Some(d)) if m == cache.model && d == cache.dim => {
+                            blob_to_vector(&blob).filter(|v| v.len() == cache.dim)
+                        }
+                        _ => None,
+                    };
+                    cache.set(seq, key, vector);
+                    Ok(())
+                },
+            )
+        })
     }
 
     /// Facts by internal row number.
@@ -661,18 +724,82 @@ impl Memory {
             return Ok(HashMap::new());
         }
         // One cached statement for any number of rows (a list of `?` would be a new
-        // statement, compiled anew, for each count).
-        let list = serde_json::to_string(&seqs).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        let sql = format!(
-            "SELECT {FACT_COLUMNS}, f.seq FROM memory_facts f
-             WHERE f.seq IN (SELECT value FROM json_each(?))"
-        );
-        self.store.read_sqlite(|conn| {
-            let mut stmt = conn.prepare_cached(&sql)?;
-            let rows = stmt.query_map([list], |r| Ok((r.get::<_, i64>(9)?, fact_from_row(r)?)))?;
-            Ok(rows.collect::<rusqlite::Result<HashMap<_, _>>>()?)
+        // statement, compiled anew, for each count): the numbers go in as one text.
+        let numbers = seqs
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        self.store.read(|tx| {
+            // SQLite has no arrays: a JSON one there, an array literal on PostgreSQL.
+            let (test, list) = match tx.dialect() {
+                Dialect::Sqlite => (
+                    "f.seq IN (SELECT value FROM json_each(?1))",
+                    format!("[{numbers}]"),
+                ),
+                Dialect::Postgres => (
+                    "f.seq = ANY(CAST(CAST(?1 AS TEXT) AS BIGINT[]))",
+                    format!("{{{numbers}}}"),
+                ),
+            };
+            let sql = format!("SELECT {FACT_COLUMNS}, f.seq FROM memory_facts f WHERE {test}");
+            let mut out = HashMap::with_capacity(seqs.len());
+            tx.query_each(&sql, &params_with(&list, &[]), &mut |r| {
+                out.insert(r.get::<i64>(9)?, fact_from_row(r)?);
+                Ok(())
+            })?;
+            Ok(out)
         })
     }
+}
+
+/// The best `k` facts in scope by similarity to `query` among those embedded by `model`
+/// at its dimension, read from the database a page at a time (run it in one snapshot).
+fn scan_vectors(
+    tx: &dyn Tx,
+    query: &[f32],
+    model: &str,
+    scope: &ScopeFilter,
+    k: usize,
+) -> Result<Vec<(i64, f32)>> {
+    let (cond, args) = scope.sql("f", 5);
+    let sql = format!(
+        "SELECT f.seq, f.embedding FROM memory_facts f
+         WHERE f.seq > ?1 AND f.embedding_model = ?2 AND f.embedding_dim = ?3 AND {cond}
+         ORDER BY f.seq LIMIT ?4"
+    );
+    let dim = query.len();
+    let mut best = TopK::new(k);
+    let mut after = 0i64;
+    loop {
+        let mut params: Vec<&dyn ToValue> = vec![&after, &model, &dim, &VECTOR_PAGE];
+        params.extend(args.iter().map(|a| a as &dyn ToValue));
+        let mut read = 0usize;
+        let mut last = after;
+        tx.query_each(&sql, &params, &mut |r| {
+            read += 1;
+            last = r.get(0)?;
+            let blob: Option<Vec<u8>> = r.get(1)?;
+            if let Some(v) = blob.as_deref().and_then(blob_to_vector)
+                && v.len() == dim
+            {
+                best.offer(last, dot(query, &v));
+            }
+            Ok(())
+        })?;
+        if read < VECTOR_PAGE {
+            return Ok(best.into_sorted());
+        }
+        after = last;
+    }
+}
+
+/// bm25 scores (positive, higher is better) as relevance in 0..1.
+fn relevance(ranked: Vec<(Fact, f64)>) -> Vec<(Fact, f64)> {
+    ranked
+        .into_iter()
+        .map(|(fact, score)| (fact, score / (1.0 + score)))
+        .collect()
 }
 
 #[cfg(test)]

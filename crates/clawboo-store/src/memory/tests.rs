@@ -6,10 +6,33 @@ use clawboo_embed::HashedEmbedder;
 
 use super::*;
 
-fn memory(embedder: Option<Arc<dyn Embedder>>) -> (tempfile::TempDir, Memory) {
+// The contract tests open every store through `location` and `open`, so they hold on any
+// backend `Store::open` reaches: pointing `location` at a fresh PostgreSQL database runs
+// them there. The tests after `in_memory_ranking_equals_fts5_bm25` are SQLite's own (its
+// in-memory index against FTS5).
+
+/// Where one test's stores live (a fresh, empty database), kept until the test ends.
+struct Location {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+}
+
+/// A fresh, empty database for one test.
+fn location() -> Location {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open(&dir.path().join("m.db")).unwrap());
-    (dir, Memory::new(store, embedder))
+    let path = dir.path().join("m.db");
+    Location { _dir: dir, path }
+}
+
+/// A store (a connection of its own, as another process would have) on `at`.
+fn open(at: &Location) -> Arc<Store> {
+    Arc::new(Store::open(&at.path).unwrap())
+}
+
+fn memory(embedder: Option<Arc<dyn Embedder>>) -> (Location, Memory) {
+    let at = location();
+    let store = open(&at);
+    (at, Memory::new(store, embedder))
 }
 
 fn hashed() -> Option<Arc<dyn Embedder>> {
@@ -292,8 +315,8 @@ fn hybrid_marks_hits_found_by_both_lists() {
 
 #[test]
 fn vectors_of_another_model_are_re_embedded_lazily_and_by_reindex() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open(&dir.path().join("m.db")).unwrap());
+    let at = location();
+    let store = open(&at);
     let old = Memory::new(store.clone(), Some(Arc::new(HashedEmbedder::new(64))));
     let a = old
         .save_fact(fact("kafka", "kafka topics retention", None, None))
@@ -414,15 +437,14 @@ fn procedures_version_per_name_and_scope() {
 
 #[test]
 fn concurrent_procedure_saves_from_many_connections_get_distinct_versions() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("m.db");
-    Store::open(&path).unwrap();
+    let at = Arc::new(location());
+    open(&at);
     let threads: Vec<_> = (0..8)
         .map(|t| {
-            let path = path.clone();
+            let at = Arc::clone(&at);
             std::thread::spawn(move || {
                 // One store (one connection) per thread, as separate processes would have.
-                let m = Memory::new(Arc::new(Store::open(&path).unwrap()), None);
+                let m = Memory::new(open(&at), None);
                 (0..5)
                     .map(|i| {
                         m.save_procedure(NewProcedure {
@@ -443,6 +465,29 @@ fn concurrent_procedure_saves_from_many_connections_get_distinct_versions() {
         .collect();
     versions.sort();
     assert_eq!(versions, (1..=40).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_word_fts5_splits_in_two_matches_as_a_phrase() {
+    let (_d, m) = memory(None);
+    // A Devanagari sign between two letters: one query word, two terms.
+    m.save_fact(fact("in order", "pager a b", None, None))
+        .unwrap();
+    m.save_fact(fact("reversed", "pager b a", None, None))
+        .unwrap();
+    m.save_fact(fact("apart", "a pager b", None, None)).unwrap();
+    let all = ScopeFilter::default();
+    let hits = m
+        .search("a\u{902}b", Some(SearchMode::Fts), &all, 10)
+        .unwrap();
+    assert_eq!(titles(&hits.hits), ["in order"]);
+    // A word of no term matches nothing and changes no score.
+    let with = m
+        .search("pager \u{902}", Some(SearchMode::Fts), &all, 10)
+        .unwrap();
+    let without = m.search("pager", Some(SearchMode::Fts), &all, 10).unwrap();
+    assert_eq!(with, without);
+    assert_eq!(with.hits.len(), 3);
 }
 
 /// A small deterministic generator for the ranking corpus.
@@ -577,16 +622,15 @@ fn in_memory_ranking_equals_fts5_bm25() {
 
 #[test]
 fn the_text_index_follows_other_processes_and_defers_what_it_cannot_rank() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("m.db");
-    let open = || Memory::new(Arc::new(Store::open(&path).unwrap()), None);
+    let at = location();
+    let open = || Memory::new(open(&at), None);
     let (reader, writer) = (open(), open());
     let words = |q: &str| search::fts_words(&search::query_words(q));
     // More facts than a search indexes itself: until a thread of its own has indexed them,
     // searches rank in SQLite.
     writer
         .store()
-        .write_sqlite(|_| {
+        .write(|_| {
             for i in 0..2_500 {
                 writer
                     .prepare_fact(fact(&format!("note {i}"), "filler text", None, None))?

@@ -12,7 +12,6 @@ mod tests;
 pub(crate) mod tx;
 
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,26 +22,16 @@ use parking_lot::{ReentrantMutex, ReentrantMutexGuard};
 use rusqlite::Connection;
 use rusqlite::config::DbConfig;
 
-use crate::db::Tx;
+use crate::Store;
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use crate::migrations;
+use crate::store::{QueuedWrite, StoreConfig};
 use checkpointer::{CHECKPOINT_EVERY, Checkpointer, INLINE_CHECKPOINT_PAGES};
 use hooks::Hooks;
 use readers::{Lent, Readers};
-use tx::SqliteTx;
 
 /// How much of the database file reads map into memory (`PRAGMA mmap_size`).
 pub(super) const MMAP_BYTES: i64 = 256 << 20;
-
-/// A source of "now" in epoch milliseconds; injectable so time-window rules are testable.
-pub type Clock = fn() -> i64;
-
-fn system_clock() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
 
 /// How long a connection keeps retrying a locked database: the largest `busy_timeout` any
 /// store of this process was opened with (rusqlite takes a plain `fn` as the busy handler,
@@ -79,36 +68,6 @@ pub(super) fn retry_when_busy(attempt: i32) -> bool {
     true
 }
 
-/// How a store is opened.
-#[derive(Debug, Clone)]
-pub struct StoreConfig {
-    /// How long a writer waits for another process's lock before giving up.
-    pub busy_timeout: Duration,
-    /// The time source (epoch milliseconds).
-    pub clock: Clock,
-    /// How long a claim holds its task before it expires back to `todo` (SPEC §12);
-    /// `None` turns leases off.
-    pub lease: Option<Duration>,
-}
-
-impl Default for StoreConfig {
-    fn default() -> Self {
-        StoreConfig {
-            busy_timeout: Duration::from_secs(10),
-            clock: system_clock,
-            lease: Some(crate::leases::DEFAULT_LEASE),
-        }
-    }
-}
-
-/// A write queued for the next group commit ([`Store::queue_write`]): it runs its store
-/// operation inside the group's transaction and returns how to report the outcome.
-pub type QueuedWrite = Box<dyn FnOnce(&Store) -> SettleWrite + Send>;
-
-/// Reports a queued write's outcome to its caller once its group ended: `Ok` when the group
-/// committed, the error that rolled the whole group back otherwise.
-pub type SettleWrite = Box<dyn FnOnce(std::result::Result<(), &StoreError>) + Send>;
-
 /// Writes waiting for a group commit, and whether someone is draining them.
 #[derive(Default)]
 struct WriteQueue {
@@ -121,9 +80,9 @@ struct WriteQueue {
 /// The most queued writes one group transaction takes.
 const MAX_GROUP: usize = 64;
 
-/// The one SQLite store. Cheap to share behind an `Arc`; every method is blocking and
-/// must run off the async executor.
-pub struct Store {
+/// The SQLite backend of a [`Store`]: one writer connection, readers beside it, the group
+/// commit queue and the checkpoint thread.
+pub(crate) struct SqliteDb {
     /// Re-entrant so that a group commit's thread, holding the connection for the whole
     /// group, can run each queued operation's own `write` as a savepoint inside it. Only
     /// shared references come out: `in_transaction` needs no `&mut Connection`.
@@ -131,12 +90,6 @@ pub struct Store {
     /// Writes waiting for the next group commit.
     queued: Mutex<WriteQueue>,
     path: PathBuf,
-    clock: Clock,
-    /// [`StoreConfig::lease`] in milliseconds.
-    lease_ms: Option<i64>,
-    /// When each agent's next call must be recorded (its last-seen time and lease
-    /// renewal): most calls fall before it and write nothing.
-    seen_due: Mutex<HashMap<String, i64>>,
     /// Write transactions this store committed (its own commits do not move
     /// `PRAGMA data_version`, which counts other connections' commits).
     commits: Arc<AtomicU64>,
@@ -151,27 +104,13 @@ pub struct Store {
     readers: Readers,
 }
 
-/// A value that changes whenever the database may have changed: a commit through this
-/// store or through any other connection (another process included). Caches compare it
-/// to skip reloading when nothing happened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ChangeToken {
-    data_version: i64,
-    commits: u64,
-}
+/// Where the memory caches have long imported the token from.
+pub(crate) use crate::store::ChangeToken;
 
-impl std::fmt::Debug for Store {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
-            .field("path", &self.path)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Store {
+impl SqliteDb {
     /// Open (creating when missing) the SQLite file at `path`, apply pending migrations and
     /// run `hooks`' pre-commit work left by plain SQL ([`Store::open_with`] registers them).
-    pub(crate) fn open_sqlite(path: &Path, config: StoreConfig, hooks: Hooks) -> Result<Store> {
+    pub(crate) fn open(path: &Path, config: &StoreConfig, hooks: Hooks) -> Result<SqliteDb> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)?;
         }
@@ -199,16 +138,10 @@ impl Store {
                 hooks.before_commit_run(conn)
             })?;
         }
-        Ok(Store {
+        Ok(SqliteDb {
             conn: ReentrantMutex::new(conn),
             queued: Mutex::new(WriteQueue::default()),
             path: path.to_path_buf(),
-            clock: config.clock,
-            lease_ms: config
-                .lease
-                .filter(|lease| !lease.is_zero())
-                .map(|lease| i64::try_from(lease.as_millis()).unwrap_or(i64::MAX)),
-            seen_due: Mutex::new(HashMap::new()),
             commits: Arc::new(AtomicU64::new(0)),
             idle_work_commits: Arc::new(AtomicU64::new(0)),
             hooks: Arc::new(hooks),
@@ -222,23 +155,8 @@ impl Store {
     }
 
     /// The database file this store writes.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// Now, in epoch milliseconds, from the configured clock.
-    pub fn now_ms(&self) -> i64 {
-        (self.clock)()
-    }
-
-    /// How long a claim's lease lasts, in milliseconds (`None`: leases are off).
-    pub fn lease_ms(&self) -> Option<i64> {
-        self.lease_ms
-    }
-
-    /// The per-agent due times of [`Store::record_call`].
-    pub(crate) fn seen_due(&self) -> &Mutex<HashMap<String, i64>> {
-        &self.seen_due
     }
 
     /// Count a commit (and whether it left idle work); wake (or, at the first commit,
@@ -305,42 +223,6 @@ impl Store {
         Ok(value)
     }
 
-    /// Run `f` inside one write transaction ([`Store::write_sqlite`]'s, on SQLite): committed
-    /// when `f` returns `Ok`, rolled back otherwise. Every read-modify-write of a domain
-    /// rule runs here.
-    pub(crate) fn write<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
-    where
-        E: From<StoreError>,
-    {
-        self.write_sqlite(|conn| f(&SqliteTx(conn)))
-    }
-
-    /// Run read-only `f`; each statement sees a committed state (and, inside a write on
-    /// this thread, that write's own changes). Use [`Store::snapshot`] when several
-    /// statements must agree.
-    pub(crate) fn read<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E> {
-        self.read_sqlite(|conn| f(&SqliteTx(conn)))
-    }
-
-    /// Run read-only `f` in one read transaction, so every statement sees one snapshot.
-    pub(crate) fn snapshot<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
-    where
-        E: From<StoreError>,
-    {
-        self.snapshot_sqlite(|conn| f(&SqliteTx(conn)))
-    }
-
-    /// [`Store::snapshot`] for a read that takes long, kept off the writer's connection.
-    pub(crate) fn long_snapshot<T, E>(
-        &self,
-        f: impl FnOnce(&dyn Tx) -> Result<T, E>,
-    ) -> Result<T, E>
-    where
-        E: From<StoreError>,
-    {
-        self.long_snapshot_sqlite(|conn| f(&SqliteTx(conn)))
-    }
-
     /// Run the registered idle work to its end now, a bounded step per transaction (what
     /// the checkpoint thread does once the store is idle after commits that left some).
     pub(crate) fn run_idle_work(&self) -> Result<()> {
@@ -348,21 +230,13 @@ impl Store {
         Ok(())
     }
 
-    /// Run read-only `f` at once when a connection is free for it (the writer's, or a
-    /// reader), or hand it back. Lets an async caller do a short read on its own thread
-    /// instead of paying two thread hand-offs, without waiting for a write group there.
-    pub fn run_if_idle<T, F: FnOnce(&Store) -> T>(&self, f: F) -> std::result::Result<T, F> {
-        if let Some(_held) = self.conn.try_lock() {
-            return Ok(f(self));
-        }
-        if self.readers.available() {
-            return Ok(f(self));
-        }
-        Err(f)
+    /// Whether a read could run at once (the writer's connection or a reader is free).
+    pub(crate) fn is_idle(&self) -> bool {
+        self.conn.try_lock().is_some() || self.readers.available()
     }
 
     /// How many writes wait in the queue for the next group.
-    pub fn queued_writes(&self) -> usize {
+    pub(crate) fn queued_writes(&self) -> usize {
         self.write_queue().writes.len()
     }
 
@@ -370,7 +244,7 @@ impl Store {
     /// group committed. Returns `true` when nobody is draining the queue, so the caller must
     /// call [`Store::run_queued_writes`] (now or soon); `false` when a drain in progress
     /// will reach this write, so the caller only waits for it to be settled.
-    pub fn queue_write(&self, write: QueuedWrite) -> bool {
+    pub(crate) fn queue_write(&self, write: QueuedWrite) -> bool {
         let mut queue = self.write_queue();
         queue.writes.push(write);
         !std::mem::replace(&mut queue.draining, true)
@@ -381,9 +255,9 @@ impl Store {
     /// arrive while a group runs queue up behind it and share the next one, so N concurrent
     /// writes cost about one commit instead of N. Returns once the queue was seen empty
     /// (every write queued before the call has then been settled).
-    pub fn run_queued_writes(&self) {
+    pub(crate) fn run_queued_writes(&self, store: &Store) {
         /// Ends the drain if a group panics, so later writers start a new one.
-        struct EndOnPanic<'s>(&'s Store);
+        struct EndOnPanic<'s>(&'s SqliteDb);
         impl Drop for EndOnPanic<'_> {
             fn drop(&mut self) {
                 if std::thread::panicking() {
@@ -404,7 +278,7 @@ impl Store {
                 let n = queue.writes.len().min(MAX_GROUP);
                 queue.writes.drain(..n).collect()
             };
-            self.run_group(&conn, group);
+            self.run_group(store, &conn, group);
         }
     }
 
@@ -425,7 +299,7 @@ impl Store {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn run_group(&self, conn: &Connection, group: Vec<QueuedWrite>) {
+    fn run_group(&self, store: &Store, conn: &Connection, group: Vec<QueuedWrite>) {
         if let Err(e) = run_cached(conn, "BEGIN IMMEDIATE") {
             // No shared transaction: the loop below runs each write on its own.
             tracing::debug!(error = %e, "group commit could not begin; writing one by one");
@@ -438,7 +312,7 @@ impl Store {
             // and is settled at once.
             group_lost = group_lost || conn.is_autocommit();
             if group_lost {
-                if let Ok(settle) = catch_unwind(AssertUnwindSafe(|| write(self))) {
+                if let Ok(settle) = catch_unwind(AssertUnwindSafe(|| write(store))) {
                     settle(Ok(()));
                 }
                 continue;
@@ -446,7 +320,7 @@ impl Store {
             // Each queued write in a savepoint of its own, so a panic midway undoes all of
             // it; dropping a panicked write's settle tells its caller.
             let savepoint = run_cached(conn, "SAVEPOINT queued_write");
-            let ran = catch_unwind(AssertUnwindSafe(|| write(self)));
+            let ran = catch_unwind(AssertUnwindSafe(|| write(store)));
             if savepoint.is_ok() {
                 let ended = if ran.is_ok() {
                     run_cached(conn, "RELEASE queued_write")
@@ -499,11 +373,12 @@ impl Store {
         let data_version = conn
             .prepare_cached("PRAGMA data_version")?
             .query_row([], |r| r.get(0))?;
-        Ok(ChangeToken {
+        // `PRAGMA data_version` counts other connections' commits, `commits` this store's
+        // own (read under the connection lock, which every commit holds while counting).
+        Ok(ChangeToken::new(
             data_version,
-            // Read under the connection lock, which every commit holds while counting.
-            commits: self.commits.load(Ordering::Relaxed),
-        })
+            self.commits.load(Ordering::Relaxed),
+        ))
     }
 
     /// Run `f` against a connection for reads (one consistent snapshot per statement;

@@ -77,4 +77,8 @@ impl Tx for SqliteTx<'_> {
         // A write transaction is `BEGIN IMMEDIATE`: it already is the only writer.
         Ok(())
     }
+
+    fn notify(&self, _topic: &str) -> Result<()> {
+        Ok(())
+    }
 }

@@ -100,6 +100,7 @@ pub fn insert(conn: &Connection, version: i64) {
         // Migrations 6 to 9 changed indexes and no table: the rows of 1..=5 stand for them.
         6..=9 => {}
         10 => grant_per_identity(conn),
+        11 => leased_claim(conn),
         other => panic!("no fixture data for schema version {other}: add it here"),
     }
 }
@@ -405,6 +406,24 @@ fn pending_fact(conn: &Connection) {
 }
 
 /// An `allow_always` remembered per bound identity, as migration 10 keys it.
+/// The lease and fencing token a claim holds under schema 11 (a lease far in the future, so
+/// opening the file does not reclaim it), and its holder's last tool call.
+pub const LEASE_UNTIL: i64 = 4_102_444_800_000;
+pub const CLAIM_TOKEN: i64 = 4;
+
+fn leased_claim(conn: &Connection) {
+    conn.execute(
+        "UPDATE tasks SET lease_expires_at = ?2, claim_token = ?3 WHERE id = ?1",
+        params![CLAIMED, LEASE_UNTIL, CLAIM_TOKEN],
+    )
+    .unwrap();
+    conn.execute(
+        "UPDATE agents SET last_seen_at = ?2 WHERE id = ?1",
+        params![AGENT_ALICE, T0 + 800],
+    )
+    .unwrap();
+}
+
 fn grant_per_identity(conn: &Connection) {
     conn.execute(
         "INSERT INTO tool_approval_grants(tool_name, agent_id, team_id, tenant_id, approval_id, created_at)

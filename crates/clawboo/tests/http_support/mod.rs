@@ -1,11 +1,13 @@
 //! Helpers for tests that run the real `clawboo serve` on port 0 and speak HTTP to it.
 #![allow(dead_code, clippy::unwrap_used)]
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
+
+use crate::common::TestDb;
 
 /// Environment a test server must not inherit.
 const CLEARED_ENV: [&str; 5] = [
@@ -21,8 +23,8 @@ pub struct Server {
     child: Child,
     /// `http://127.0.0.1:<port>`.
     pub base: String,
-    pub db: PathBuf,
-    _dir: Option<tempfile::TempDir>,
+    /// Its database (on the backend under test), kept while the server runs.
+    pub db: TestDb,
 }
 
 impl Drop for Server {
@@ -44,16 +46,12 @@ pub fn clawboo() -> Command {
 impl Server {
     /// Start on a fresh database.
     pub fn start(env: &[(&str, &str)]) -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("clawboo.db");
-        let mut s = Server::start_on(&db, "127.0.0.1:0", env);
-        s._dir = Some(dir);
-        s
+        Server::start_on(&TestDb::new(), "127.0.0.1:0", env)
     }
 
     /// Start on `db`, bound to `bind`; returns once the listening line is printed (the
     /// socket is bound by then).
-    pub fn start_on(db: &Path, bind: &str, env: &[(&str, &str)]) -> Server {
+    pub fn start_on(db: &TestDb, bind: &str, env: &[(&str, &str)]) -> Server {
         let mut cmd = clawboo();
         cmd.args(["serve", "--bind", bind, "--db"])
             .arg(db)
@@ -74,8 +72,7 @@ impl Server {
         Server {
             child,
             base,
-            db: db.to_path_buf(),
-            _dir: None,
+            db: db.clone(),
         }
     }
 
@@ -84,8 +81,9 @@ impl Server {
     }
 }
 
-/// Run `clawboo attach --json` with `args` against `db`; returns the config object.
-pub fn attach(db: &Path, args: &[&str]) -> Value {
+/// Run `clawboo attach --json` with `args` against `db` (a [`TestDb`], or a path); returns
+/// the config object.
+pub fn attach(db: impl AsRef<OsStr>, args: &[&str]) -> Value {
     let out = clawboo()
         .arg("attach")
         .args(args)
@@ -264,25 +262,9 @@ pub async fn post_modern(
     url: &str,
     id: i64,
     method: &str,
-    mut params: Value,
+    params: Value,
 ) -> ModernAnswer {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "clawboo-test", "version": "0"},
-    });
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let mut req = http
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", MODERN)
-        .header("mcp-method", method)
-        .body(body.to_string());
-    if let Some(name) = params["name"].as_str() {
-        req = req.header("mcp-name", name);
-    }
-    let resp = req.send().await.unwrap();
+    let resp = send_modern(http, url, id, method, params, json!({})).await;
     let status = resp.status().as_u16();
     let session = resp
         .headers()
@@ -294,4 +276,37 @@ pub async fn post_modern(
         session,
         message,
     }
+}
+
+/// Send one 2026-07-28 request from a client declaring `capabilities` (`params` may carry
+/// a `progressToken` in `_meta`); the response is left unread.
+pub async fn send_modern(
+    http: &reqwest::Client,
+    url: &str,
+    id: i64,
+    method: &str,
+    mut params: Value,
+    capabilities: Value,
+) -> reqwest::Response {
+    let progress = params["_meta"]["progressToken"].clone();
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "clawboo-test", "version": "0"},
+    });
+    if !progress.is_null() {
+        params["_meta"]["progressToken"] = progress;
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let mut req = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", method)
+        .body(body.to_string());
+    if let Some(name) = params["name"].as_str() {
+        req = req.header("mcp-name", name);
+    }
+    req.send().await.unwrap()
 }

@@ -16,7 +16,10 @@ fn reads_map_the_database_file() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("mmap.db")).unwrap();
     let mapped: i64 = store
-        .read_sqlite(|c| c.query_row("PRAGMA mmap_size", [], |r| r.get(0)))
+        .read_sqlite(|c| {
+            c.query_row("PRAGMA mmap_size", [], |r| r.get(0))
+                .map_err(StoreError::from)
+        })
         .unwrap();
     assert_eq!(mapped, MMAP_BYTES);
 }
@@ -47,7 +50,10 @@ fn an_in_memory_store_reads_through_its_one_connection() {
     };
     holding.recv().unwrap();
     let x: i64 = store
-        .read_sqlite(|c| c.query_row("SELECT x FROM t", [], |r| r.get(0)))
+        .read_sqlite(|c| {
+            c.query_row("SELECT x FROM t", [], |r| r.get(0))
+                .map_err(StoreError::from)
+        })
         .unwrap();
     assert_eq!(x, 1);
     writer.join().unwrap();

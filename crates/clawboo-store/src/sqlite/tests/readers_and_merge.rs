@@ -90,6 +90,7 @@ fn index_rows(store: &Store) -> i64 {
             c.query_row("SELECT count(*) FROM memory_facts_fts_data", [], |r| {
                 r.get(0)
             })
+            .map_err(crate::StoreError::from)
         })
         .unwrap()
 }
@@ -165,7 +166,10 @@ fn an_idle_store_merges_the_search_index_by_itself() {
     // What a full merge leaves, measured on a copy merged on demand.
     let copy = dir.path().join("copy.db");
     store
-        .read_sqlite(|c| c.execute("VACUUM INTO ?1", [copy.to_string_lossy()]))
+        .read_sqlite(|c| {
+            c.execute("VACUUM INTO ?1", [copy.to_string_lossy()])
+                .map_err(crate::StoreError::from)
+        })
         .unwrap();
     let merged_copy = Store::open(&copy).unwrap();
     merged_copy.merge_search_index().unwrap();

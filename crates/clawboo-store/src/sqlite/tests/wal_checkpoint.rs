@@ -21,7 +21,10 @@ fn many_commits_keep_the_wal_bounded() {
     }
     // Commits checkpoint inline only every 4,000 pages instead of SQLite's 1,000…
     let autocheckpoint: i64 = store
-        .read_sqlite(|c| c.query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0)))
+        .read_sqlite(|c| {
+            c.query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
+                .map_err(crate::StoreError::from)
+        })
         .unwrap();
     assert_eq!(autocheckpoint, 4_000);
     // …and 3,000 commits of several pages each (about 80 MiB of frames) never grew the

@@ -1,0 +1,354 @@
+//! What memory's full-text search needs from SQLite itself: the upkeep of the FTS5 index
+//! (indexing the facts a transaction wrote just before it commits, merging segments when
+//! the store is idle, both registered in [`crate::sqlite::hooks`]), ranking by FTS5's own
+//! `bm25()`, and FTS5's tokenizer. The tokenizer serves both backends: PostgreSQL's term
+//! statistics are made of the very terms FTS5 makes, so both rank alike. Everything here
+//! that names rusqlite stays here (and in the SQLite-only in-memory index, `fulltext`).
+
+use std::collections::{BTreeMap, HashMap};
+
+use rusqlite::Connection;
+
+use super::search::{COLUMN_WEIGHTS, ScopeKey, fts_query};
+use super::{FACT_COLUMNS, Fact, ScopeFilter, fact_from_row};
+use crate::Store;
+use crate::db::{ToValue, Tx};
+use crate::error::Result;
+use crate::sqlite::hooks::{Hooks, PreCommitHook};
+
+/// The tokenizer of `memory_facts_fts` (migration 0002); the twin table must match it.
+const TOKENIZER: &str = "porter unicode61";
+
+/// Index the facts this transaction wrote, in one statement. `memory_facts`' insert
+/// trigger only notes a new fact in `memory_facts_fts_pending` (migration 0005: FTS5 would
+/// otherwise write an index segment per fact, at each write's savepoint); every write
+/// transaction of the store runs this just before it commits, so the index never lags the
+/// committed facts. Returns whether it indexed any.
+fn index_pending_facts(conn: &Connection) -> Result<bool> {
+    if !has_pending_facts(conn)? {
+        return Ok(false);
+    }
+    conn.prepare_cached(
+        "INSERT INTO memory_facts_fts(rowid, title, content, tags)
+         SELECT f.seq, f.title, f.content, f.tags
+         FROM memory_facts_fts_pending p JOIN memory_facts f ON f.seq = p.seq",
+    )?
+    .execute([])?;
+    conn.prepare_cached("DELETE FROM memory_facts_fts_pending")?
+        .execute([])?;
+    Ok(true)
+}
+
+/// Pages of the full-text index one [`merge_fts_step`] writes at most (about 0.5 MiB, a
+/// few milliseconds of holding the write lock).
+const FTS_MERGE_STEP_PAGES: i64 = 128;
+
+/// One bounded step of merging the full-text index into a single segment, in its own
+/// transaction; `Ok(false)` once there is nothing left to merge. FTS5 writes a segment per
+/// indexing transaction and merges them only a few at a time, so an index grown by many
+/// commits keeps several segments, and every query term reads each of them: a search over
+/// 10k facts spent a fifth of its time opening segment iterators.
+fn merge_fts_step(conn: &Connection) -> Result<bool> {
+    let before = conn.total_changes();
+    // A negative page count puts every segment on one level first, so all of them merge
+    // (FTS5's incremental 'optimize').
+    conn.prepare_cached(
+        "INSERT INTO memory_facts_fts(memory_facts_fts, rank) VALUES ('merge', ?)",
+    )?
+    .execute([-FTS_MERGE_STEP_PAGES])?;
+    // FTS5 documents that a step which merged anything changes two or more rows.
+    Ok(conn.total_changes() - before >= 2)
+}
+
+/// Whether facts wait for [`index_pending_facts`].
+fn has_pending_facts(conn: &Connection) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT EXISTS(SELECT 1 FROM memory_facts_fts_pending)")?
+        .query_row([], |r| r.get(0))?)
+}
+
+/// Attach memory's work to the SQLite backend's transactions (called where the store is
+/// opened): index the noted facts before every commit, merge the full-text index when the
+/// store is idle after commits that indexed some.
+pub(crate) fn register_sqlite_hooks(hooks: &mut Hooks) {
+    hooks
+        .before_commit(PreCommitHook {
+            pending: has_pending_facts,
+            run: index_pending_facts,
+        })
+        .when_idle(merge_fts_step);
+}
+
+impl Store {
+    /// Merge the full-text index into one segment now, a bounded step per transaction
+    /// (what the store does by itself once idle after writing facts).
+    pub fn merge_search_index(&self) -> Result<()> {
+        self.run_idle_work()
+    }
+}
+
+/// The best `k` matches of `words` (one FTS5 phrase each) in `scope` by FTS5's own bm25
+/// (a title match weighs double), each with its relevance (positive, higher is better).
+pub(super) fn ranked_by_fts5(
+    tx: &dyn Tx,
+    words: &[String],
+    scope: &ScopeFilter,
+    k: usize,
+) -> Result<Vec<(Fact, f64)>> {
+    let (cond, args) = scope.sql("f", 2);
+    let [title, content, tags] = COLUMN_WEIGHTS;
+    let limit = 2 + args.len();
+    // Rank every match in scope with the scope read from the covering index
+    // `memory_facts_scope` (migration 0006), then read only the best `k` rows whole.
+    let sql = format!(
+        "SELECT {FACT_COLUMNS}, best.rank FROM (
+            SELECT f.seq AS seq, bm25(memory_facts_fts, {title}, {content}, {tags}) AS rank
+            FROM memory_facts_fts JOIN memory_facts f INDEXED BY memory_facts_scope
+              ON f.seq = memory_facts_fts.rowid
+            WHERE memory_facts_fts MATCH ?1 AND {cond}
+            ORDER BY rank LIMIT ?{limit}
+         ) best JOIN memory_facts f ON f.seq = best.seq ORDER BY best.rank"
+    );
+    let query = fts_query(words);
+    let mut params: Vec<&dyn ToValue> = vec![&query];
+    params.extend(args.iter().map(|a| a as &dyn ToValue));
+    params.push(&k);
+    tx.query_map(&sql, &params, |r| {
+        let rank: f64 = r.get(9)?;
+        Ok((fact_from_row(r)?, (-rank).max(0.0)))
+    })
+}
+
+/// One fact's occurrences of one term.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Posting {
+    /// The fact's number (its place in the batch or index it belongs to).
+    pub(super) doc: u32,
+    /// Occurrences, weighted by [`COLUMN_WEIGHTS`].
+    pub(super) freq: u32,
+}
+
+/// Postings by term.
+pub(super) type Postings = HashMap<String, Vec<Posting>>;
+
+/// The terms of one fact, as PostgreSQL's term statistics store them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct DocTerms {
+    /// Tokens in all columns (bm25's document length).
+    pub(super) length: u32,
+    /// Each term: occurrences weighted by [`COLUMN_WEIGHTS`], and every place it occurs
+    /// ([`position`]), ascending.
+    pub(super) terms: BTreeMap<String, (u32, Vec<i64>)>,
+}
+
+/// A token's place: its column in the high half, its offset in the column in the low half,
+/// so that the next token of the same column is the next number.
+pub(super) fn position(column: usize, offset: i64) -> i64 {
+    ((column as i64) << 32) | offset
+}
+
+/// The column number of a `fts5vocab` instance row's column name.
+fn column_number(name: &str) -> usize {
+    match name {
+        "title" => 0,
+        "content" => 1,
+        _ => 2,
+    }
+}
+
+/// Add `fts5vocab` instance rows (term, doc, col; ordered by term, then doc) to `terms`,
+/// with each fact numbered by `number` (rows of facts it does not know are skipped), and
+/// count each fact's tokens in `lengths`.
+fn collect_instances(
+    mut rows: rusqlite::Rows<'_>,
+    number: impl Fn(i64) -> Option<u32>,
+    terms: &mut Postings,
+    lengths: &mut [u32],
+) -> Result<()> {
+    let mut current: Option<&mut Vec<Posting>> = None;
+    let mut current_term = String::new();
+    while let Some(row) = rows.next()? {
+        let Some(doc) = number(row.get(1)?) else {
+            continue;
+        };
+        let term = text_at(row, 0)?;
+        let weight = COLUMN_WEIGHTS[column_number(text_at(row, 2)?)];
+        if let Some(length) = lengths.get_mut(doc as usize) {
+            *length += 1;
+        }
+        if current.is_none() || term != current_term {
+            current_term.clear();
+            current_term.push_str(term);
+            current = Some(terms.entry(current_term.clone()).or_default());
+        }
+        if let Some(postings) = current.as_deref_mut() {
+            match postings.last_mut() {
+                Some(last) if last.doc == doc => last.freq += weight,
+                _ => postings.push(Posting { doc, freq: weight }),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Column `index` of `row` as text, borrowed.
+fn text_at<'row>(row: &'row rusqlite::Row<'_>, index: usize) -> rusqlite::Result<&'row str> {
+    row.get_ref(index)?.as_str().map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
+/// FTS5's index of every fact, as the in-memory index takes it over.
+pub(super) struct Fts5Index {
+    /// Each fact's seq and scope, ascending seq.
+    pub(super) facts: Vec<(i64, ScopeKey)>,
+    /// Postings by term, facts numbered in `facts`' order.
+    pub(super) postings: Postings,
+    /// Each fact's length in tokens.
+    pub(super) lengths: Vec<u32>,
+}
+
+/// Every fact's terms read from `memory_facts_fts` itself through an `fts5vocab` table, in
+/// one snapshot (nothing is tokenized again: about four times quicker than the twin
+/// table).
+pub(super) fn read_fts5_index(store: &Store) -> Result<Fts5Index> {
+    store.long_snapshot_sqlite(|conn| {
+        conn.execute_batch(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_facts_fts_instances
+                 USING fts5vocab(main, memory_facts_fts, instance)",
+        )?;
+        let mut facts = Vec::new();
+        {
+            let mut stmt = conn.prepare(
+                "SELECT seq, team_id, agent_id, tenant_id FROM memory_facts ORDER BY seq",
+            )?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let key = ScopeKey {
+                    team_id: r.get(1)?,
+                    agent_id: r.get(2)?,
+                    tenant_id: r.get(3)?,
+                };
+                facts.push((r.get::<_, i64>(0)?, key));
+            }
+        }
+        let mut postings = Postings::new();
+        let mut lengths = vec![0u32; facts.len()];
+        let mut stmt =
+            conn.prepare("SELECT term, doc, col FROM temp.memory_facts_fts_instances")?;
+        collect_instances(
+            stmt.query([])?,
+            |seq| {
+                facts
+                    .binary_search_by_key(&seq, |(s, _)| *s)
+                    .ok()
+                    .map(|doc| doc as u32)
+            },
+            &mut postings,
+            &mut lengths,
+        )?;
+        Ok(Fts5Index {
+            facts,
+            postings,
+            lengths,
+        })
+    })
+}
+
+/// FTS5's tokenizer, reached through a contentless FTS5 table of the same columns and
+/// tokenizer as `memory_facts_fts` in a private in-memory database: text goes in as a row
+/// and comes out as terms through an `fts5vocab` table.
+pub(super) struct Tokenizer {
+    conn: Connection,
+}
+
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokenizer").finish_non_exhaustive()
+    }
+}
+
+impl Tokenizer {
+    pub(super) fn open() -> Result<Tokenizer> {
+        let conn = Connection::open_in_memory()?;
+        conn.execute_batch(&format!(
+            "CREATE VIRTUAL TABLE terms USING fts5(title, content, tags,
+                 content = '', tokenize = '{TOKENIZER}');
+             CREATE VIRTUAL TABLE terms_instances USING fts5vocab(terms, instance);"
+        ))?;
+        Ok(Tokenizer { conn })
+    }
+
+    /// Tokenize facts' (title, content, tags): postings by term (weighted, facts numbered
+    /// in order from 0) and each fact's length in tokens.
+    pub(super) fn facts<'t>(
+        &mut self,
+        facts: impl ExactSizeIterator<Item = &'t [String; 3]>,
+    ) -> Result<(Postings, Vec<u32>)> {
+        let count = facts.len();
+        let tx = self.conn.transaction()?;
+        {
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO terms(rowid, title, content, tags) VALUES (?, ?, ?, ?)",
+            )?;
+            for (doc, [title, content, tags]) in facts.enumerate() {
+                insert.execute(rusqlite::params![doc as i64, title, content, tags])?;
+            }
+        }
+        let mut terms: Postings = HashMap::new();
+        let mut lengths = vec![0u32; count];
+        {
+            let mut stmt = tx.prepare_cached("SELECT term, doc, col FROM terms_instances")?;
+            collect_instances(
+                stmt.query([])?,
+                |doc| u32::try_from(doc).ok(),
+                &mut terms,
+                &mut lengths,
+            )?;
+        }
+        tx.execute("INSERT INTO terms(terms) VALUES ('delete-all')", [])?;
+        tx.commit()?;
+        Ok((terms, lengths))
+    }
+
+    /// One fact's terms, with every place each occurs (what PostgreSQL stores).
+    pub(super) fn document(&mut self, columns: [&str; 3]) -> Result<DocTerms> {
+        let tx = self.conn.transaction()?;
+        tx.prepare_cached("INSERT INTO terms(rowid, title, content, tags) VALUES (1, ?, ?, ?)")?
+            .execute(columns)?;
+        let mut doc = DocTerms::default();
+        {
+            let mut stmt = tx.prepare_cached("SELECT term, col, offset FROM terms_instances")?;
+            let mut rows = stmt.query([])?;
+            while let Some(row) = rows.next()? {
+                let column = column_number(text_at(row, 1)?);
+                let entry = doc.terms.entry(text_at(row, 0)?.to_owned()).or_default();
+                entry.0 += COLUMN_WEIGHTS[column];
+                entry.1.push(position(column, row.get(2)?));
+                doc.length += 1;
+            }
+        }
+        for (_, positions) in doc.terms.values_mut() {
+            positions.sort_unstable();
+        }
+        tx.execute("INSERT INTO terms(terms) VALUES ('delete-all')", [])?;
+        tx.commit()?;
+        Ok(doc)
+    }
+
+    /// The terms FTS5 makes of `word`, in order: one for most words; several make a
+    /// phrase FTS5 matches as consecutive terms; none match nothing.
+    pub(super) fn phrase(&mut self, word: &str) -> Result<Vec<String>> {
+        let tx = self.conn.transaction()?;
+        tx.prepare_cached("INSERT INTO terms(rowid, title) VALUES (1, ?)")?
+            .execute([word])?;
+        let terms: Vec<String> = {
+            let mut stmt = tx.prepare_cached("SELECT term FROM terms_instances ORDER BY offset")?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        tx.execute("INSERT INTO terms(terms) VALUES ('delete-all')", [])?;
+        tx.commit()?;
+        Ok(terms)
+    }
+}

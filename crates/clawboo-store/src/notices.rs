@@ -1,0 +1,24 @@
+//! What a write tells the other processes on its database ([`crate::db::Tx::notify`]), and
+//! what a process does when told: each topic wakes the waiters of one area at once, as a
+//! write in the same process does, instead of their next poll. PostgreSQL delivers topics
+//! by `LISTEN/NOTIFY` to every host; SQLite's processes poll.
+
+/// A room got a post: long-polls re-read their rooms.
+pub(crate) const CHAT: &str = "chat";
+
+/// The prefix of an approval's topic.
+const APPROVAL: &str = "approval:";
+
+/// The topic of a decision on approval `id`: the call waiting on it wakes.
+pub(crate) fn approval(id: &str) -> String {
+    format!("{APPROVAL}{id}")
+}
+
+/// Wake this process's waiters for `topic` (one another process sent).
+pub(crate) fn deliver(topic: &str) {
+    if topic == CHAT {
+        crate::chat::ring_doorbell();
+    } else if let Some(id) = topic.strip_prefix(APPROVAL) {
+        crate::broker::approvals::wake(id);
+    }
+}

@@ -1,0 +1,79 @@
+//! PostgreSQL's own numbered migrations (`migrations/postgres/`), applied at open under an
+//! advisory lock so hosts starting together migrate once; a database a newer build
+//! migrated is refused, as on SQLite.
+
+use deadpool_postgres::Object;
+
+use super::PgDb;
+use crate::error::{Result, StoreError};
+
+/// Every migration, in order; its position + 1 is the version it leaves behind.
+const MIGRATIONS: &[(&str, &str)] = &[
+    (
+        "0001_schema",
+        include_str!("../../migrations/postgres/0001_schema.sql"),
+    ),
+    (
+        "0002_memory_search",
+        include_str!("../../migrations/postgres/0002_memory_search.sql"),
+    ),
+    (
+        "0003_audit_decided_by",
+        include_str!("../../migrations/postgres/0003_audit_decided_by.sql"),
+    ),
+];
+
+/// The schema version a fully migrated PostgreSQL database reports.
+pub(crate) const LATEST: i64 = MIGRATIONS.len() as i64;
+
+/// The advisory lock every host takes while it migrates (an arbitrary constant: "clawboo"
+/// in ASCII).
+const MIGRATION_LOCK: i64 = 0x0063_6c61_7762_6f6f;
+
+/// Apply every pending migration, each in its own transaction, holding the migration lock
+/// throughout; the lock is released even when a migration fails.
+pub(super) fn apply(db: &PgDb, client: &Object) -> Result<()> {
+    db.block_on(client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]))?;
+    let applied = apply_locked(db, client);
+    let unlocked = db.block_on(client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]));
+    applied?;
+    unlocked?;
+    Ok(())
+}
+
+fn apply_locked(db: &PgDb, client: &Object) -> Result<()> {
+    db.block_on(client.batch_execute(
+        "CREATE TABLE IF NOT EXISTS clawboo_schema (
+             version     BIGINT PRIMARY KEY,
+             name        TEXT NOT NULL,
+             applied_at  TIMESTAMPTZ NOT NULL DEFAULT now()
+         )",
+    ))?;
+    let row = db.block_on(client.query_one(
+        "SELECT CAST(COALESCE(MAX(version), 0) AS BIGINT) FROM clawboo_schema",
+        &[],
+    ))?;
+    let found: i64 = row.get(0);
+    if found > LATEST {
+        return Err(StoreError::NewerSchema {
+            found,
+            known: LATEST,
+        });
+    }
+    for (index, (name, sql)) in MIGRATIONS.iter().enumerate() {
+        let version = index as i64 + 1;
+        if version <= found {
+            continue;
+        }
+        tracing::debug!(migration = name, "applying PostgreSQL migration");
+        let script = format!(
+            "BEGIN; {sql}; INSERT INTO clawboo_schema(version, name) VALUES ({version}, '{name}'); COMMIT;"
+        );
+        if let Err(e) = db.block_on(client.batch_execute(&script)) {
+            // The failed transaction is still open on this connection: end it.
+            let _ = db.block_on(client.batch_execute("ROLLBACK"));
+            return Err(e.into());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,539 @@
+//! The PostgreSQL backend: a `deadpool-postgres` pool of `tokio-postgres` connections,
+//! driven by a small tokio runtime of the backend's own, so the store's synchronous API
+//! works from any thread (plain threads, tokio's blocking pool, and a stdio server's
+//! single-threaded runtime alike). Statements block on the client's futures with
+//! `futures_executor::block_on`: a client talks to its connection task over channels,
+//! so those futures can be polled from any thread while the runtime does the I/O. Taking a
+//! connection from the pool is polled the same way with the runtime entered, so the
+//! connection tasks the pool spawns and its timers land on the backend's runtime.
+//!
+//! The URL's `sslmode` picks TLS (`tls.rs`): `require` encrypts without checking the
+//! certificate, `verify-full` checks it and the host name, and `disable`, `prefer` or no
+//! `sslmode` connect in plain text.
+//!
+//! Writers run side by side under READ COMMITTED; the rules that need one writer at a time
+//! say so through [`Tx::serialize_on`] (a transaction-scoped advisory lock). Nothing
+//! outside this module sees a driver type.
+
+mod codec;
+mod error;
+mod listen;
+mod migrations;
+mod tls;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+
+use crate::Store;
+use crate::db::{DbRow, Dialect, Params, Tx, Value, dollar_placeholders};
+use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
+use crate::store::{ChangeToken, QueuedWrite, StoreConfig};
+use codec::{Param, Raw, decode};
+use error::unavailable;
+
+/// tokio-postgres's keepalive idle time when the URL sets none (the kernel's default).
+const DEFAULT_KEEPALIVES_IDLE: Duration = Duration::from_secs(2 * 60 * 60);
+
+/// How long a call waits for a connection (a free one, or a new one to be made) before it
+/// reports the database unavailable: long enough for a busy pool, short enough that an
+/// agent hears of an outage within seconds.
+const CONNECTION_WAIT: Duration = Duration::from_secs(5);
+
+/// Every store in this process gets its own number, so a thread's open transactions are
+/// matched to the store they belong to.
+static NEXT_DB_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Rows of `clawboo_changes` (migration 0001): each write transaction bumps one, in turn,
+/// so concurrent commits rarely wait on the same row lock.
+const CHANGE_SHARDS: u64 = 16;
+
+/// The shard the next write transaction of this process bumps.
+static NEXT_SHARD: AtomicU64 = AtomicU64::new(0);
+
+/// What a connection this thread holds is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// No transaction: each statement commits on its own ([`PgDb::read`]).
+    Autocommit,
+    /// A READ COMMITTED write transaction ([`PgDb::write`]).
+    Write,
+    /// A REPEATABLE READ READ ONLY transaction ([`PgDb::snapshot`]).
+    ReadOnly,
+}
+
+/// A connection this thread holds for a store, and what it is doing.
+struct Open {
+    db: u64,
+    mode: Mode,
+    tx: Rc<PgTx>,
+}
+
+thread_local! {
+    /// The connections this thread holds, innermost last: a `write`, `read` or `snapshot`
+    /// inside another on the same thread uses the outer one's connection (as on SQLite),
+    /// so nesting never waits for a second pooled connection.
+    static OPEN: RefCell<Vec<Open>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The PostgreSQL engine of a [`Store`].
+pub(crate) struct PgDb {
+    id: u64,
+    /// Drives the pool's connections; `None` only while being dropped.
+    runtime: Option<tokio::runtime::Runtime>,
+    handle: tokio::runtime::Handle,
+    pool: Pool,
+    /// `?N` statements rewritten to `$N`, by their text.
+    rewritten: Arc<Mutex<HashMap<String, Arc<str>>>>,
+    /// Writes queued by [`Store::queue_write`], and whether someone is draining them.
+    queued: Mutex<(Vec<QueuedWrite>, bool)>,
+}
+
+impl PgDb {
+    /// Connect to `url` (its password in the URL or already filled in from libpq's
+    /// sources), and migrate the database to this build's schema. Needs PostgreSQL 13 or
+    /// later (`pg_current_xact_id_if_assigned`).
+    pub(crate) fn open(url: &str, config: &StoreConfig, on_notice: fn(&str)) -> Result<PgDb> {
+        let (mut pg_config, tls) = tls::configure(url)?;
+        if pg_config.get_connect_timeout().is_none() {
+            pg_config.connect_timeout(CONNECTION_WAIT);
+        }
+        // A server that vanished without closing its sockets (a host down, a network cut)
+        // is noticed within seconds instead of the kernel's two hours, unless the URL says
+        // otherwise.
+        if pg_config.get_keepalives_idle() == DEFAULT_KEEPALIVES_IDLE {
+            pg_config.keepalives(true);
+            pg_config.keepalives_idle(Duration::from_secs(10));
+            pg_config.keepalives_interval(Duration::from_secs(2));
+            pg_config.keepalives_retries(3);
+        }
+        if pg_config.get_tcp_user_timeout().is_none() {
+            pg_config.tcp_user_timeout(Duration::from_secs(15));
+        }
+        if pg_config.get_application_name().is_none() {
+            pg_config.application_name("clawboo");
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("clawboo-postgres")
+            .enable_all()
+            .build()
+            .map_err(|e| unavailable(format!("cannot start the PostgreSQL runtime: {e}")))?;
+        let manager_config = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let listener = listen::Listener {
+            config: pg_config.clone(),
+            tls: tls.clone(),
+            on_notice,
+        };
+        let manager = match tls {
+            Some(tls) => Manager::from_config(pg_config, tls, manager_config),
+            None => Manager::from_config(pg_config, tokio_postgres::NoTls, manager_config),
+        };
+        let pool = {
+            let _context = runtime.enter();
+            Pool::builder(manager)
+                .max_size(config.pg_pool_size.max(1))
+                .runtime(Runtime::Tokio1)
+                .wait_timeout(Some(CONNECTION_WAIT))
+                .create_timeout(Some(CONNECTION_WAIT))
+                .recycle_timeout(Some(CONNECTION_WAIT))
+                .build()
+                .map_err(|e| unavailable(format!("cannot build the PostgreSQL pool: {e}")))?
+        };
+        let db = PgDb {
+            id: NEXT_DB_ID.fetch_add(1, Ordering::Relaxed),
+            handle: runtime.handle().clone(),
+            runtime: Some(runtime),
+            pool,
+            rewritten: Arc::default(),
+            queued: Mutex::new((Vec::new(), false)),
+        };
+        let client = db.connection()?;
+        migrations::apply(&db, &client)?;
+        db.handle.spawn(listener.run());
+        Ok(db)
+    }
+
+    fn block_on<F: Future>(&self, future: F) -> F::Output {
+        block_on(&self.handle, future)
+    }
+
+    /// A pooled connection; `Unavailable` within [`CONNECTION_WAIT`] when none can be had.
+    /// deadpool checks a pooled client before handing it out (`RecyclingMethod::Fast`:
+    /// one whose connection closed, after a server restart say, is dropped and replaced),
+    /// so a store recovers by itself once the server is back.
+    fn connection(&self) -> Result<Object> {
+        Ok(self.block_on(self.pool.get())?)
+    }
+
+    /// The connection this thread holds on this store, innermost, and what it is doing.
+    fn current(&self) -> Option<(Mode, Rc<PgTx>)> {
+        OPEN.with(|open| {
+            open.borrow()
+                .iter()
+                .rev()
+                .find(|open| open.db == self.id)
+                .map(|open| (open.mode, Rc::clone(&open.tx)))
+        })
+    }
+
+    fn fresh_tx(&self) -> Result<Rc<PgTx>> {
+        Ok(Rc::new(PgTx {
+            client: self.connection()?,
+            rewritten: Arc::clone(&self.rewritten),
+            runtime: self.handle.clone(),
+        }))
+    }
+
+    /// Register `tx` as this thread's innermost connection on this store until the
+    /// returned guard drops.
+    fn hold(&self, mode: Mode, tx: &Rc<PgTx>) -> Holding {
+        OPEN.with(|open| {
+            open.borrow_mut().push(Open {
+                db: self.id,
+                mode,
+                tx: Rc::clone(tx),
+            })
+        });
+        Holding {
+            db: self.id,
+            tx: Rc::clone(tx),
+            rollback: mode != Mode::Autocommit,
+        }
+    }
+
+    /// Run `f` in a write or a read-only transaction on `tx`'s connection (which has none
+    /// open), registered as this thread's innermost meanwhile; any error or panic rolls it
+    /// back. A write commits with a bump of one `clawboo_changes` row when it changed
+    /// anything (see [`PgDb::change_token`]), in the same round trip as its `COMMIT`.
+    fn in_transaction<T, E>(
+        &self,
+        tx: Rc<PgTx>,
+        writes: bool,
+        f: impl FnOnce(&dyn Tx) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        let (begin, commit) = if writes {
+            let shard = NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % CHANGE_SHARDS;
+            (
+                "BEGIN",
+                format!(
+                    "UPDATE clawboo_changes SET n = n + 1 WHERE shard = {shard} \
+                     AND pg_current_xact_id_if_assigned() IS NOT NULL; COMMIT"
+                ),
+            )
+        } else {
+            (
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+                "COMMIT".to_owned(),
+            )
+        };
+        let mode = if writes { Mode::Write } else { Mode::ReadOnly };
+        tx.simple(begin)?;
+        let holding = self.hold(mode, &tx);
+        let value = f(&*tx)?; // on an error `holding` rolls back
+        tx.simple(&commit)?;
+        holding.committed();
+        Ok(value)
+    }
+
+    /// Run `f` in a savepoint of this thread's open write transaction `tx`.
+    fn nested<T, E>(tx: &PgTx, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        tx.simple("SAVEPOINT nested_write")?;
+        match catch_unwind(AssertUnwindSafe(|| f(tx))) {
+            Ok(Ok(value)) => {
+                tx.simple("RELEASE nested_write")?;
+                Ok(value)
+            }
+            Ok(Err(e)) => {
+                tx.undo_savepoint();
+                Err(e)
+            }
+            Err(panic) => {
+                tx.undo_savepoint();
+                std::panic::resume_unwind(panic)
+            }
+        }
+    }
+
+    /// One READ COMMITTED transaction. Inside a write on this thread: a savepoint of it.
+    /// Inside a read: a transaction on the read's connection. Inside a snapshot, which is
+    /// read-only: a transaction of its own, on another connection.
+    pub(crate) fn write<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        match self.current() {
+            Some((Mode::Write, tx)) => Self::nested(&tx, f),
+            Some((Mode::Autocommit, tx)) => self.in_transaction(tx, true, f),
+            Some((Mode::ReadOnly, _)) | None => self.in_transaction(self.fresh_tx()?, true, f),
+        }
+    }
+
+    /// A pooled connection without a transaction (each statement sees the last commit),
+    /// or the connection this thread already holds on this store.
+    pub(crate) fn read<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        if let Some((_, tx)) = self.current() {
+            return f(&*tx);
+        }
+        let tx = self.fresh_tx()?;
+        let _holding = self.hold(Mode::Autocommit, &tx);
+        f(&*tx)
+    }
+
+    /// One REPEATABLE READ READ ONLY transaction, so every statement sees one snapshot;
+    /// inside a transaction on this thread, that transaction.
+    pub(crate) fn snapshot<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        match self.current() {
+            Some((Mode::Write | Mode::ReadOnly, tx)) => f(&*tx),
+            Some((Mode::Autocommit, tx)) => self.in_transaction(tx, false, f),
+            None => self.in_transaction(self.fresh_tx()?, false, f),
+        }
+    }
+
+    /// A value that changes whenever a write transaction changed the database, in any
+    /// process: the sum of `clawboo_changes`, whose rows only grow and which every write
+    /// that changed anything bumps in its own transaction, so the bump is visible exactly
+    /// when its changes are. Read it before loading what a cache holds.
+    pub(crate) fn change_token(&self) -> Result<ChangeToken> {
+        let total = self.read(|tx| {
+            tx.query_one(
+                "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM clawboo_changes",
+                &[],
+                |r| r.get::<i64>(0),
+            )
+        })?;
+        Ok(ChangeToken::new(total, 0))
+    }
+
+    pub(crate) fn queued_writes(&self) -> usize {
+        lock(&self.queued).0.len()
+    }
+
+    pub(crate) fn queue_write(&self, write: QueuedWrite) -> bool {
+        let mut queue = lock(&self.queued);
+        queue.0.push(write);
+        !std::mem::replace(&mut queue.1, true)
+    }
+
+    /// Run every queued write, each in its own transaction (its operation's own `write`),
+    /// and settle it once that committed: PostgreSQL runs writers side by side, so
+    /// grouping would only make one write's failure or lock wait everyone's.
+    pub(crate) fn run_queued_writes(&self, store: &Store) {
+        loop {
+            let writes = {
+                let mut queue = lock(&self.queued);
+                if queue.0.is_empty() {
+                    queue.1 = false;
+                    return;
+                }
+                std::mem::take(&mut queue.0)
+            };
+            for write in writes {
+                // A panicked write drops its settle, which tells its caller.
+                if let Ok(settle) = catch_unwind(AssertUnwindSafe(|| write(store))) {
+                    settle(Ok(()));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for PgDb {
+    fn drop(&mut self) {
+        self.pool.close();
+        // A store may be dropped on an async runtime's thread (a stdio server ending),
+        // where waiting for this runtime's threads is not allowed.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Run `future` to completion on this thread, with the backend's runtime as the context
+/// (the pool spawns connection tasks and sets timers on it).
+///
+/// Outside tokio's cooperative budget: on a stdio server's single-threaded runtime a store
+/// call runs inside one of that runtime's tasks, whose budget every tokio resource polled
+/// here (the pool's semaphore, its timers) would spend. Once spent, tokio answers "not
+/// yet" and defers the wake-up until that runtime's thread gets back to its scheduler,
+/// which it never does while this call blocks it: a drain of many queued writes hung there.
+fn block_on<F: Future>(runtime: &tokio::runtime::Handle, future: F) -> F::Output {
+    let _context = runtime.enter();
+    futures_executor::block_on(tokio::task::unconstrained(future))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Ends what [`PgDb::hold`] registered: unregisters the connection and, for a transaction
+/// not marked committed, rolls it back (an early return, an error or a panic).
+struct Holding {
+    db: u64,
+    tx: Rc<PgTx>,
+    rollback: bool,
+}
+
+impl Holding {
+    fn committed(mut self) {
+        self.rollback = false;
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        OPEN.with(|open| {
+            let mut open = open.borrow_mut();
+            if let Some(at) = open.iter().rposition(|open| open.db == self.db) {
+                open.remove(at);
+            }
+        });
+        if self.rollback
+            && let Err(e) = self.tx.simple("ROLLBACK")
+        {
+            // The connection is gone with its transaction; the pool drops it.
+            tracing::debug!(error = %e, "rolling back a failed PostgreSQL transaction failed");
+        }
+    }
+}
+
+/// A pooled connection the store runs statements on, in a transaction or not.
+pub(crate) struct PgTx {
+    client: Object,
+    rewritten: Arc<Mutex<HashMap<String, Arc<str>>>>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl PgTx {
+    fn block_on<F: Future>(&self, future: F) -> F::Output {
+        block_on(&self.runtime, future)
+    }
+
+    /// Run a statement without parameters through the simple protocol.
+    fn simple(&self, sql: &str) -> Result<()> {
+        self.block_on(self.client.batch_execute(sql))?;
+        Ok(())
+    }
+
+    /// Undo and forget the innermost savepoint after a failed nested write.
+    fn undo_savepoint(&self) {
+        if let Err(e) = self.simple("ROLLBACK TO nested_write; RELEASE nested_write") {
+            tracing::debug!(error = %e, "undoing a failed nested PostgreSQL write failed");
+        }
+    }
+
+    /// The prepared statement for `sql` (written with `?N`), from this connection's cache.
+    fn statement(&self, sql: &str) -> Result<tokio_postgres::Statement> {
+        let text = {
+            let mut rewritten = lock(&self.rewritten);
+            match rewritten.get(sql) {
+                Some(text) => Arc::clone(text),
+                None => {
+                    let text: Arc<str> = dollar_placeholders(sql).into();
+                    rewritten.insert(sql.to_owned(), Arc::clone(&text));
+                    text
+                }
+            }
+        };
+        Ok(self.block_on(self.client.prepare_cached(&text))?)
+    }
+}
+
+fn bind<'p>(params: Params<'p>) -> Vec<Param<'p>> {
+    params.iter().map(|p| Param(p.to_value())).collect()
+}
+
+fn as_sql<'a>(params: &'a [Param<'a>]) -> Vec<&'a (dyn tokio_postgres::types::ToSql + Sync)> {
+    params
+        .iter()
+        .map(|p| p as &(dyn tokio_postgres::types::ToSql + Sync))
+        .collect()
+}
+
+struct PgRow<'r>(&'r tokio_postgres::Row);
+
+impl DbRow for PgRow<'_> {
+    fn value(&self, index: usize) -> Result<Value<'_>> {
+        let column_error = |why: String| {
+            StoreError::Backend(BackendError {
+                kind: BackendErrorKind::Other,
+                message: format!("column {index}: {why}"),
+            })
+        };
+        let raw: Raw<'_> = self
+            .0
+            .try_get(index)
+            .map_err(|e| column_error(e.to_string()))?;
+        decode(&raw).map_err(|e| column_error(e.to_string()))
+    }
+}
+
+impl Tx for PgTx {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    fn execute(&self, sql: &str, params: Params<'_>) -> Result<usize> {
+        let statement = self.statement(sql)?;
+        let bound = bind(params);
+        let changed = self.block_on(self.client.execute(&statement, &as_sql(&bound)))?;
+        Ok(usize::try_from(changed).unwrap_or(usize::MAX))
+    }
+
+    fn query_each(
+        &self,
+        sql: &str,
+        params: Params<'_>,
+        each: &mut dyn FnMut(&dyn DbRow) -> Result<()>,
+    ) -> Result<()> {
+        let statement = self.statement(sql)?;
+        let bound = bind(params);
+        let rows = self.block_on(self.client.query(&statement, &as_sql(&bound)))?;
+        for row in &rows {
+            each(&PgRow(row))?;
+        }
+        Ok(())
+    }
+
+    fn notify(&self, topic: &str) -> Result<()> {
+        self.query_each(
+            "SELECT pg_notify('clawboo', CAST(?1 AS TEXT))",
+            &[&topic],
+            &mut |_| Ok(()),
+        )
+    }
+
+    fn serialize_on(&self, key: &str) -> Result<()> {
+        self.query_each(
+            "SELECT pg_advisory_xact_lock(hashtextextended(CAST(?1 AS TEXT), 0))",
+            &[&key],
+            &mut |_| Ok(()),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,445 @@
+//! The engine against a real PostgreSQL server: set `CLAWBOO_TEST_POSTGRES_URL` (test.sh
+//! starts a throwaway cluster); without it these tests say so and pass nothing.
+
+use std::sync::Arc;
+
+use crate::db::Dialect;
+use crate::testing::TestStore;
+use crate::{BackendErrorKind, SettleWrite, Store, StoreConfig, StoreError};
+
+fn pg() -> Option<TestStore> {
+    TestStore::postgres()
+}
+
+#[test]
+fn settings_and_inbox_round_trip_and_a_second_open_migrates_nothing() {
+    let Some(test) = pg() else { return };
+    let store = test.store();
+    assert_eq!(store.backend_name(), "postgres");
+    let first = store.setting_or_insert_with("k", || "one".into()).unwrap();
+    let second = store.setting_or_insert_with("k", || "two".into()).unwrap();
+    assert_eq!((first.as_str(), second.as_str()), ("one", "one"));
+    store.push_inbox("a", Some("t"), "board", "hello").unwrap();
+    assert!(store.has_pending_inbox("a", None).unwrap());
+    let items = store.take_inbox("a", Some("t"), 10, "test").unwrap();
+    assert_eq!(items.len(), 1);
+    assert!(
+        store
+            .take_inbox("a", Some("t"), 10, "test")
+            .unwrap()
+            .is_empty()
+    );
+    let again = test.reopen();
+    assert_eq!(again.setting("k").unwrap().as_deref(), Some("one"));
+}
+
+#[test]
+fn every_value_type_round_trips() {
+    let Some(test) = pg() else { return };
+    let store = test.store();
+    let row = store
+        .read(|tx| {
+            assert_eq!(tx.dialect(), Dialect::Postgres);
+            tx.query_one(
+                "SELECT CAST(?1 AS BIGINT), CAST(?2 AS TEXT), CAST(?3 AS DOUBLE PRECISION), \
+                 CAST(?4 AS BYTEA), CAST(?5 AS TEXT), ?6 = 1, CAST(7 AS INTEGER)",
+                &[
+                    &42_i64,
+                    &"x'y",
+                    &1.5_f64,
+                    &vec![0_u8, 255],
+                    &None::<String>,
+                    &1_i64,
+                ],
+                |r| {
+                    Ok((
+                        r.get::<i64>(0)?,
+                        r.get::<String>(1)?,
+                        r.get::<f64>(2)?,
+                        r.get::<Vec<u8>>(3)?,
+                        r.get::<Option<String>>(4)?,
+                        r.get::<bool>(5)?,
+                        r.get::<i64>(6)?,
+                    ))
+                },
+            )
+        })
+        .unwrap();
+    assert_eq!(row, (42, "x'y".into(), 1.5, vec![0, 255], None, true, 7));
+}
+
+#[test]
+fn a_failed_write_changes_nothing_and_a_nested_one_joins_its_outer() {
+    let Some(test) = pg() else { return };
+    let store = test.store();
+    let failed: Result<(), StoreError> = store.write(|tx| {
+        tx.execute("INSERT INTO settings(key, value) VALUES ('a', '1')", &[])?;
+        Err(StoreError::Conflict)
+    });
+    assert!(failed.is_err());
+    assert_eq!(store.setting("a").unwrap(), None);
+    store
+        .write(|tx| {
+            tx.execute("INSERT INTO settings(key, value) VALUES ('b', '1')", &[])?;
+            // The inner write sees the outer's row and its failure undoes only itself.
+            let inner: Result<(), StoreError> = store.write(|tx| {
+                tx.execute("UPDATE settings SET value = '2' WHERE key = 'b'", &[])?;
+                Err(StoreError::Conflict)
+            });
+            assert!(inner.is_err());
+            let seen = store.setting("b")?;
+            assert_eq!(seen.as_deref(), Some("1"));
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    assert_eq!(store.setting("b").unwrap().as_deref(), Some("1"));
+}
+
+#[test]
+fn serialize_on_makes_a_read_then_write_rule_run_one_at_a_time() {
+    let Some(test) = pg() else { return };
+    let store = Arc::new(test.store());
+    store
+        .write(|tx| {
+            tx.execute("INSERT INTO settings(key, value) VALUES ('n', '0')", &[])
+                .map(|_| ())
+        })
+        .unwrap();
+    let threads: Vec<_> = (0..6)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || {
+                for _ in 0..10 {
+                    store
+                        .write(|tx| {
+                            tx.serialize_on("counter")?;
+                            let n: String = tx.query_one(
+                                "SELECT value FROM settings WHERE key = 'n'",
+                                &[],
+                                |r| r.get(0),
+                            )?;
+                            let next = n.parse::<i64>().unwrap_or(0) + 1;
+                            tx.execute(
+                                "UPDATE settings SET value = ?1 WHERE key = 'n'",
+                                &[&next.to_string()],
+                            )
+                            .map(|_| ())
+                        })
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(store.setting("n").unwrap().as_deref(), Some("60"));
+}
+
+/// A stdio server runs store calls inline on its single-threaded runtime, many in one task
+/// poll when it drains queued writes: more calls than tokio's cooperative budget allows
+/// one poll must still all complete.
+#[test]
+fn many_store_calls_inside_one_task_of_a_single_threaded_runtime_complete() {
+    let Some(test) = pg() else { return };
+    let store = test.store_with(StoreConfig {
+        pg_pool_size: 2,
+        ..StoreConfig::default()
+    });
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let outcome = runtime.block_on(async {
+            for i in 0..300 {
+                store.push_inbox("rt", None, "board", &format!("inline {i}"))?;
+            }
+            store.take_inbox("rt", None, 1000, "test")
+        });
+        let _ = done.send(outcome.map(|taken| taken.len()));
+    });
+    let taken = finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("store calls on a single-threaded runtime hung");
+    assert_eq!(taken.unwrap(), 300);
+}
+
+#[test]
+fn a_database_a_newer_build_migrated_is_refused() {
+    let Some(test) = pg() else { return };
+    let store = test.store();
+    store
+        .write(|tx| {
+            tx.execute(
+                "INSERT INTO clawboo_schema(version, name) VALUES (999, 'from the future')",
+                &[],
+            )
+            .map(|_| ())
+        })
+        .unwrap();
+    match test.try_reopen() {
+        Err(StoreError::NewerSchema { found: 999, .. }) => {}
+        other => panic!("expected NewerSchema, got {other:?}"),
+    }
+}
+
+#[test]
+fn hosts_opening_together_migrate_once() {
+    let Some(test) = pg() else { return };
+    let fresh = test.fresh_url();
+    let opened: Vec<_> = (0..4)
+        .map(|_| {
+            let url = fresh.clone();
+            std::thread::spawn(move || TestStore::open_url(&url).map(|_| ()))
+        })
+        .collect();
+    for handle in opened {
+        handle.join().unwrap().unwrap();
+    }
+    let store = TestStore::open_url(&fresh).unwrap();
+    let versions: i64 = store
+        .read(|tx| tx.query_one("SELECT count(*) FROM clawboo_schema", &[], |r| r.get(0)))
+        .unwrap();
+    assert_eq!(versions, super::migrations::LATEST);
+}
+
+#[test]
+fn every_parameter_type_postgres_infers_binds_and_every_column_type_decodes() {
+    let Some(test) = pg() else { return };
+    let store = test.store();
+    type Row = (
+        (i64, i64, i64, f64, f64, bool),
+        (String, String, String, Vec<u8>),
+        (Option<i64>, Option<Vec<u8>>, Option<String>, f64),
+    );
+    let row: Row = store
+        .read(|tx| {
+            tx.query_one(
+                "SELECT CAST(?1 AS SMALLINT), CAST(?2 AS INTEGER), CAST(?3 AS BIGINT), \
+                 CAST(?4 AS REAL), CAST(?5 AS DOUBLE PRECISION), CAST(?6 AS BOOLEAN), \
+                 CAST(?7 AS VARCHAR), CAST(?8 AS CHAR(3)), CAST(?9 AS NAME), \
+                 CAST(?10 AS BYTEA), CAST(?11 AS INTEGER), CAST(?12 AS BYTEA), \
+                 CAST(?13 AS TEXT), CAST(?14 AS DOUBLE PRECISION)",
+                &[
+                    &-7_i64,
+                    &70_000_i32,
+                    &i64::MAX,
+                    &1.5_f64,
+                    &-2.25_f64,
+                    &true,
+                    &"héllo",
+                    &"abc",
+                    &"nm",
+                    &vec![0_u8, 1, 255],
+                    &None::<i64>,
+                    &None::<Vec<u8>>,
+                    &None::<String>,
+                    &3_i64,
+                ],
+                |r| {
+                    Ok((
+                        (
+                            r.get(0)?,
+                            r.get(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                            r.get(5)?,
+                        ),
+                        (r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?),
+                        (r.get(10)?, r.get(11)?, r.get(12)?, r.get(13)?),
+                    ))
+                },
+            )
+        })
+        .unwrap();
+    assert_eq!(row.0, (-7, 70_000, i64::MAX, 1.5, -2.25, true));
+    assert_eq!(
+        row.1,
+        ("héllo".into(), "abc".into(), "nm".into(), vec![0, 1, 255])
+    );
+    assert_eq!(row.2, (None, None, None, 3.0));
+    // A boolean expression reads as a bool, an integer too small for the column is refused.
+    let flags: (bool, bool) = store
+        .read(|tx| tx.query_one("SELECT 1 = 1, 1 = 2", &[], |r| Ok((r.get(0)?, r.get(1)?))))
+        .unwrap();
+    assert_eq!(flags, (true, false));
+    let too_big = store.read(|tx| {
+        tx.query_one("SELECT CAST(?1 AS SMALLINT)", &[&100_000_i64], |r| {
+            r.get::<i64>(0)
+        })
+    });
+    assert!(
+        matches!(too_big, Err(StoreError::Backend(_))),
+        "{too_big:?}"
+    );
+}
+
+/// The kind and message of a backend error.
+fn backend_error<T: std::fmt::Debug>(result: Result<T, StoreError>) -> (BackendErrorKind, String) {
+    match result {
+        Err(StoreError::Backend(e)) => (e.kind, e.message),
+        other => panic!("expected a backend error, got {other:?}"),
+    }
+}
+
+#[test]
+fn what_has_no_faithful_conversion_is_refused_as_a_mistake_not_an_outage() {
+    let Some(test) = pg() else { return };
+    let store = test.store();
+    let numeric = store.read(|tx| {
+        tx.query_one(
+            "SELECT SUM(x) FROM (VALUES (CAST(1 AS BIGINT))) AS v(x)",
+            &[],
+            |r| r.get::<i64>(0),
+        )
+    });
+    let (kind, message) = backend_error(numeric);
+    assert_eq!(kind, BackendErrorKind::Other);
+    assert!(
+        message.contains("numeric") && message.contains("CAST"),
+        "{message}"
+    );
+    let text_as_int = store.read(|tx| {
+        tx.query_one("SELECT CAST(?1 AS BIGINT)", &[&"seven"], |r| {
+            r.get::<i64>(0)
+        })
+    });
+    let (kind, message) = backend_error(text_as_int);
+    assert_eq!(kind, BackendErrorKind::Other);
+    assert!(message.contains("CAST"), "{message}");
+    let (kind, _) = backend_error(store.read(|tx| tx.execute("SELEC 1", &[])));
+    assert_eq!(kind, BackendErrorKind::Other);
+}
+
+#[test]
+fn the_change_token_moves_exactly_when_a_write_changed_something() {
+    let Some(test) = pg() else { return };
+    let store = test.store();
+    let other = test.reopen();
+    let shards: i64 = store
+        .read(|tx| tx.query_one("SELECT count(*) FROM clawboo_changes", &[], |r| r.get(0)))
+        .unwrap();
+    assert_eq!(shards, super::CHANGE_SHARDS as i64);
+    let before = store.change_token().unwrap();
+    store
+        .write(|tx| tx.execute("UPDATE settings SET value = 'x' WHERE key = 'none'", &[]))
+        .unwrap();
+    store
+        .snapshot(|tx| tx.query_one("SELECT count(*) FROM settings", &[], |r| r.get::<i64>(0)))
+        .unwrap();
+    assert_eq!(store.change_token().unwrap(), before, "nothing changed");
+    // A commit by another store (another host) shows in this one's token.
+    other.setting_or_insert_with("k", || "v".into()).unwrap();
+    let after = store.change_token().unwrap();
+    assert_ne!(after, before);
+    // One bump per transaction, nested writes included.
+    store
+        .write(|tx| {
+            tx.execute("INSERT INTO settings(key, value) VALUES ('a', '1')", &[])?;
+            store.write(|tx| tx.execute("INSERT INTO settings(key, value) VALUES ('b', '1')", &[]))
+        })
+        .unwrap();
+    let last = store.change_token().unwrap();
+    assert_ne!(last, after);
+    assert_eq!(store.change_token().unwrap(), last);
+}
+
+#[test]
+fn nesting_reuses_the_outer_connection() {
+    let Some(test) = pg() else { return };
+    // One connection in all: any nested call that asked the pool for another would wait
+    // for it and fail.
+    let store = test.store_with(StoreConfig {
+        pg_pool_size: 1,
+        ..StoreConfig::default()
+    });
+    let seen: Option<String> = store
+        .read(|tx| {
+            tx.query_one("SELECT 1", &[], |r| r.get::<i64>(0))?;
+            // A write inside a read runs its transaction on the read's connection.
+            store.write(|tx| {
+                tx.execute("INSERT INTO settings(key, value) VALUES ('r', 'w')", &[])?;
+                store.snapshot(|_| Ok::<_, StoreError>(()))?;
+                store.read(|_| Ok::<_, StoreError>(()))
+            })?;
+            store.snapshot(|tx| {
+                tx.query_opt("SELECT value FROM settings WHERE key = 'r'", &[], |r| {
+                    r.get(0)
+                })
+            })
+        })
+        .unwrap();
+    assert_eq!(seen.as_deref(), Some("w"));
+}
+
+#[test]
+fn a_write_inside_a_snapshot_commits_on_its_own() {
+    let Some(test) = pg() else { return };
+    let store = test.store();
+    store
+        .snapshot(|tx| {
+            tx.query_one("SELECT count(*) FROM settings", &[], |r| r.get::<i64>(0))?;
+            store.write(|tx| tx.execute("INSERT INTO settings(key, value) VALUES ('s', '1')", &[]))
+        })
+        .unwrap();
+    assert_eq!(store.setting("s").unwrap().as_deref(), Some("1"));
+}
+
+#[test]
+fn queued_writes_commit_each_on_its_own_and_are_settled_after() {
+    let Some(test) = pg() else { return };
+    let store = test.store();
+    let (sent, settled) = std::sync::mpsc::channel();
+    for (i, key) in ["q1", "bad", "q2"].into_iter().enumerate() {
+        let sent = sent.clone();
+        let drain = store.queue_write(Box::new(move |store: &Store| -> SettleWrite {
+            let own: Result<usize, StoreError> = store.write(|tx| {
+                tx.execute("INSERT INTO settings(key, value) VALUES (?1, 'v')", &[&key])?;
+                if key == "bad" {
+                    return Err(StoreError::Conflict);
+                }
+                Ok(1)
+            });
+            Box::new(move |group| {
+                let _ = sent.send((key, own.is_ok(), group.is_ok()));
+            })
+        }));
+        // Only the first queued write finds nobody draining.
+        assert_eq!(drain, i == 0);
+    }
+    assert_eq!(store.queued_writes(), 3);
+    store.run_queued_writes();
+    assert_eq!(store.queued_writes(), 0);
+    drop(sent);
+    let mut outcomes: Vec<_> = settled.iter().collect();
+    outcomes.sort();
+    assert_eq!(
+        outcomes,
+        vec![("bad", false, true), ("q1", true, true), ("q2", true, true)]
+    );
+    assert_eq!(store.setting("q1").unwrap().as_deref(), Some("v"));
+    assert_eq!(store.setting("bad").unwrap(), None);
+    assert!(
+        store.run_if_idle(|_| ()).is_err(),
+        "PostgreSQL hands every call back"
+    );
+}
+
+#[test]
+fn one_test_body_runs_on_the_backend_under_test() {
+    let test = TestStore::new();
+    let store = test.store();
+    let expected = if std::env::var(crate::testing::POSTGRES_URL_ENV).is_ok_and(|u| !u.is_empty()) {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    assert_eq!(store.backend_name(), expected);
+    assert_eq!(
+        store.setting_or_insert_with("k", || "v".into()).unwrap(),
+        "v"
+    );
+}

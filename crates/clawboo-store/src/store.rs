@@ -1,0 +1,312 @@
+//! The backend-free [`Store`]: what every domain rule runs through, whichever engine holds
+//! the data. Each method hands the domain a [`Tx`]; the backend behind it is SQLite (one
+//! file, `sqlite/`) or PostgreSQL (one server for many hosts, `postgres/`).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::db::Tx;
+use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
+use crate::postgres::PgDb;
+use crate::sqlite::SqliteDb;
+use crate::sqlite::tx::SqliteTx;
+
+/// A source of "now" in epoch milliseconds; injectable so time-window rules are testable.
+pub type Clock = fn() -> i64;
+
+fn system_clock() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// How a store is opened.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// How long a writer waits for another process's lock before giving up (SQLite).
+    pub busy_timeout: Duration,
+    /// The time source (epoch milliseconds).
+    pub clock: Clock,
+    /// How long a claim holds its task before it expires back to `todo` (SPEC §12);
+    /// `None` turns leases off.
+    pub lease: Option<Duration>,
+    /// How many connections a PostgreSQL store keeps open at most (SQLite ignores it).
+    pub pg_pool_size: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            busy_timeout: Duration::from_secs(10),
+            clock: system_clock,
+            lease: Some(crate::leases::DEFAULT_LEASE),
+            pg_pool_size: 16,
+        }
+    }
+}
+
+/// A write queued for the next group commit ([`Store::queue_write`]): it runs its store
+/// operation inside the group's transaction and returns how to report the outcome.
+pub type QueuedWrite = Box<dyn FnOnce(&Store) -> SettleWrite + Send>;
+
+/// Reports a queued write's outcome to its caller once its group ended: `Ok` when the group
+/// committed, the error that rolled the whole group back otherwise.
+pub type SettleWrite = Box<dyn FnOnce(std::result::Result<(), &StoreError>) + Send>;
+
+/// A value that changes whenever the database may have changed: a commit through this
+/// store or through any other connection (another process included). Caches compare it
+/// to skip reloading when nothing happened; each backend says what it is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ChangeToken {
+    database: i64,
+    local: u64,
+}
+
+impl ChangeToken {
+    /// A token from a database-wide change count and this process's own commit count.
+    pub(crate) fn new(database: i64, local: u64) -> ChangeToken {
+        ChangeToken { database, local }
+    }
+}
+
+/// The engine behind a store.
+pub(crate) enum Backend {
+    Sqlite(SqliteDb),
+    Postgres(PgDb),
+}
+
+/// The store: every domain operation (`Store::claim_task`, `Store::memory_save`, …) runs
+/// through it. Cheap to share behind an `Arc`; every method is blocking and must run off
+/// the async executor's hot path (`clawboo_mcp::protocol::blocking` says where).
+pub struct Store {
+    backend: Backend,
+    clock: Clock,
+    /// [`StoreConfig::lease`] in milliseconds.
+    lease_ms: Option<i64>,
+    /// When each agent's next call must be recorded (its last-seen time and lease
+    /// renewal): most calls fall before it and write nothing.
+    seen_due: Mutex<HashMap<String, i64>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = f.debug_struct("Store");
+        match &self.backend {
+            Backend::Sqlite(db) => out.field("path", &db.path()),
+            Backend::Postgres(_) => out.field("backend", &"postgres"),
+        };
+        out.finish_non_exhaustive()
+    }
+}
+
+/// The refusal of SQLite-only work on a PostgreSQL store.
+fn sqlite_only(what: &str) -> StoreError {
+    StoreError::Backend(BackendError {
+        kind: BackendErrorKind::Other,
+        message: format!("{what} is SQLite-only and this store runs on PostgreSQL"),
+    })
+}
+
+impl Store {
+    pub(crate) fn from_backend(backend: Backend, config: &StoreConfig) -> Store {
+        Store {
+            backend,
+            clock: config.clock,
+            lease_ms: config
+                .lease
+                .filter(|lease| !lease.is_zero())
+                .map(|lease| i64::try_from(lease.as_millis()).unwrap_or(i64::MAX)),
+            seen_due: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The engine's name, for logs: `sqlite` or `postgres`.
+    pub fn backend_name(&self) -> &'static str {
+        match &self.backend {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    /// The SQLite file this store writes; `None` on PostgreSQL.
+    pub fn path(&self) -> Option<&Path> {
+        match &self.backend {
+            Backend::Sqlite(db) => Some(db.path()),
+            Backend::Postgres(_) => None,
+        }
+    }
+
+    /// Now, in epoch milliseconds, from the configured clock.
+    pub fn now_ms(&self) -> i64 {
+        (self.clock)()
+    }
+
+    /// How long a claim's lease lasts, in milliseconds (`None`: leases are off).
+    pub fn lease_ms(&self) -> Option<i64> {
+        self.lease_ms
+    }
+
+    /// The per-agent due times of [`Store::record_call`].
+    pub(crate) fn seen_due(&self) -> &Mutex<HashMap<String, i64>> {
+        &self.seen_due
+    }
+
+    /// Run `f` inside one write transaction: committed when `f` returns `Ok`, rolled back
+    /// otherwise. Every read-modify-write of a domain rule runs here. A write inside a
+    /// write on the same thread joins it (as a savepoint, so a failing inner write still
+    /// changes nothing).
+    pub(crate) fn write<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        match &self.backend {
+            Backend::Sqlite(db) => db.write_sqlite(|conn| f(&SqliteTx(conn))),
+            Backend::Postgres(db) => db.write(f),
+        }
+    }
+
+    /// Run read-only `f`; each statement sees a committed state (and, inside a write on
+    /// this thread, that write's own changes). Use [`Store::snapshot`] when several
+    /// statements must agree.
+    pub(crate) fn read<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        match &self.backend {
+            Backend::Sqlite(db) => db.read_sqlite(|conn| f(&SqliteTx(conn))),
+            Backend::Postgres(db) => db.read(f),
+        }
+    }
+
+    /// Run read-only `f` in one read transaction, so every statement sees one snapshot.
+    pub(crate) fn snapshot<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        match &self.backend {
+            Backend::Sqlite(db) => db.snapshot_sqlite(|conn| f(&SqliteTx(conn))),
+            Backend::Postgres(db) => db.snapshot(f),
+        }
+    }
+
+    /// [`Store::write`] on the SQLite connection itself, for SQLite-only work.
+    #[cfg(test)]
+    pub(crate) fn write_sqlite<T, E>(
+        &self,
+        f: impl FnOnce(&rusqlite::Connection) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        match &self.backend {
+            Backend::Sqlite(db) => db.write_sqlite(f),
+            Backend::Postgres(_) => Err(sqlite_only("this write").into()),
+        }
+    }
+
+    /// [`Store::read`] on a SQLite connection itself, for SQLite-only work.
+    #[cfg(test)]
+    pub(crate) fn read_sqlite<T, E>(
+        &self,
+        f: impl FnOnce(&rusqlite::Connection) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        match &self.backend {
+            Backend::Sqlite(db) => db.read_sqlite(f),
+            Backend::Postgres(_) => Err(sqlite_only("this read").into()),
+        }
+    }
+
+    /// [`Store::snapshot`] on a SQLite connection itself, for SQLite-only work.
+    #[cfg(test)]
+    pub(crate) fn snapshot_sqlite<T, E>(
+        &self,
+        f: impl FnOnce(&rusqlite::Connection) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        match &self.backend {
+            Backend::Sqlite(db) => db.snapshot_sqlite(f),
+            Backend::Postgres(_) => Err(sqlite_only("this read").into()),
+        }
+    }
+
+    /// [`Store::snapshot`] for a read that takes long, on a SQLite read-only connection
+    /// (kept off the writer's), for SQLite-only work.
+    pub(crate) fn long_snapshot_sqlite<T, E>(
+        &self,
+        f: impl FnOnce(&rusqlite::Connection) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        match &self.backend {
+            Backend::Sqlite(db) => db.long_snapshot_sqlite(f),
+            Backend::Postgres(_) => Err(sqlite_only("this read").into()),
+        }
+    }
+
+    /// The current [`ChangeToken`]: read it before loading what a cache holds, compare it
+    /// before trusting the cache again.
+    pub(crate) fn change_token(&self) -> Result<ChangeToken> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.change_token(),
+            Backend::Postgres(db) => db.change_token(),
+        }
+    }
+
+    /// Run the backend's idle work (SQLite's full-text index merge) to its end now.
+    pub(crate) fn run_idle_work(&self) -> Result<()> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.run_idle_work(),
+            Backend::Postgres(_) => Ok(()),
+        }
+    }
+
+    /// Run read-only `f` at once when a connection is free for it, or hand it back. Lets
+    /// an async caller do a short read on its own thread instead of paying two thread
+    /// hand-offs, without waiting for a write group there. On PostgreSQL every call may
+    /// wait on the network, so it is always handed back.
+    pub fn run_if_idle<T, F: FnOnce(&Store) -> T>(&self, f: F) -> std::result::Result<T, F> {
+        match &self.backend {
+            Backend::Sqlite(db) if db.is_idle() => Ok(f(self)),
+            _ => Err(f),
+        }
+    }
+
+    /// How many writes wait in the queue for the next group.
+    pub fn queued_writes(&self) -> usize {
+        match &self.backend {
+            Backend::Sqlite(db) => db.queued_writes(),
+            Backend::Postgres(db) => db.queued_writes(),
+        }
+    }
+
+    /// Queue a write for the next group commit; a write is acknowledged only after its
+    /// group committed. Returns `true` when nobody is draining the queue, so the caller must
+    /// call [`Store::run_queued_writes`] (now or soon); `false` when a drain in progress
+    /// will reach this write, so the caller only waits for it to be settled.
+    pub fn queue_write(&self, write: QueuedWrite) -> bool {
+        match &self.backend {
+            Backend::Sqlite(db) => db.queue_write(write),
+            Backend::Postgres(db) => db.queue_write(write),
+        }
+    }
+
+    /// Run every queued write. On SQLite up to a group per transaction (one
+    /// `BEGIN IMMEDIATE`, each write in its own savepoint, one `COMMIT`), so N concurrent
+    /// writes cost about one commit; on PostgreSQL, whose writers run side by side, each in
+    /// its own transaction. Returns once the queue was seen empty.
+    pub fn run_queued_writes(&self) {
+        match &self.backend {
+            Backend::Sqlite(db) => db.run_queued_writes(self),
+            Backend::Postgres(db) => db.run_queued_writes(self),
+        }
+    }
+}
