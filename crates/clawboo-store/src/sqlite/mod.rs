@@ -282,14 +282,14 @@ impl SqliteDb {
         }
     }
 
-    /// [`Store::run_queued_writes`] when the writer's connection is free now; `false`,
-    /// having run nothing, when another thread holds it (for a caller on an async thread,
-    /// which must not wait for the lock).
-    pub fn try_run_queued_writes(&self) -> bool {
+    /// [`SqliteDb::run_queued_writes`] when the writer's connection is free now; `false`,
+    /// having run nothing, when another thread holds it.
+    pub(crate) fn try_run_queued_writes(&self, store: &Store) -> bool {
+        // Held across the drain (the lock is reentrant), so nobody takes it in between.
         let Some(_held) = self.conn.try_lock() else {
             return false;
         };
-        self.run_queued_writes();
+        self.run_queued_writes(store);
         true
     }
 
