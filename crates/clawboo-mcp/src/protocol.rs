@@ -314,7 +314,9 @@ const GATHER_WAIT: Duration = Duration::from_micros(500);
 /// as it comes would cost a commit a write. Once the previous drain has shown N writers
 /// at once, the next waits (at most [`GATHER_WAIT`]) for N, which the writers that then
 /// answer soon bring. A lone writer sees 1 and commits at once; after a wait that timed
-/// out, the next group expects only what came.
+/// out, the next group expects only what came. One estimate a process (`clawboo serve`
+/// has one store; stores sharing it only wait less or longer, never past the bound), and
+/// only for a store whose writes share a commit ([`Store::groups_writes`]).
 static GROUP_TARGET: AtomicUsize = AtomicUsize::new(1);
 /// The most writes queued at once since the current drain began.
 static QUEUE_PEAK: AtomicUsize = AtomicUsize::new(0);
@@ -363,7 +365,9 @@ where
             store.run_queued_writes();
         }
     } else if must_drain {
-        gather_group(store).await;
+        if store.groups_writes() {
+            gather_group(store).await;
+        }
         QUEUE_PEAK.store(store.queued_writes(), Ordering::Relaxed);
         if store.try_run_queued_writes() {
             next_group_target();
