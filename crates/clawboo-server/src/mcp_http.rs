@@ -22,8 +22,11 @@
 //!   it; a plain answer comes back as one JSON body, one that streams first as SSE;
 //! - a request of a session goes straight to its session (`mcp_sessions`: our own
 //!   `SessionManager`, which rmcp's service uses too) once rmcp's own POST checks are
-//!   known to pass it, and is answered with one JSON body when its answer is
-//!   the first message and comes within 250 ms, else with the stream as SSE.
+//!   known to pass it; once the session is initialized its server is called right here
+//!   (`Sessions::start_call`), with the context rmcp's loop would give it, rather than
+//!   through rmcp's loop (a channel, a task of its own, and back); it is answered with
+//!   one JSON body when its answer is the first message and comes within 250 ms, else
+//!   with the stream as SSE.
 //!
 //! Host/Origin checks are done once for all of `/api/*` by the guard, so rmcp's own are off.
 
@@ -48,11 +51,11 @@ use rmcp::model::{
     ProtocolVersion, ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::service::{Peer, RequestContext};
-use rmcp::{ErrorData, RoleServer, ServerHandler, Service};
 use rmcp::transport::common::server_side_http::ServerSseMessage;
 use rmcp::transport::streamable_http_server::SessionId;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler, Service};
 use serde_json::json;
 use sse_stream::{KeepAlive, Sse, SseBody};
 

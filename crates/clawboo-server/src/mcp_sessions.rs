@@ -34,10 +34,10 @@ use rmcp::model::{
     ServerResult,
 };
 use rmcp::service::{OriginatingRequestId, Peer, RequestContext};
-use rmcp::{ErrorData, RoleServer};
 use rmcp::transport::Transport;
 use rmcp::transport::common::server_side_http::{ServerSseMessage, SessionId, session_id};
 use rmcp::transport::streamable_http_server::session::SessionManager;
+use rmcp::{ErrorData, RoleServer};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
@@ -163,6 +163,11 @@ impl Sessions {
         let Some(direct) = session.direct.get().cloned() else {
             return Ok(Err(request));
         };
+        if session.closed.is_cancelled() {
+            // Its server stopped (idle, or shutting down) and it is about to be removed:
+            // as rmcp's path answers a session whose loop is gone.
+            return Err(SessionError::Stopped);
+        }
         let JsonRpcRequest {
             id: request_id,
             mut request,
