@@ -2,6 +2,8 @@
 //! decoding into typed structs, compact JSON results and tool-errors with `_meta` codes.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use clawboo_store::{SettleWrite, Store, StoreError};
 use rmcp::model::{
@@ -13,6 +15,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 
 /// What a tool does to the world, told to clients as MCP annotations (SPEC §15) so they
 /// can decide what to run without asking and what to confirm.
@@ -301,14 +304,35 @@ where
 /// How many times a single-threaded drainer yields to gather more writes into its group.
 const MAX_GATHER_ROUNDS: usize = 8;
 
+/// How long a multi-threaded drainer waits at most for the writes it expects (Tokio's
+/// timer rounds it up to its next tick).
+const GATHER_WAIT: Duration = Duration::from_micros(500);
+
+/// The group a multi-threaded drainer waits for: the most writes that were queued at once
+/// during the previous drain. HTTP sessions have one call in flight each, so their writes
+/// arrive spread over the time their clients take to send the next one; committing each
+/// as it comes would cost a commit a write. Once the previous drain has shown N writers
+/// at once, the next waits (at most [`GATHER_WAIT`]) for N, which the writers that then
+/// answer soon bring. A lone writer sees 1 and commits at once; after a wait that timed
+/// out, the next group expects only what came. One estimate a process (`clawboo serve`
+/// has one store; stores sharing it only wait less or longer, never past the bound), and
+/// only for a store whose writes share a commit ([`Store::groups_writes`]).
+static GROUP_TARGET: AtomicUsize = AtomicUsize::new(1);
+/// The most writes queued at once since the current drain began.
+static QUEUE_PEAK: AtomicUsize = AtomicUsize::new(0);
+/// Woken when the queue reaches [`GROUP_TARGET`].
+static GROUP_FILLED: Notify = Notify::const_new();
+
 /// Run a store write through the store's group commit: queued writes of every session of
 /// this process share one transaction (each in its own savepoint) and one commit, and each
 /// call is answered only after its group committed. One caller at a time drains the queue
 /// ([`Store::queue_write`] says who); the others only wait for their answer. On a
 /// single-threaded runtime the drainer first yields until no more calls join, so the calls
 /// already read off the wire queue theirs and share its group; on a multi-threaded one it
-/// drains on the blocking pool, and writers arriving meanwhile join its next group (one
-/// thread hand-off per group, not per write).
+/// first waits for as many writes as the previous drain saw at once (see
+/// [`GROUP_TARGET`]), then drains right here when the writer's connection is free (never
+/// waiting for its lock) and on the blocking pool otherwise; writers arriving meanwhile
+/// join its next group.
 pub async fn blocking_write<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
 where
     T: Send + 'static,
@@ -322,8 +346,9 @@ where
             let _ = answer.send(group.map(|()| value).map_err(internal_error));
         })
     }));
-    if must_drain {
-        if Handle::current().runtime_flavor() == RuntimeFlavor::CurrentThread {
+    let single_threaded = Handle::current().runtime_flavor() == RuntimeFlavor::CurrentThread;
+    if single_threaded {
+        if must_drain {
             // Yield until a round adds no write: each round lets the session read the
             // requests already on the wire and queue theirs, so a pipelining client's
             // whole window shares one commit (a single yield let only part of it join).
@@ -337,17 +362,65 @@ where
                 queued = now;
             }
             store.run_queued_writes();
+        }
+    } else if must_drain {
+        if store.groups_writes() {
+            gather_group(store).await;
+        }
+        QUEUE_PEAK.store(store.queued_writes(), Ordering::Relaxed);
+        if store.try_run_queued_writes() {
+            next_group_target();
         } else {
+            // The writer's connection is busy: drain on the blocking pool rather than wait
+            // for it here. Not awaited: this call's answer comes through `answered` like
+            // everyone's.
             let store = Arc::clone(store);
-            // Not awaited: this call's answer comes through `answered` like everyone's.
             drop(tokio::task::spawn_blocking(move || {
-                store.run_queued_writes()
+                store.run_queued_writes();
+                next_group_target();
             }));
+        }
+    } else {
+        let queued = store.queued_writes();
+        QUEUE_PEAK.fetch_max(queued, Ordering::Relaxed);
+        if queued >= GROUP_TARGET.load(Ordering::Relaxed) {
+            GROUP_FILLED.notify_waiters();
         }
     }
     answered
         .await
         .map_err(|_| internal_error("the store operation panicked"))?
+}
+
+/// The largest group a drainer waits for.
+const MAX_GROUP_TARGET: usize = 64;
+
+/// After a drain: the next drainer waits for as many writes as this one saw at once.
+fn next_group_target() {
+    let peak = QUEUE_PEAK.load(Ordering::Relaxed);
+    GROUP_TARGET.store(peak.clamp(1, MAX_GROUP_TARGET), Ordering::Relaxed);
+}
+
+/// Wait until [`GROUP_TARGET`] writes are queued, or [`GATHER_WAIT`] passed.
+async fn gather_group(store: &Store) {
+    let target = GROUP_TARGET.load(Ordering::Relaxed);
+    if target <= 1 {
+        return;
+    }
+    let deadline = tokio::time::sleep(GATHER_WAIT);
+    tokio::pin!(deadline);
+    loop {
+        let filled = GROUP_FILLED.notified();
+        tokio::pin!(filled);
+        filled.as_mut().enable();
+        if store.queued_writes() >= target {
+            return;
+        }
+        tokio::select! {
+            () = filled => {}
+            () = &mut deadline => return,
+        }
+    }
 }
 
 /// Run store work that may wait (long-poll, approval) on the blocking pool.

@@ -3,14 +3,14 @@
 
 use std::borrow::Cow;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, InitializeResult, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
-    Tool,
+    CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
+    InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::MCP_SERVER_VERSION;
@@ -59,15 +59,18 @@ pub fn supported_protocol_versions() -> &'static [ProtocolVersion] {
     ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28)
 }
 
-/// An MCP server over a [`ToolSet`]. Cheap to clone.
+/// An MCP server over a [`ToolSet`]. Cheap to clone; clones share the session's peer.
 pub struct McpServer<T> {
     tools: Arc<T>,
+    /// The client of the session this server serves, once it sent `initialize`.
+    peer: Arc<OnceLock<Peer<RoleServer>>>,
 }
 
 impl<T> Clone for McpServer<T> {
     fn clone(&self) -> Self {
         McpServer {
             tools: Arc::clone(&self.tools),
+            peer: Arc::clone(&self.peer),
         }
     }
 }
@@ -77,7 +80,15 @@ impl<T: ToolSet> McpServer<T> {
     pub fn new(tools: T) -> Self {
         McpServer {
             tools: Arc::new(tools),
+            peer: Arc::new(OnceLock::new()),
         }
+    }
+
+    /// The peer of the session this server answered `initialize` for (`None` before it
+    /// did, and for a server of a stateless request): what a transport needs to run the
+    /// session's later requests itself, with the context rmcp would give them.
+    pub fn session_peer(&self) -> Option<Peer<RoleServer>> {
+        self.peer.get().cloned()
     }
 
     /// The tool set behind this server.
@@ -104,6 +115,17 @@ impl<T: ToolSet> ServerHandler for McpServer<T> {
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
         Cow::Borrowed(supported_protocol_versions())
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        // rmcp's default, plus keeping the peer for `session_peer`.
+        context.peer.set_peer_info(request.clone());
+        let _ = self.peer.set(context.peer);
+        self.negotiate_initialize(&request)
     }
 
     async fn list_tools(

@@ -22,8 +22,11 @@
 //!   it; a plain answer comes back as one JSON body, one that streams first as SSE;
 //! - a request of a session goes straight to its session (`mcp_sessions`: our own
 //!   `SessionManager`, which rmcp's service uses too) once rmcp's own POST checks are
-//!   known to pass it, and is answered with one JSON body when its answer is
-//!   the first message and comes within 250 ms, else with the stream as SSE.
+//!   known to pass it; once the session is initialized its server is called right here
+//!   (`Sessions::start_call`), with the context rmcp's loop would give it, rather than
+//!   through rmcp's loop (a channel, a task of its own, and back); it is answered with
+//!   one JSON body when its answer is the first message and comes within 250 ms, else
+//!   with the stream as SSE.
 //!
 //! Host/Origin checks are done once for all of `/api/*` by the guard, so rmcp's own are off.
 
@@ -39,22 +42,24 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use clawboo_mcp::attach::ScopeRefused;
 use clawboo_mcp::protocol::plain_tools_call;
-use clawboo_mcp::server::supported_protocol_versions;
+use clawboo_mcp::server::{McpServer, ToolSet, supported_protocol_versions};
+use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
 use http_body_util::BodyExt;
-use rmcp::ServerHandler;
 use rmcp::model::{
     ClientJsonRpcMessage, ClientRequest, GetExtensions, GetMeta, JsonRpcMessage, JsonRpcRequest,
-    ProtocolVersion, ServerJsonRpcMessage,
+    ProtocolVersion, ServerJsonRpcMessage, ServerResult,
 };
+use rmcp::service::{Peer, RequestContext};
 use rmcp::transport::common::server_side_http::ServerSseMessage;
 use rmcp::transport::streamable_http_server::SessionId;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler, Service};
 use serde_json::json;
 use sse_stream::{KeepAlive, Sse, SseBody};
 
-use crate::mcp_sessions::Sessions;
+use crate::mcp_sessions::{DirectCall, Sessions, StartedCall};
 
 /// Body text of a non-initialize POST without a (valid) session.
 pub const NO_SESSION: &str = "No valid session; send an initialize request first.";
@@ -95,6 +100,47 @@ const SSE_RETRY: Duration = Duration::from_secs(3);
 
 /// Builds a server for a new session from the `initialize` request's URI, or refuses it.
 type Factory<S> = Arc<dyn Fn(&Uri) -> Result<S, ScopeRefused> + Send + Sync>;
+
+/// A server an endpoint serves sessions with.
+pub trait SessionServer: ServerHandler + Clone + Send + Sync + 'static {
+    /// After this server (or a clone) answered a session's `initialize`: the handle
+    /// through which the HTTP side runs the session's later requests itself, without
+    /// rmcp's service loop between (`None`: every request goes through rmcp's loop).
+    fn direct_calls(&self) -> Option<Arc<dyn DirectCall>> {
+        None
+    }
+}
+
+impl<T: ToolSet> SessionServer for McpServer<T> {
+    fn direct_calls(&self) -> Option<Arc<dyn DirectCall>> {
+        let peer = self.session_peer()?;
+        Some(Arc::new(Direct {
+            server: self.clone(),
+            peer,
+        }))
+    }
+}
+
+/// A session's server and client, for [`DirectCall`].
+struct Direct<S> {
+    server: S,
+    peer: Peer<RoleServer>,
+}
+
+impl<S: ServerHandler + Clone + Sync> DirectCall for Direct<S> {
+    fn peer(&self) -> Peer<RoleServer> {
+        self.peer.clone()
+    }
+
+    fn call(
+        &self,
+        request: ClientRequest,
+        context: RequestContext<RoleServer>,
+    ) -> BoxFuture<'static, Result<ServerResult, ErrorData>> {
+        let server = self.server.clone();
+        Box::pin(async move { server.handle_request(request, context).await })
+    }
+}
 
 /// One MCP server's Streamable HTTP endpoint with our session rules.
 pub struct McpHttpService<S> {
@@ -138,7 +184,7 @@ const INVALID_REQUEST: i64 = -32600;
 /// An attach URL whose scope signature does not verify (HTTP 403).
 pub const INVALID_SCOPE: i64 = -32001;
 
-impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
+impl<S: SessionServer> McpHttpService<S> {
     /// An endpoint whose sessions are served by servers from `factory`, every URL accepted.
     pub fn new(
         factory: impl Fn(&Uri) -> S + Send + Sync + 'static,
@@ -247,7 +293,7 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
                     return jsonrpc_error(StatusCode::NOT_FOUND, SERVER_ERROR, INVALID_SESSION);
                 }
                 let is_delete = req.method() == Method::DELETE;
-                let response = finish(self.shared.handle(req).await).await;
+                let response = rmcp_answer(&self.shared, req).await;
                 if is_delete && response.status() == StatusCode::ACCEPTED {
                     // The session is gone: say 200, which every client reads as done
                     // (some log rmcp's 202 as a failed termination).
@@ -337,7 +383,7 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
                 Err(refused) => return scope_refused(&refused),
             };
             let service = one_server_service(server, &self.manager, &self.stateless_config);
-            return finish(service.handle(req).await).await;
+            return rmcp_answer(&service, req).await;
         }
         match session {
             None if is_initialize => {
@@ -357,8 +403,17 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
                         .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
                     return response;
                 }
+                let session_server = server.clone();
                 let service = one_server_service(server, &self.manager, &self.rmcp_config);
-                finish(service.handle(req).await).await
+                let response = rmcp_answer(&service, req).await;
+                let session = response
+                    .headers()
+                    .get(SESSION_HEADER)
+                    .and_then(|v| v.to_str().ok());
+                if let (Some(id), Some(direct)) = (session, session_server.direct_calls()) {
+                    self.manager.attach_direct(&id.to_owned().into(), direct);
+                }
+                response
             }
             None => jsonrpc_error(StatusCode::BAD_REQUEST, SERVER_ERROR, NO_SESSION),
             Some(id) => {
@@ -367,7 +422,7 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
                 }
                 match direct_request(message, req.headers()) {
                     Some(request) => self.answer_in_session(id.into(), request, req).await,
-                    None => finish(self.shared.handle(req).await).await,
+                    None => rmcp_answer(&self.shared, req).await,
                 }
             }
         }
@@ -385,20 +440,101 @@ impl<S: ServerHandler + Send + 'static> McpHttpService<S> {
         // As rmcp does: the handler may read the HTTP request's head from the extensions.
         let (parts, _) = req.into_parts();
         request.request.extensions_mut().insert(parts);
+        let keep_alive = self.rmcp_config.sse_keep_alive;
+        let request = match self.manager.start_call(&session, request) {
+            Ok(Ok(started)) => return Box::pin(answer_call(started, keep_alive)).await,
+            Ok(Err(request)) => request,
+            Err(e) => return session_refused(&e),
+        };
+        // A session without a direct handle: through rmcp's loop. Boxed, as every rarely
+        // taken await of this path, so that the route's future stays small (it is moved
+        // several times a request).
         let message = ClientJsonRpcMessage::Request(request);
-        match self.manager.create_stream(&session, message).await {
-            Ok(stream) => answer_from_stream(stream, self.rmcp_config.sse_keep_alive).await,
-            Err(e) => {
-                tracing::error!(error = %e, "MCP session could not take a request");
-                crate::error::json_error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!(
-                        "the MCP session could not take the request ({e}); retry it, or start a new session with initialize"
-                    ),
-                )
+        Box::pin(async move {
+            match self.manager.create_stream(&session, message).await {
+                Ok(stream) => answer_from_stream(stream, keep_alive).await,
+                Err(e) => session_refused(&e),
+            }
+        })
+        .await
+    }
+}
+
+/// rmcp's answer to a request it serves itself (`initialize`, notifications, GET, DELETE,
+/// stateless requests), boxed: rmcp's future is large and rarely awaited.
+fn rmcp_answer<'a, S: ServerHandler + Send + 'static>(
+    service: &'a StreamableHttpService<S, Sessions>,
+    req: Request<Body>,
+) -> Pin<Box<dyn Future<Output = Response> + Send + 'a>> {
+    Box::pin(async move { finish(service.handle(req).await).await })
+}
+
+/// The 500 of a session that could not take a request.
+fn session_refused(e: &crate::mcp_sessions::SessionError) -> Response {
+    tracing::error!(error = %e, "MCP session could not take a request");
+    crate::error::json_error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        format!(
+            "the MCP session could not take the request ({e}); retry it, or start a new session with initialize"
+        ),
+    )
+}
+
+/// A call run by the HTTP side; if it is not done when its answer leaves (as SSE) or when
+/// the client goes away, it finishes on a task of its own, so a call always runs to its
+/// end as it would in rmcp's loop.
+struct RunToEnd(Option<BoxFuture<'static, ()>>);
+
+impl RunToEnd {
+    fn detach(&mut self) {
+        if let Some(call) = self.0.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            drop(runtime.spawn(call));
+        }
+    }
+}
+
+impl Drop for RunToEnd {
+    fn drop(&mut self) {
+        self.detach();
+    }
+}
+
+/// Run a call started directly and answer from its stream, as [`answer_from_stream`] does:
+/// the call is polled here, so a quick answer costs no task and no thread hand-off.
+async fn answer_call(started: StartedCall, keep_alive: Option<Duration>) -> Response {
+    let StartedCall { stream, call } = started;
+    let mut call = RunToEnd(Some(call));
+    let mut stream = tokio_stream::wrappers::ReceiverStream::new(stream);
+    let mut head = Vec::new();
+    let deadline = tokio::time::sleep(JSON_ANSWER_WITHIN);
+    tokio::pin!(deadline);
+    loop {
+        let item = tokio::select! {
+            biased;
+            () = async { call.0.as_mut().expect("polled only while running").await }, if call.0.is_some() => {
+                call.0 = None;
+                continue;
+            }
+            item = stream.next() => item,
+            () = &mut deadline => break,
+        };
+        let Some(item) = item else { break };
+        match item.message.as_deref() {
+            // rmcp's priming event (an id to resume from): only an SSE answer needs it.
+            None => head.push(item),
+            Some(answer @ (JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_))) => {
+                return json_answer(answer);
+            }
+            Some(_) => {
+                head.push(item);
+                break;
             }
         }
     }
+    call.detach();
+    sse_answer(futures::stream::iter(head).chain(stream), keep_alive)
 }
 
 /// The 403 refusing a URL whose scope signature does not verify.

@@ -20,21 +20,23 @@
 //! one is refused ([`Sessions::make_room`]).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
 use parking_lot::{Mutex, RwLock};
-use rmcp::RoleServer;
 use rmcp::model::{
-    CancelledNotificationParam, ClientJsonRpcMessage, ClientNotification, GetExtensions, GetMeta,
-    JsonRpcMessage, JsonRpcNotification, Notification, ProgressNotificationParam, ProgressToken,
-    RequestId, ServerJsonRpcMessage, ServerNotification,
+    CancelledNotificationParam, ClientJsonRpcMessage, ClientNotification, ClientRequest,
+    GetExtensions, GetMeta, JsonRpcMessage, JsonRpcNotification, JsonRpcRequest, Notification,
+    ProgressNotificationParam, ProgressToken, RequestId, ServerJsonRpcMessage, ServerNotification,
+    ServerResult,
 };
-use rmcp::service::OriginatingRequestId;
+use rmcp::service::{OriginatingRequestId, Peer, RequestContext};
 use rmcp::transport::Transport;
 use rmcp::transport::common::server_side_http::{ServerSseMessage, SessionId, session_id};
 use rmcp::transport::streamable_http_server::session::SessionManager;
+use rmcp::{ErrorData, RoleServer};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
@@ -63,6 +65,28 @@ pub enum SessionError {
     /// Every one of the capped number of sessions has a call in flight.
     #[error("all {0} MCP sessions of this server are busy")]
     Full(usize),
+}
+
+/// A session's server, called by the HTTP side itself for the session's requests (in place
+/// of rmcp's service loop, which would take each request through its channel, a task of
+/// its own and back): what rmcp's loop would do for a request, without the hops.
+pub trait DirectCall: Send + Sync {
+    /// The session's client, as rmcp's loop hands it to every request.
+    fn peer(&self) -> Peer<RoleServer>;
+
+    /// Answer one request, as rmcp's loop would (`Service::handle_request`).
+    fn call(
+        &self,
+        request: ClientRequest,
+        context: RequestContext<RoleServer>,
+    ) -> BoxFuture<'static, Result<ServerResult, ErrorData>>;
+}
+
+/// A request of a session, started by [`Sessions::start_call`]: its stream, and the call,
+/// which routes the answer onto that stream when it ends.
+pub struct StartedCall {
+    pub stream: mpsc::Receiver<ServerSseMessage>,
+    pub call: BoxFuture<'static, ()>,
 }
 
 /// Every open session of one endpoint.
@@ -118,6 +142,67 @@ impl Sessions {
         self.sessions.read().is_empty()
     }
 
+    /// Have the HTTP side run this session's requests through `direct` from now on.
+    pub fn attach_direct(&self, id: &SessionId, direct: Arc<dyn DirectCall>) {
+        if let Ok(session) = self.get(id) {
+            let _ = session.direct.set(direct);
+        }
+    }
+
+    /// Start `request` of session `id` on the session's server directly, when the session
+    /// has a [`DirectCall`]: its stream is opened (with the priming event) as for rmcp's
+    /// path, and the returned call answers onto it when polled to its end. The request
+    /// comes back when the session has none.
+    pub fn start_call(
+        &self,
+        id: &SessionId,
+        request: JsonRpcRequest<ClientRequest>,
+    ) -> Result<Result<StartedCall, JsonRpcRequest<ClientRequest>>, SessionError> {
+        let session = self.get(id)?;
+        let Some(direct) = session.direct.get().cloned() else {
+            return Ok(Err(request));
+        };
+        if session.closed.is_cancelled() {
+            // Its server stopped (idle, or shutting down) and it is about to be removed:
+            // as rmcp's path answers a session whose loop is gone.
+            return Err(SessionError::Stopped);
+        }
+        let JsonRpcRequest {
+            id: request_id,
+            mut request,
+            ..
+        } = request;
+        // As rmcp's loop: the request's `_meta` and extensions move to its context, and its
+        // cancellation token ends with the session (or a `notifications/cancelled`).
+        let meta = std::mem::take(request.get_meta_mut());
+        let extensions = std::mem::take(request.extensions_mut());
+        let cancel = session.closed.child_token();
+        let progress_token = meta.get_progress_token();
+        let stream = session.open_stream(
+            request_id.clone(),
+            progress_token,
+            Some(self.retry),
+            Some(cancel.clone()),
+        );
+        session.touch();
+        let mut context = RequestContext::new(request_id.clone(), direct.peer());
+        context.ct = cancel;
+        context.meta = meta;
+        context.extensions = extensions;
+        let answer = direct.call(request, context);
+        let call = Box::pin(async move {
+            let message = match answer.await {
+                Ok(result) => JsonRpcMessage::response(result, request_id),
+                Err(error) => JsonRpcMessage::error(error, Some(request_id)),
+            };
+            session.touch();
+            if let Some((tx, message)) = session.route_answer(message) {
+                let _ = tx.send(message).await;
+            }
+        });
+        Ok(Ok(StartedCall { stream, call }))
+    }
+
     fn get(&self, id: &SessionId) -> Result<Arc<Session>, SessionError> {
         self.sessions
             .read()
@@ -140,26 +225,7 @@ impl Sessions {
         };
         let request_id = request.id.clone();
         let progress_token = request.request.get_meta().get_progress_token();
-        let (tx, rx) = mpsc::channel(STREAM_DEPTH);
-        {
-            let mut routes = session.routes.lock();
-            routes.next_stream += 1;
-            let mut outbox = Outbox::new(routes.next_stream, tx);
-            if let Some(retry) = priming {
-                outbox.post(ServerSseMessage::priming(outbox.event_id(0), retry));
-            }
-            let stream = RequestStream {
-                outbox,
-                progress_token: progress_token.clone(),
-            };
-            if let Some(old) = routes.requests.insert(request_id.clone(), stream) {
-                // A client reusing an id in flight: the older stream ends unanswered.
-                routes.forget_progress(old.progress_token.as_ref());
-            }
-            if let Some(token) = progress_token {
-                routes.progress.insert(token, request_id.clone());
-            }
-        }
+        let rx = session.open_stream(request_id.clone(), progress_token, priming, None);
         if let Err(e) = session.push(message).await {
             session.routes.lock().end_request(&request_id);
             return Err(e);
@@ -176,6 +242,7 @@ impl SessionManager for Sessions {
         let id = session_id();
         let (inbound_tx, inbound) = mpsc::channel(STREAM_DEPTH);
         let session = Arc::new(Session {
+            direct: OnceLock::new(),
             inbound: inbound_tx,
             closed: CancellationToken::new(),
             last_active: Mutex::new(Instant::now()),
@@ -320,6 +387,8 @@ impl SessionManager for Sessions {
 
 /// One session, shared by its transport (the server's side) and [`Sessions`] (HTTP's).
 struct Session {
+    /// The server, for requests the HTTP side runs itself (set after `initialize`).
+    direct: OnceLock<Arc<dyn DirectCall>>,
     /// Messages for the server, boxed: a channel allocates its slots 32 at a time.
     inbound: mpsc::Sender<Box<ClientJsonRpcMessage>>,
     closed: CancellationToken,
@@ -337,6 +406,56 @@ impl Session {
 
     fn touch(&self) {
         *self.last_active.lock() = Instant::now();
+    }
+
+    /// Register the stream of request `id` (before the request reaches the server, so the
+    /// answer finds it) and return its receiving end.
+    fn open_stream(
+        &self,
+        id: RequestId,
+        progress_token: Option<ProgressToken>,
+        priming: Option<Duration>,
+        cancel: Option<CancellationToken>,
+    ) -> mpsc::Receiver<ServerSseMessage> {
+        let (tx, rx) = mpsc::channel(STREAM_DEPTH);
+        let mut routes = self.routes.lock();
+        routes.next_stream += 1;
+        let mut outbox = Outbox::new(routes.next_stream, tx);
+        if let Some(retry) = priming {
+            outbox.post(ServerSseMessage::priming(outbox.event_id(0), retry));
+        }
+        let stream = RequestStream {
+            outbox,
+            progress_token: progress_token.clone(),
+            cancel,
+        };
+        if let Some(old) = routes.requests.insert(id.clone(), stream) {
+            // A client reusing an id in flight: the older stream ends unanswered.
+            routes.forget_progress(old.progress_token.as_ref());
+        }
+        if let Some(token) = progress_token {
+            routes.progress.insert(token, id);
+        }
+        rx
+    }
+
+    /// Route the answer of a request run directly: as rmcp's loop does, an answer to a
+    /// request no longer in flight (cancelled) is dropped.
+    fn route_answer(
+        &self,
+        message: ServerJsonRpcMessage,
+    ) -> Option<(mpsc::Sender<ServerSseMessage>, ServerSseMessage)> {
+        let mut routes = self.routes.lock();
+        let (Some(request), ends) = routes.request_of(&message) else {
+            tracing::debug!("an answer to a cancelled request was dropped");
+            return None;
+        };
+        let stream = routes.requests.get_mut(&request)?;
+        let pending = stream.outbox.post(ServerSseMessage::from_message(message));
+        if ends {
+            routes.end_request(&request);
+        }
+        pending
     }
 
     async fn push(&self, message: ClientJsonRpcMessage) -> Result<(), SessionError> {
@@ -423,10 +542,14 @@ impl Routes {
         }
     }
 
-    /// Forget a request's stream, which ends it.
+    /// Forget a request's stream, which ends it (and, for a request run directly, cancels
+    /// its context's token, as rmcp's loop does once a request is answered or cancelled).
     fn end_request(&mut self, id: &RequestId) {
         if let Some(stream) = self.requests.remove(id) {
             self.forget_progress(stream.progress_token.as_ref());
+            if let Some(cancel) = stream.cancel {
+                cancel.cancel();
+            }
         }
     }
 
@@ -441,6 +564,8 @@ impl Routes {
 struct RequestStream {
     outbox: Outbox,
     progress_token: Option<ProgressToken>,
+    /// The context's token of a request the HTTP side runs itself (rmcp keeps its own).
+    cancel: Option<CancellationToken>,
 }
 
 /// One SSE stream's sender, with its last events kept for a client that resumes it.

@@ -11,11 +11,10 @@ use clawboo_mcp::binding::Binding;
 use clawboo_mcp::probe::{ProbeError, probe_server};
 use clawboo_mcp::signing::ScopeSigner;
 use futures::future::BoxFuture;
-use rmcp::ServerHandler;
 use serde::Serialize;
 use tokio::sync::RwLock;
 
-use crate::mcp_http::{McpHttpConfig, McpHttpService};
+use crate::mcp_http::{McpHttpConfig, McpHttpService, SessionServer};
 
 type ProbeFn = Arc<dyn Fn() -> BoxFuture<'static, Result<usize, ProbeError>> + Send + Sync>;
 
@@ -32,7 +31,7 @@ impl McpMount {
     /// Mount `name`: each HTTP session gets a server from `build`, bound by the signed
     /// scope of its `initialize` URL (unbound without one; refused when it does not
     /// verify).
-    pub fn new<S: ServerHandler + Send + 'static>(
+    pub fn new<S: SessionServer>(
         name: McpServerName,
         signer: ScopeSigner,
         config: McpHttpConfig,

@@ -7,13 +7,16 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use clawboo_server::mcp_http::{McpHttpConfig, McpHttpService};
+use clawboo_server::mcp_http::{McpHttpConfig, McpHttpService, SessionServer};
 use http_body_util::BodyExt;
 use rmcp::ServerHandler;
 use rmcp::model::{ServerCapabilities, ServerConfig};
 use serde_json::{Value, json};
 
+#[derive(Clone)]
 struct Empty;
+
+impl SessionServer for Empty {}
 
 impl ServerHandler for Empty {
     fn get_info(&self) -> ServerConfig {

@@ -318,4 +318,21 @@ impl Store {
             Backend::Postgres(db) => db.run_queued_writes(self),
         }
     }
+
+    /// Whether queued writes share one commit (SQLite), so that a drainer gains by
+    /// gathering more of them first; on PostgreSQL each runs in its own transaction.
+    pub fn groups_writes(&self) -> bool {
+        matches!(self.backend, Backend::Sqlite(_))
+    }
+
+    /// [`Store::run_queued_writes`] when it can run at once without waiting: on SQLite when
+    /// the writer's connection is free now; `false`, having run nothing, otherwise (always
+    /// on PostgreSQL, whose writes wait on the network). For a caller on an async thread,
+    /// which must not block.
+    pub fn try_run_queued_writes(&self) -> bool {
+        match &self.backend {
+            Backend::Sqlite(db) => db.try_run_queued_writes(self),
+            Backend::Postgres(_) => false,
+        }
+    }
 }

@@ -36,6 +36,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let memory = crate::open_memory(store.clone());
     let allow_insecure = std::env::var(ALLOW_INSECURE_ENV).is_ok_and(|v| v == "1");
     check_exposure(args.bind, gate_on, allow_insecure).map_err(anyhow::Error::msg)?;
+    crate::stdio::keep_freed_heap_top();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

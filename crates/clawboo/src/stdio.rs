@@ -91,14 +91,15 @@ const HEAP_TRIM_THRESHOLD: libc::c_int = 1 << 20;
 /// server's one thread allocates from glibc's main heap, and each write of a group commit
 /// makes SQLite allocate its savepoint journal (one 64 KiB buffer) and free it on release.
 /// With glibc's default threshold (128 KiB, moved by its own heuristics) that buffer can
-/// land on a top that the free shrinks and the next write grows again, so claims paid a
-/// `brk` and its page faults each; with this setting the top stays mapped
-/// (docs/BENCHMARKS.md, "The `brk` in claims"). Not for `serve`: its worker threads
-/// allocate from arenas of their own, where the setting gained nothing and only kept more
-/// memory resident.
+/// land on a top that the free shrinks and the next write grows again, so a write paid a
+/// `brk` and its page faults; with this setting the top stays mapped (docs/BENCHMARKS.md).
+/// `serve` sets it too: its worker threads allocate from arenas of their own, whose top
+/// glibc shrinks with `madvise` (a TLB flush on every core, and page faults to grow it
+/// again), and each claim's lease check makes SQLite allocate and free a temporary
+/// B-tree's page cache there.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
-fn keep_freed_heap_top() {
+pub(crate) fn keep_freed_heap_top() {
     // SAFETY: `mallopt` only changes a parameter of glibc's allocator, under the
     // allocator's own lock; it has no precondition and may be called at any time.
     if unsafe { libc::mallopt(libc::M_TRIM_THRESHOLD, HEAP_TRIM_THRESHOLD) } == 0 {
@@ -108,7 +109,7 @@ fn keep_freed_heap_top() {
 
 /// Other C libraries keep no such threshold to tune.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn keep_freed_heap_top() {}
+pub(crate) fn keep_freed_heap_top() {}
 
 /// The Tasks server over stdio.
 pub fn serve_tasks(args: StdioArgs) -> anyhow::Result<()> {

@@ -295,6 +295,17 @@ impl SqliteDb {
         }
     }
 
+    /// [`SqliteDb::run_queued_writes`] when the writer's connection is free now; `false`,
+    /// having run nothing, when another thread holds it.
+    pub(crate) fn try_run_queued_writes(&self, store: &Store) -> bool {
+        // Held across the drain (the lock is reentrant), so nobody takes it in between.
+        let Some(_held) = self.conn.try_lock() else {
+            return false;
+        };
+        self.run_queued_writes(store);
+        true
+    }
+
     fn write_queue(&self) -> std::sync::MutexGuard<'_, WriteQueue> {
         self.queued
             .lock()
