@@ -323,22 +323,29 @@ static QUEUE_PEAK: AtomicUsize = AtomicUsize::new(0);
 /// Woken when the queue reaches [`GROUP_TARGET`].
 static GROUP_FILLED: Notify = Notify::const_new();
 
-/// Run a store write through the store's group commit: queued writes of every session of
-/// this process share one transaction (each in its own savepoint) and one commit, and each
-/// call is answered only after its group committed. One caller at a time drains the queue
-/// ([`Store::queue_write`] says who); the others only wait for their answer. On a
-/// single-threaded runtime the drainer first yields until no more calls join, so the calls
-/// already read off the wire queue theirs and share its group; on a multi-threaded one it
-/// first waits for as many writes as the previous drain saw at once (see
-/// [`GROUP_TARGET`]), then drains right here when the writer's connection is free (never
-/// waiting for its lock) and on the blocking pool otherwise; writers arriving meanwhile
-/// join its next group.
+/// Run a store write. On PostgreSQL it runs on the blocking pool beside the others, in a
+/// transaction of its own. On SQLite it goes through the store's group commit: queued
+/// writes of every session of this process share one transaction (each in its own
+/// savepoint) and one commit, and each call is answered only after its group committed.
+/// One caller at a time drains the queue ([`Store::queue_write`] says who); the others only
+/// wait for their answer. On a single-threaded runtime the drainer first yields until no
+/// more calls join, so the calls already read off the wire queue theirs and share its
+/// group; on a multi-threaded one it first waits for as many writes as the previous drain
+/// saw at once (see [`GROUP_TARGET`]), then drains right here when the writer's connection
+/// is free (never waiting for its lock) and on the blocking pool otherwise; writers
+/// arriving meanwhile join its next group.
 pub async fn blocking_write<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
 where
     T: Send + 'static,
     F: FnOnce(&Store) -> T + Send + 'static,
 {
     use tokio::runtime::{Handle, RuntimeFlavor};
+    if !store.groups_writes() {
+        // PostgreSQL: each write is a transaction of its own on a pooled connection, so the
+        // writes in flight run side by side on the blocking pool, each on its connection,
+        // instead of one after another behind a drainer.
+        return blocking_wait(store, f).await;
+    }
     let (answer, answered) = tokio::sync::oneshot::channel();
     let must_drain = store.queue_write(Box::new(move |store: &Store| -> SettleWrite {
         let value = f(store);
