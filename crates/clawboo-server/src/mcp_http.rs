@@ -521,16 +521,10 @@ async fn answer_call(started: StartedCall, keep_alive: Option<Duration>) -> Resp
             () = &mut deadline => break,
         };
         let Some(item) = item else { break };
-        match item.message.as_deref() {
-            // rmcp's priming event (an id to resume from): only an SSE answer needs it.
-            None => head.push(item),
-            Some(answer @ (JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_))) => {
-                return json_answer(answer);
-            }
-            Some(_) => {
-                head.push(item);
-                break;
-            }
+        match read_head(item, &mut head) {
+            HeadStep::More => {}
+            HeadStep::Json(answer) => return answer,
+            HeadStep::Sse => break,
         }
     }
     call.detach();
@@ -670,19 +664,41 @@ async fn answer_from_stream(
             () = &mut deadline => break,
         };
         let Some(item) = item else { break };
-        match item.message.as_deref() {
-            // rmcp's priming event (an id to resume from): only an SSE answer needs it.
-            None => head.push(item),
-            Some(answer @ (JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_))) => {
-                return json_answer(answer);
-            }
-            Some(_) => {
-                head.push(item);
-                break;
-            }
+        match read_head(item, &mut head) {
+            HeadStep::More => {}
+            HeadStep::Json(answer) => return answer,
+            HeadStep::Sse => break,
         }
     }
     sse_answer(futures::stream::iter(head).chain(stream), keep_alive)
+}
+
+/// What one event read off a request's stream, before its answer, means for the answer.
+enum HeadStep {
+    /// Keep reading: nothing decided yet.
+    More,
+    /// The answer came first: send it as one JSON body.
+    Json(Response),
+    /// Something else came first: answer with the stream as SSE.
+    Sse,
+}
+
+/// Classify `item`, keeping it in `head` when the answer may still become SSE.
+fn read_head(item: ServerSseMessage, head: &mut Vec<ServerSseMessage>) -> HeadStep {
+    match item.message.as_deref() {
+        // rmcp's priming event (an id to resume from): only an SSE answer needs it.
+        None => {
+            head.push(item);
+            HeadStep::More
+        }
+        Some(answer @ (JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_))) => {
+            HeadStep::Json(json_answer(answer))
+        }
+        Some(_) => {
+            head.push(item);
+            HeadStep::Sse
+        }
+    }
 }
 
 /// One JSON-RPC response as an `application/json` body.
