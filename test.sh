@@ -21,14 +21,17 @@ if [ -z "${CLAWBOO_TEST_POSTGRES_URL:-}" ] && scripts/pg-test-cluster.sh bindir 
   export CLAWBOO_TEST_POSTGRES_URL
   trap 'scripts/pg-test-cluster.sh stop "$CLAWBOO_TEST_POSTGRES_URL"' EXIT
 fi
-cargo build --workspace --bins --locked
-cargo test --workspace --locked
+# With the offline sentence model (a feature the product's plain build leaves out), in every
+# cargo command here and in the scripts below, so they all share one build.
+MINILM=(--features clawboo-embed/minilm)
+cargo build --workspace --bins --locked "${MINILM[@]}"
+cargo test --workspace --locked "${MINILM[@]}"
 if [ -n "${CLAWBOO_TEST_POSTGRES_URL:-}" ]; then
   echo "== the clawboo integration suites again, on PostgreSQL"
   # The store's tests that take their backend from CLAWBOO_TEST_BACKEND (SQLite's own
   # engine tests ran in the first pass).
-  CLAWBOO_TEST_BACKEND=postgres cargo test -p clawboo-store --locked -- --skip sqlite::
-  CLAWBOO_TEST_BACKEND=postgres cargo test -p clawboo --test '*' --locked
+  CLAWBOO_TEST_BACKEND=postgres cargo test -p clawboo-store --locked "${MINILM[@]}" -- --skip sqlite::
+  CLAWBOO_TEST_BACKEND=postgres cargo test -p clawboo --test '*' --locked "${MINILM[@]}"
 else
   echo "== SKIPPED the PostgreSQL run: no CLAWBOO_TEST_POSTGRES_URL and no PostgreSQL" \
     "binaries (apt-get install postgresql, or set the URL of a role that may create databases)"

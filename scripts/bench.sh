@@ -34,7 +34,7 @@ SOAK_MINUTES="${SOAK_MINUTES:-2}"
 PROFILE=release
 [ "${DIST:-0}" = 1 ] && PROFILE=dist
 TARGET="${CARGO_TARGET_DIR:-target}"
-cargo build --profile "$PROFILE" --locked --bins || exit 1
+cargo build --profile "$PROFILE" --locked --workspace --bins || exit 1
 if [ "${ONLY_PG:-0}" != 1 ] && [ ! -d crates/clawboo-bench/peer/node_modules/@modelcontextprotocol/server-everything ]; then
   (cd crates/clawboo-bench/peer && npm ci --no-audit --no-fund --loglevel=error) || exit 1
 fi

@@ -9,7 +9,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 "$ROOT/scripts/install-chromium.sh"
 
-(cd "$ROOT" && cargo build -q -p clawboo --bins)
+(cd "$ROOT" && cargo build -q -p clawboo --bins --features clawboo-embed/minilm)
 export CLAWBOO_BIN_DIR="$ROOT/target/debug"
 
 if [ ! -d "$HERE/node_modules/playwright-core" ] || [ ! -d "$HERE/node_modules/@modelcontextprotocol/sdk" ]; then

@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use clawboo_embed::select::EmbedConfig;
+use clawboo_embed::select::{EmbedConfig, minilm_files_present};
 use clawboo_embed::{Embedder, HashedEmbedder, MiniLmEmbedder};
 
 const QUERIES: usize = 100;
@@ -91,7 +91,7 @@ fn measure(name: &str, e: &dyn Embedder) {
 fn main() {
     measure("builtin (384 dims)", &HashedEmbedder::new(384));
     let dir = EmbedConfig::from_env().unwrap().minilm_dir;
-    if !MiniLmEmbedder::files_present(&dir) {
+    if !minilm_files_present(&dir) {
         println!(
             "MiniLM skipped: files missing from {} (run scripts/install-minilm.sh)",
             dir.display()

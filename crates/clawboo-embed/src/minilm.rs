@@ -10,12 +10,11 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
+use crate::select::{MINILM_FILES, minilm_files_present};
 use crate::{EmbedError, Embedder, l2_normalize};
 
 /// The model id MiniLM vectors are stored under.
 pub const MINILM_MODEL_ID: &str = "all-MiniLM-L6-v2";
-/// The files a MiniLM folder must hold.
-pub const MINILM_FILES: [&str; 3] = ["model.safetensors", "tokenizer.json", "config.json"];
 /// Longest input in word pieces; longer texts are truncated (the model's own limit).
 const MAX_TOKENS: usize = 256;
 /// Texts embedded per forward pass.
@@ -57,14 +56,9 @@ fn read(path: &Path) -> Result<Vec<u8>, EmbedError> {
 }
 
 impl MiniLmEmbedder {
-    /// Whether `dir` holds every file the model needs.
-    pub fn files_present(dir: &Path) -> bool {
-        MINILM_FILES.iter().all(|f| dir.join(f).is_file())
-    }
-
     /// Check the files in `dir` and read the config; the weights load on first use.
     pub fn open(dir: &Path) -> Result<MiniLmEmbedder, EmbedError> {
-        if !MiniLmEmbedder::files_present(dir) {
+        if !minilm_files_present(dir) {
             return Err(EmbedError::Config(format!(
                 "MiniLM files ({}) are missing from {}; run scripts/install-minilm.sh or `clawboo models install`",
                 MINILM_FILES.join(", "),

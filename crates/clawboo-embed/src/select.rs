@@ -2,7 +2,7 @@
 //! MiniLM (its files present), Ollama (answering quickly), OpenAI (`OPENAI_API_KEY` set),
 //! and finally the built-in hashed embedder.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +22,22 @@ pub const OPENAI_KEY_ENV: &str = "OPENAI_API_KEY";
 pub const OPENAI_BASE_URL_ENV: &str = "OPENAI_BASE_URL";
 /// The OpenAI embedding model.
 pub const OPENAI_MODEL_ENV: &str = "CLAWBOO_OPENAI_EMBED_MODEL";
+
+/// The files a MiniLM folder must hold.
+pub const MINILM_FILES: [&str; 3] = ["model.safetensors", "tokenizer.json", "config.json"];
+
+/// Whether this build can run MiniLM (the `minilm` feature).
+pub const MINILM_BUILT: bool = cfg!(feature = "minilm");
+
+/// What a build without the `minilm` feature tells whoever asks for MiniLM.
+pub const MINILM_NOT_BUILT: &str = "this build has no MiniLM support: rebuild with \
+     `--features minilm` (`cargo run --release --features minilm -- serve`)";
+
+/// Whether `dir` holds every file MiniLM needs (in any build, so a build without the model
+/// can say it is installed but unused).
+pub fn minilm_files_present(dir: &Path) -> bool {
+    MINILM_FILES.iter().all(|f| dir.join(f).is_file())
+}
 
 /// Default Ollama base URL.
 pub const DEFAULT_OLLAMA_HOST: &str = "http://localhost:11434";
@@ -148,7 +164,7 @@ pub fn select(config: &EmbedConfig) -> Result<Option<Arc<dyn Embedder>>, EmbedEr
 }
 
 fn automatic(config: &EmbedConfig) -> Arc<dyn Embedder> {
-    if cfg!(feature = "minilm") && minilm_files_present(config) {
+    if minilm_files_present(&config.minilm_dir) {
         match minilm(config) {
             Ok(e) => return e,
             Err(e) => tracing::warn!(error = %e, "MiniLM files present but unusable"),
@@ -170,25 +186,13 @@ fn automatic(config: &EmbedConfig) -> Arc<dyn Embedder> {
 }
 
 #[cfg(feature = "minilm")]
-fn minilm_files_present(config: &EmbedConfig) -> bool {
-    crate::MiniLmEmbedder::files_present(&config.minilm_dir)
-}
-
-#[cfg(not(feature = "minilm"))]
-fn minilm_files_present(_config: &EmbedConfig) -> bool {
-    false
-}
-
-#[cfg(feature = "minilm")]
 fn minilm(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
     Ok(Arc::new(crate::MiniLmEmbedder::open(&config.minilm_dir)?))
 }
 
 #[cfg(not(feature = "minilm"))]
 fn minilm(_config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
-    Err(EmbedError::Config(
-        "this build has no MiniLM support (feature `minilm`)".into(),
-    ))
+    Err(EmbedError::Config(MINILM_NOT_BUILT.into()))
 }
 
 #[cfg(feature = "remote")]

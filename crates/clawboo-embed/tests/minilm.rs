@@ -3,12 +3,12 @@
 //! run; with `CLAWBOO_REQUIRE_MINILM=1` (CI) missing files fail it.
 #![allow(clippy::unwrap_used)]
 
-use clawboo_embed::select::EmbedConfig;
+use clawboo_embed::select::{EmbedConfig, minilm_files_present};
 use clawboo_embed::{Embedder, MiniLmEmbedder, dot};
 
 fn load() -> Option<MiniLmEmbedder> {
     let dir = EmbedConfig::from_env().unwrap().minilm_dir;
-    if !MiniLmEmbedder::files_present(&dir) {
+    if !minilm_files_present(&dir) {
         assert!(
             std::env::var("CLAWBOO_REQUIRE_MINILM").as_deref() != Ok("1"),
             "CLAWBOO_REQUIRE_MINILM=1 but the MiniLM files are missing from {}; run scripts/install-minilm.sh",

@@ -6,8 +6,9 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
-use clawboo_embed::MiniLmEmbedder;
-use clawboo_embed::select::{EmbedConfig, MINILM_DIR_ENV};
+use clawboo_embed::select::{
+    EmbedConfig, MINILM_BUILT, MINILM_DIR_ENV, MINILM_NOT_BUILT, minilm_files_present,
+};
 
 /// `clawboo memory …`
 #[derive(Debug, Subcommand)]
@@ -67,15 +68,19 @@ pub fn run_models(command: ModelsCommand) -> anyhow::Result<()> {
     match command {
         ModelsCommand::Install { force } => {
             let dest = EmbedConfig::from_env()?.minilm_dir;
-            if !force && MiniLmEmbedder::files_present(&dest) {
+            if !force && minilm_files_present(&dest) {
                 println!("MiniLM already installed in {}", dest.display());
-                return Ok(());
+            } else {
+                let work =
+                    std::env::temp_dir().join(format!("clawboo-minilm-{}", std::process::id()));
+                let result = install_minilm(&work, &dest);
+                let _ = std::fs::remove_dir_all(&work);
+                result?;
+                println!("MiniLM installed in {}", dest.display());
             }
-            let work = std::env::temp_dir().join(format!("clawboo-minilm-{}", std::process::id()));
-            let result = install_minilm(&work, &dest);
-            let _ = std::fs::remove_dir_all(&work);
-            result?;
-            println!("MiniLM installed in {}", dest.display());
+            if !MINILM_BUILT {
+                println!("note: {MINILM_NOT_BUILT}; until then memory does not use it");
+            }
             Ok(())
         }
     }
