@@ -21,16 +21,19 @@ mod listen;
 mod migrations;
 mod tls;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use futures_util::future::join;
 
 use crate::Store;
 use crate::db::{DbRow, Dialect, Params, Tx, Value, dollar_placeholders};
@@ -205,6 +208,7 @@ impl PgDb {
             client: self.connection()?,
             rewritten: Arc::clone(&self.rewritten),
             runtime: self.handle.clone(),
+            unsent_begin: Cell::new(None),
         }))
     }
 
@@ -229,6 +233,11 @@ impl PgDb {
     /// open), registered as this thread's innermost meanwhile; any error or panic rolls it
     /// back. A write commits with a bump of one `clawboo_changes` row when it changed
     /// anything (see [`PgDb::change_token`]), in the same round trip as its `COMMIT`.
+    ///
+    /// Round trips are the cost of a call here, so the `BEGIN` travels with the first
+    /// statement, a read-only transaction's `COMMIT` is sent without waiting for its
+    /// answer (the connection's next request queues behind it), and a transaction that
+    /// ran no statement sends neither.
     fn in_transaction<T, E>(
         &self,
         tx: Rc<PgTx>,
@@ -238,7 +247,7 @@ impl PgDb {
     where
         E: From<StoreError>,
     {
-        let (begin, commit) = if writes {
+        let (begin, commit): (&'static str, String) = if writes {
             let shard = NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % CHANGE_SHARDS;
             (
                 "BEGIN",
@@ -254,10 +263,15 @@ impl PgDb {
             )
         };
         let mode = if writes { Mode::Write } else { Mode::ReadOnly };
-        tx.simple(begin)?;
+        tx.unsent_begin.set(Some(begin));
         let holding = self.hold(mode, &tx);
         let value = f(&*tx)?; // on an error `holding` rolls back
-        tx.simple(&commit)?;
+        let began = tx.unsent_begin.take().is_none();
+        if began && writes {
+            tx.simple(&commit)?;
+        } else if began {
+            tx.send_unanswered(&commit);
+        }
         holding.committed();
         if writes {
             self.unannounced.store(true, Ordering::SeqCst);
@@ -440,7 +454,10 @@ impl Drop for Holding {
                 open.remove(at);
             }
         });
+        // A transaction whose BEGIN was never sent has nothing to roll back.
+        let began = self.tx.unsent_begin.take().is_none();
         if self.rollback
+            && began
             && let Err(e) = self.tx.simple("ROLLBACK")
         {
             // The connection is gone with its transaction; the pool drops it.
@@ -454,6 +471,9 @@ pub(crate) struct PgTx {
     client: Object,
     rewritten: Arc<Mutex<HashMap<String, Arc<str>>>>,
     runtime: tokio::runtime::Handle,
+    /// The `BEGIN …` of a transaction that has not run a statement yet: it is sent with
+    /// the first one, in the same round trip.
+    unsent_begin: Cell<Option<&'static str>>,
 }
 
 impl PgTx {
@@ -461,10 +481,39 @@ impl PgTx {
         block_on(&self.runtime, future)
     }
 
-    /// Run a statement without parameters through the simple protocol.
+    /// Send `request`, after the transaction's `BEGIN` when that is still unsent, and wait
+    /// for its answer. Both are written before either answer is read: the client sends a
+    /// request when its future is first polled, and `join` polls the `BEGIN` first.
+    fn send<T>(
+        &self,
+        request: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+    ) -> Result<T> {
+        match self.unsent_begin.take() {
+            Some(begin) => {
+                let (began, answer) =
+                    self.block_on(join(self.client.batch_execute(begin), request));
+                began?;
+                Ok(answer?)
+            }
+            None => Ok(self.block_on(request)?),
+        }
+    }
+
+    /// Run statements without parameters through the simple protocol.
     fn simple(&self, sql: &str) -> Result<()> {
-        self.block_on(self.client.batch_execute(sql))?;
-        Ok(())
+        self.send(self.client.batch_execute(sql))
+    }
+
+    /// Send statements without parameters and do not wait for their answer: the
+    /// connection reads and drops it, and the connection's next request is answered after
+    /// it. Only for what cannot fail short of losing the connection, which the next request
+    /// then reports (a read-only transaction's `COMMIT`).
+    fn send_unanswered(&self, sql: &str) {
+        // The client writes a request on the first poll of its future, before awaiting.
+        let mut request = pin!(self.client.batch_execute(sql));
+        let _ = request
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()));
     }
 
     /// Undo and forget the innermost savepoint after a failed nested write.
@@ -528,7 +577,7 @@ impl Tx for PgTx {
     fn execute(&self, sql: &str, params: Params<'_>) -> Result<usize> {
         let statement = self.statement(sql)?;
         let bound = bind(params);
-        let changed = self.block_on(self.client.execute(&statement, &as_sql(&bound)))?;
+        let changed = self.send(self.client.execute(&statement, &as_sql(&bound)))?;
         Ok(usize::try_from(changed).unwrap_or(usize::MAX))
     }
 
@@ -540,7 +589,7 @@ impl Tx for PgTx {
     ) -> Result<()> {
         let statement = self.statement(sql)?;
         let bound = bind(params);
-        let rows = self.block_on(self.client.query(&statement, &as_sql(&bound)))?;
+        let rows = self.send(self.client.query(&statement, &as_sql(&bound)))?;
         for row in &rows {
             each(&PgRow(row))?;
         }

@@ -388,6 +388,60 @@ fn a_write_inside_a_snapshot_commits_on_its_own() {
     assert_eq!(store.setting("s").unwrap().as_deref(), Some("1"));
 }
 
+/// A transaction's `BEGIN` goes out with its first statement and a read-only one's `COMMIT`
+/// unanswered: whatever runs next on the connection must find no transaction left open.
+#[test]
+fn a_connection_leaves_every_transaction_closed_however_it_ended() {
+    let Some(test) = pg() else { return };
+    // One connection, so each call below reuses the one before it.
+    let store = test.store_with(StoreConfig {
+        pg_pool_size: 1,
+        ..StoreConfig::default()
+    });
+    // Outside a transaction each statement is its own, so `now()` is the statement's time.
+    let outside_any = |store: &Store| -> bool {
+        store
+            .read(|tx| {
+                tx.query_one(
+                    "SELECT now() = statement_timestamp() AND pg_current_xact_id_if_assigned() IS NULL",
+                    &[],
+                    |r| r.get::<bool>(0),
+                )
+            })
+            .unwrap()
+    };
+    let count = |tx: &dyn crate::db::Tx| {
+        tx.query_one("SELECT count(*) FROM settings", &[], |r| r.get::<i64>(0))
+    };
+    let before = store.snapshot(count).unwrap();
+    assert!(outside_any(&store), "after a read-only transaction");
+    store.write(|_| Ok::<_, StoreError>(())).unwrap();
+    store.snapshot(|_| Ok::<_, StoreError>(())).unwrap();
+    assert!(
+        outside_any(&store),
+        "after transactions that ran no statement"
+    );
+    let failed = store.write(|tx| {
+        tx.execute("INSERT INTO settings(key, value) VALUES ('f', '1')", &[])?;
+        tx.execute("INSERT INTO no_such_table VALUES (1)", &[])
+    });
+    assert!(failed.is_err());
+    assert!(outside_any(&store), "after a failed write");
+    let refused = store.write(|_| Err::<(), _>(StoreError::Conflict));
+    assert!(matches!(refused, Err(StoreError::Conflict)));
+    assert!(
+        outside_any(&store),
+        "after a write refused before its first statement"
+    );
+    store
+        .write(|tx| tx.execute("INSERT INTO settings(key, value) VALUES ('g', '1')", &[]))
+        .unwrap();
+    assert_eq!(store.setting("f").unwrap(), None);
+    assert_eq!(store.setting("g").unwrap().as_deref(), Some("1"));
+    assert_eq!(store.snapshot(count).unwrap(), before + 1);
+    assert!(outside_any(&store), "at the end");
+}
+
 #[test]
 fn queued_writes_commit_each_on_its_own_and_are_settled_after() {
     let Some(test) = pg() else { return };
