@@ -165,9 +165,13 @@ pub fn select(config: &EmbedConfig) -> Result<Option<Arc<dyn Embedder>>, EmbedEr
 
 fn automatic(config: &EmbedConfig) -> Arc<dyn Embedder> {
     if minilm_files_present(&config.minilm_dir) {
-        match minilm(config) {
-            Ok(e) => return e,
-            Err(e) => tracing::warn!(error = %e, "MiniLM files present but unusable"),
+        if !MINILM_BUILT {
+            tracing::warn!("MiniLM's files are installed, but {MINILM_NOT_BUILT}");
+        } else {
+            match minilm(config) {
+                Ok(e) => return e,
+                Err(e) => tracing::warn!(error = %e, "MiniLM files present but unusable"),
+            }
         }
     }
     if cfg!(feature = "remote") && ollama_reachable(config) {
