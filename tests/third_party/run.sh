@@ -37,9 +37,9 @@ fail_setup() {
 }
 
 # --- build the binaries under test -------------------------------------------------------
-(cd "$ROOT" && cargo build -q -p clawboo --bins --features clawboo-embed/minilm \
-  && cargo build -q -p clawboo-server --example conformance_fixture --features clawboo-embed/minilm) \
-  || fail_setup "cargo build"
+# One command for both packages, with test.sh's features, so it reuses test.sh's build.
+(cd "$ROOT" && cargo build -q -p clawboo -p clawboo-server --bins --example conformance_fixture \
+  --features clawboo-embed/minilm) || fail_setup "cargo build"
 export CLAWBOO_BIN_DIR="$ROOT/target/debug"
 FIXTURE="$ROOT/target/debug/examples/conformance_fixture"
 
