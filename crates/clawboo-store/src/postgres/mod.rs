@@ -247,7 +247,7 @@ impl PgDb {
     where
         E: From<StoreError>,
     {
-        let (begin, commit): (&'static str, String) = if writes {
+        let (begin, commit) = if writes {
             let shard = NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % CHANGE_SHARDS;
             (
                 "BEGIN",
@@ -266,11 +266,12 @@ impl PgDb {
         tx.unsent_begin.set(Some(begin));
         let holding = self.hold(mode, &tx);
         let value = f(&*tx)?; // on an error `holding` rolls back
-        let began = tx.unsent_begin.take().is_none();
-        if began && writes {
-            tx.simple(&commit)?;
-        } else if began {
-            tx.send_unanswered(&commit);
+        if tx.unsent_begin.take().is_none() {
+            if writes {
+                tx.simple(&commit)?;
+            } else {
+                tx.send_unanswered(&commit);
+            }
         }
         holding.committed();
         if writes {
