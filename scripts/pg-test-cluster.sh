@@ -98,6 +98,15 @@ start() {
       rm -rf "$dir"
       die "initdb failed"
     fi
+    # TLS on, with a throwaway self-signed certificate, so `sslmode=require` is tested too.
+    if command -v openssl >/dev/null; then
+      as_user "$user" openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+        -nodes -days 7 -subj /CN=localhost -keyout "$dir/data/server.key" \
+        -out "$dir/data/server.crt" >/dev/null 2>&1 \
+        && as_user "$user" sh -c "chmod 600 '$dir/data/server.key' \
+          && echo 'ssl = on' >>'$dir/data/postgresql.conf'" \
+        || echo "pg-test-cluster: no TLS (openssl could not make a certificate)" >&2
+    fi
     if run_server "$bin" "$user" "$port" "$dir"; then
       echo "postgres://postgres@127.0.0.1:$port/postgres"
       return 0

@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use crate::db::{DbRow, Dialect, Tx};
+use crate::db::{Batched, DbRow, Dialect, Tx};
 use crate::error::{CapReason, Result, StoreError};
 use crate::leases::{self, GRANT_LEASE, check_fence};
 use crate::scrub::{is_only_redactions, scrub_text};
@@ -599,12 +599,16 @@ fn check_len(field: &str, value: &str, max: usize) -> Result<()> {
 
 /// Load one task visible in `scope`, with the ids of its dependencies visible in `scope`.
 fn load_task(tx: &dyn Tx, id: &str, scope: Scope<'_>) -> Result<Option<Task>> {
-    let sql = if scope.team_id.is_some() {
+    tx.query_opt(load_task_sql(scope), &[&id, &scope.team_id], task_from_row)
+}
+
+/// The statement that loads one task (`?1`) as a caller in `scope` (`?2`) may see it.
+fn load_task_sql(scope: Scope<'_>) -> &'static str {
+    if scope.team_id.is_some() {
         LOAD_SCOPED_TASK
     } else {
         LOAD_TASK
-    };
-    tx.query_opt(sql, &[&id, &scope.team_id], task_from_row)
+    }
 }
 
 /// One task by id (`?1`) in team `?2` (any team when NULL): [`TASK_COLUMNS`] and
@@ -845,15 +849,25 @@ impl Store {
     /// snapshot. The ancestors stop below the first one outside `scope`.
     pub fn task_detail(&self, id: &str, scope: Scope<'_>) -> Result<Option<TaskDetail>> {
         self.snapshot(|tx| {
-            let Some(task) = load_task(tx, id, scope)? else {
+            let (mut task, mut comments) = (None, Vec::new());
+            tx.query_batch(&mut [
+                Batched::new(load_task_sql(scope), &[&id, &scope.team_id], |r| {
+                    task = Some(task_from_row(r)?);
+                    Ok(())
+                }),
+                Batched::new(
+                    "SELECT id, task_id, author_agent_id, author_type, body, created_at FROM task_comments
+                     WHERE task_id = ?1 ORDER BY created_at, id",
+                    &[&id],
+                    |r| {
+                        comments.push(comment_from_row(r)?);
+                        Ok(())
+                    },
+                ),
+            ])?;
+            let Some(task) = task else {
                 return Ok(None);
             };
-            let comments = tx.query_map(
-                "SELECT id, task_id, author_agent_id, author_type, body, created_at FROM task_comments
-                 WHERE task_id = ?1 ORDER BY created_at, id",
-                &[&id],
-                comment_from_row,
-            )?;
             let mut ancestors = Vec::new();
             let mut next = task.parent_task_id.clone();
             while let Some(parent_id) = next {
@@ -967,26 +981,48 @@ impl Store {
         let now = self.now_ms();
         let lease = self.lease_ms();
         self.write(|tx| {
-            // A claim that meets an expired lease reclaims it first (SPEC §12).
-            leases::expire_in(tx, now)?;
             let sql = format!(
                 "UPDATE tasks SET assignee_agent_id = ?1, assignee_runtime = COALESCE(?2, assignee_runtime),
                      status = 'in_progress', updated_at = ?3, lease_expires_at = ?3 + CAST(?6 AS BIGINT), {GRANT_LEASE}
                  WHERE id = ?4 AND (CAST(?5 AS TEXT) IS NULL OR team_id = ?5) AND status = 'todo'
-                   AND assignee_agent_id IS NULL AND dropped = 0 AND NOT {UNFINISHED_DEP}"
+                   AND assignee_agent_id IS NULL AND dropped = 0 AND NOT {UNFINISHED_DEP}
+                 RETURNING id"
             );
             // On PostgreSQL the row may change between a claim that changed nothing and the
             // read that says why (another host claimed, then released it): a task found
             // claimable after all is claimed again.
-            for _ in 0..ROW_ATTEMPTS {
-                let changed = tx.execute(&sql, &[&agent_id, &runtime, &now, &id, &scope.team_id, &lease])?;
-                if changed == 1 {
+            for attempt in 0..ROW_ATTEMPTS {
+                // Sent together (one round trip on PostgreSQL): on the first attempt the
+                // reclaim of expired leases, which a claim that meets one does first
+                // (SPEC §12); then the claim; then the task as it stands after it, which is
+                // the answer when the claim took and says why when it did not.
+                let (mut reclaimed, mut claimed, mut task) = (Vec::new(), false, None);
+                let mut batch = Vec::with_capacity(3);
+                if attempt == 0 {
+                    batch.push(leases::expire_batched(tx, &now, &mut reclaimed));
+                }
+                batch.push(Batched::new(
+                    &sql,
+                    &[&agent_id, &runtime, &now, &id, &scope.team_id, &lease],
+                    |_| {
+                        claimed = true;
+                        Ok(())
+                    },
+                ));
+                batch.push(Batched::new(load_task_sql(scope), &[&id, &scope.team_id], |r| {
+                    task = Some(task_from_row(r)?);
+                    Ok(())
+                }));
+                tx.query_batch(&mut batch)?;
+                drop(batch);
+                leases::narrate_reclaimed(tx, now, &mut reclaimed)?;
+                if claimed {
                     if runtime.is_some() {
                         leases::seen_in(tx, agent_id, scope.team_id, runtime, now)?;
                     }
-                    return require_task(tx, id, scope);
+                    return task.ok_or_else(|| StoreError::NotFound(id.to_owned()));
                 }
-                match load_task(tx, id, scope)?.filter(|t| !t.dropped) {
+                match task.filter(|t| !t.dropped) {
                     None => return Err(StoreError::NotFound(id.to_owned())),
                     // Claiming a task you hold renews its lease (idempotent).
                     Some(t) if t.status == Status::InProgress && t.assignee_agent_id.as_deref() == Some(agent_id) => {

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::board::{Scope, Status, Task, UNFINISHED_DEP, require_task};
 use crate::chat::{self, PostKind};
-use crate::db::{Dialect, Tx};
+use crate::db::{Batched, Dialect, Tx};
 use crate::error::{Result, StoreError};
 use crate::{Store, inbox};
 
@@ -114,21 +114,40 @@ const UNLEASED: ByLease = by_lease!(
 /// then matches nothing, so a row is reclaimed once); each gets a `system` comment, an
 /// inbox row for its former holder and a `system` post in its team's room.
 pub(crate) fn expire_in(tx: &dyn Tx, now: i64) -> Result<Vec<Reclaimed>> {
-    let mut reclaimed = tx.query_map(EXPIRE_LEASES.sql(tx), &[&now], |r| {
-        Ok(Reclaimed {
+    let mut reclaimed = Vec::new();
+    tx.query_batch(&mut [expire_batched(tx, &now, &mut reclaimed)])?;
+    narrate_reclaimed(tx, now, &mut reclaimed)?;
+    Ok(reclaimed)
+}
+
+/// The reclaim of every lease run out by `now`, to send with other statements
+/// ([`Tx::query_batch`]); what it reclaimed lands in `into`, for
+/// [`narrate_reclaimed`] once the batch has run.
+pub(crate) fn expire_batched<'a>(
+    tx: &dyn Tx,
+    now: &'a i64,
+    into: &'a mut Vec<Reclaimed>,
+) -> Batched<'a> {
+    Batched::new(EXPIRE_LEASES.sql(tx), &[now], |r| {
+        into.push(Reclaimed {
             task_id: r.get(0)?,
             title: r.get(1)?,
             team_id: r.get(2)?,
             holder: r.get::<Option<String>>(3)?.unwrap_or_default(),
             expired_at: r.get(4)?,
-        })
-    })?;
+        });
+        Ok(())
+    })
+}
+
+/// Tell the team of each reclaimed task, in the order the leases ran out.
+pub(crate) fn narrate_reclaimed(tx: &dyn Tx, now: i64, reclaimed: &mut [Reclaimed]) -> Result<()> {
     // RETURNING does not promise an order: narrate in one, whichever engine ran it.
     reclaimed.sort_by(|a, b| (a.expired_at, &a.task_id).cmp(&(b.expired_at, &b.task_id)));
-    for task in &reclaimed {
+    for task in reclaimed.iter() {
         narrate(tx, now, task)?;
     }
-    Ok(reclaimed)
+    Ok(())
 }
 
 /// `ms` (epoch milliseconds) as UTC `YYYY-MM-DDTHH:MM:SSZ`, computed here so that no

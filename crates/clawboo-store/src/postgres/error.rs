@@ -1,8 +1,7 @@
-//! PostgreSQL's and the pool's errors as the store's backend-neutral [`BackendError`].
+//! PostgreSQL's errors as the store's backend-neutral [`BackendError`].
 
 use std::error::Error as _;
 
-use deadpool_postgres::{PoolError, TimeoutType};
 use tokio_postgres::error::SqlState;
 
 use crate::error::{BackendError, BackendErrorKind, StoreError};
@@ -97,27 +96,6 @@ impl From<tokio_postgres::Error> for StoreError {
     }
 }
 
-impl From<PoolError> for StoreError {
-    fn from(error: PoolError) -> StoreError {
-        let message = match error {
-            PoolError::Backend(e) => return StoreError::from(e),
-            PoolError::Timeout(TimeoutType::Wait) => {
-                "no PostgreSQL connection came free in time: every pooled connection is busy \
-                 (raise CLAWBOO_PG_POOL, or the server's max_connections, if this persists)"
-                    .to_owned()
-            }
-            other => {
-                format!("PostgreSQL cannot be reached ({other}); retry once the server is back")
-            }
-        };
-        StoreError::Backend(BackendError {
-            kind: BackendErrorKind::Unavailable,
-            message,
-        })
-    }
-}
-
-/// A failure of the backend's own machinery (its runtime), reported as unavailable.
 pub(super) fn unavailable(message: impl Into<String>) -> StoreError {
     StoreError::Backend(BackendError {
         kind: BackendErrorKind::Unavailable,

@@ -2,9 +2,7 @@
 //! advisory lock so hosts starting together migrate once; a database a newer build
 //! migrated is refused, as on SQLite.
 
-use deadpool_postgres::Object;
-
-use super::PgDb;
+use super::pool::Conn;
 use crate::error::{Result, StoreError};
 
 /// Every migration, in order; its position + 1 is the version it leaves behind.
@@ -32,24 +30,26 @@ const MIGRATION_LOCK: i64 = 0x0063_6c61_7762_6f6f;
 
 /// Apply every pending migration, each in its own transaction, holding the migration lock
 /// throughout; the lock is released even when a migration fails.
-pub(super) fn apply(db: &PgDb, client: &Object) -> Result<()> {
-    db.block_on(client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]))?;
-    let applied = apply_locked(db, client);
-    let unlocked = db.block_on(client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]));
+pub(super) fn apply(conn: &Conn) -> Result<()> {
+    let client = conn.client();
+    conn.run(client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]))?;
+    let applied = apply_locked(conn);
+    let unlocked = conn.run(client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]));
     applied?;
     unlocked?;
     Ok(())
 }
 
-fn apply_locked(db: &PgDb, client: &Object) -> Result<()> {
-    db.block_on(client.batch_execute(
+fn apply_locked(conn: &Conn) -> Result<()> {
+    let client = conn.client();
+    conn.run(client.batch_execute(
         "CREATE TABLE IF NOT EXISTS clawboo_schema (
              version     BIGINT PRIMARY KEY,
              name        TEXT NOT NULL,
              applied_at  TIMESTAMPTZ NOT NULL DEFAULT now()
          )",
     ))?;
-    let row = db.block_on(client.query_one(
+    let row = conn.run(client.query_one(
         "SELECT CAST(COALESCE(MAX(version), 0) AS BIGINT) FROM clawboo_schema",
         &[],
     ))?;
@@ -69,10 +69,10 @@ fn apply_locked(db: &PgDb, client: &Object) -> Result<()> {
         let script = format!(
             "BEGIN; {sql}; INSERT INTO clawboo_schema(version, name) VALUES ({version}, '{name}'); COMMIT;"
         );
-        if let Err(e) = db.block_on(client.batch_execute(&script)) {
+        if let Err(e) = conn.run(client.batch_execute(&script)) {
             // The failed transaction is still open on this connection: end it.
-            let _ = db.block_on(client.batch_execute("ROLLBACK"));
-            return Err(e.into());
+            let _ = conn.run(client.batch_execute("ROLLBACK"));
+            return Err(e);
         }
     }
     Ok(())

@@ -1,11 +1,8 @@
-//! The PostgreSQL backend: a `deadpool-postgres` pool of `tokio-postgres` connections,
-//! driven by a small tokio runtime of the backend's own, so the store's synchronous API
-//! works from any thread (plain threads, tokio's blocking pool, and a stdio server's
-//! single-threaded runtime alike). Statements block on the client's futures with
-//! `futures_executor::block_on`: a client talks to its connection task over channels,
-//! so those futures can be polled from any thread while the runtime does the I/O. Taking a
-//! connection from the pool is polled the same way with the runtime entered, so the
-//! connection tasks the pool spawns and its timers land on the backend's runtime.
+//! The PostgreSQL backend: a pool of `tokio-postgres` connections (`pool.rs`), each
+//! driven by the thread that holds it, so the store's synchronous API works from any
+//! thread (plain threads, tokio's blocking pool, and a stdio server's single-threaded
+//! runtime alike) and a round trip never crosses threads. A small tokio runtime of the
+//! backend's own runs what outlives a call: the listener that carries cross-host wake-ups.
 //!
 //! The URL's `sslmode` picks TLS (`tls.rs`): `require` encrypts without checking the
 //! certificate, `verify-full` checks it and the host name, and `disable`, `prefer` or no
@@ -19,28 +16,26 @@ mod codec;
 mod error;
 mod listen;
 mod migrations;
+mod pool;
 mod tls;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
-use futures_util::future::join;
+use futures_util::future::{join, join_all};
 
 use crate::Store;
-use crate::db::{DbRow, Dialect, Params, Tx, Value, dollar_placeholders};
+use crate::db::{Batched, DbRow, Dialect, Params, Tx, Value, dollar_placeholders};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use crate::store::{ChangeToken, QueuedWrite, StoreConfig};
 use codec::{Param, Raw, decode};
 use error::unavailable;
+use pool::{Pool, Pooled};
 
 /// tokio-postgres's keepalive idle time when the URL sets none (the kernel's default).
 const DEFAULT_KEEPALIVES_IDLE: Duration = Duration::from_secs(2 * 60 * 60);
@@ -92,10 +87,9 @@ thread_local! {
 /// The PostgreSQL engine of a [`Store`].
 pub(crate) struct PgDb {
     id: u64,
-    /// Drives the pool's connections; `None` only while being dropped.
+    /// Runs the listener; `None` only while being dropped.
     runtime: Option<tokio::runtime::Runtime>,
-    handle: tokio::runtime::Handle,
-    pool: Pool,
+    pool: Arc<Pool>,
     /// `?N` statements rewritten to `$N`, by their text.
     rewritten: Arc<Mutex<HashMap<String, Arc<str>>>>,
     /// Writes queued by [`Store::queue_write`], and whether someone is draining them.
@@ -137,9 +131,6 @@ impl PgDb {
             .enable_all()
             .build()
             .map_err(|e| unavailable(format!("cannot start the PostgreSQL runtime: {e}")))?;
-        let manager_config = ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        };
         let wrote = Arc::new(tokio::sync::Notify::new());
         let unannounced = Arc::new(AtomicBool::new(false));
         let listener = listen::Listener {
@@ -149,24 +140,10 @@ impl PgDb {
             wrote: Arc::clone(&wrote),
             unannounced: Arc::clone(&unannounced),
         };
-        let manager = match tls {
-            Some(tls) => Manager::from_config(pg_config, tls, manager_config),
-            None => Manager::from_config(pg_config, tokio_postgres::NoTls, manager_config),
-        };
-        let pool = {
-            let _context = runtime.enter();
-            Pool::builder(manager)
-                .max_size(config.pg_pool_size.max(1))
-                .runtime(Runtime::Tokio1)
-                .wait_timeout(Some(CONNECTION_WAIT))
-                .create_timeout(Some(CONNECTION_WAIT))
-                .recycle_timeout(Some(CONNECTION_WAIT))
-                .build()
-                .map_err(|e| unavailable(format!("cannot build the PostgreSQL pool: {e}")))?
-        };
+        let pool = Pool::new(pg_config, tls, config.pg_pool_size, CONNECTION_WAIT);
+        let listening = runtime.handle().clone();
         let db = PgDb {
             id: NEXT_DB_ID.fetch_add(1, Ordering::Relaxed),
-            handle: runtime.handle().clone(),
             runtime: Some(runtime),
             pool,
             rewritten: Arc::default(),
@@ -174,22 +151,9 @@ impl PgDb {
             wrote,
             unannounced,
         };
-        let client = db.connection()?;
-        migrations::apply(&db, &client)?;
-        db.handle.spawn(listener.run());
+        migrations::apply(&*db.pool.get()?)?;
+        listening.spawn(listener.run());
         Ok(db)
-    }
-
-    fn block_on<F: Future>(&self, future: F) -> F::Output {
-        block_on(&self.handle, future)
-    }
-
-    /// A pooled connection; `Unavailable` within [`CONNECTION_WAIT`] when none can be had.
-    /// deadpool checks a pooled client before handing it out (`RecyclingMethod::Fast`:
-    /// one whose connection closed, after a server restart say, is dropped and replaced),
-    /// so a store recovers by itself once the server is back.
-    fn connection(&self) -> Result<Object> {
-        Ok(self.block_on(self.pool.get())?)
     }
 
     /// The connection this thread holds on this store, innermost, and what it is doing.
@@ -205,9 +169,8 @@ impl PgDb {
 
     fn fresh_tx(&self) -> Result<Rc<PgTx>> {
         Ok(Rc::new(PgTx {
-            client: self.connection()?,
+            conn: self.pool.get()?,
             rewritten: Arc::clone(&self.rewritten),
-            runtime: self.handle.clone(),
             unsent_begin: Cell::new(None),
         }))
     }
@@ -398,12 +361,11 @@ impl Drop for PgDb {
     fn drop(&mut self) {
         if self.unannounced.swap(false, Ordering::SeqCst) {
             // Best effort and brief: an unreachable server must not hold up an exit.
-            let announce = async {
-                let client = self.pool.get().await.ok()?;
-                client.batch_execute(&listen::announcement()).await.ok()
-            };
-            // The timer is made inside, where the backend's runtime is entered.
-            let _ = self.block_on(async { tokio::time::timeout(ANNOUNCE_AT_EXIT, announce).await });
+            let by = Instant::now() + ANNOUNCE_AT_EXIT;
+            if let Ok(conn) = self.pool.get_by(by) {
+                let announcement = listen::announcement();
+                let _ = conn.run_until(conn.client().batch_execute(&announcement), Some(by));
+            }
         }
         self.pool.close();
         // A store may be dropped on an async runtime's thread (a stdio server ending),
@@ -412,19 +374,6 @@ impl Drop for PgDb {
             runtime.shutdown_background();
         }
     }
-}
-
-/// Run `future` to completion on this thread, with the backend's runtime as the context
-/// (the pool spawns connection tasks and sets timers on it).
-///
-/// Outside tokio's cooperative budget: on a stdio server's single-threaded runtime a store
-/// call runs inside one of that runtime's tasks, whose budget every tokio resource polled
-/// here (the pool's semaphore, its timers) would spend. Once spent, tokio answers "not
-/// yet" and defers the wake-up until that runtime's thread gets back to its scheduler,
-/// which it never does while this call blocks it: a drain of many queued writes hung there.
-fn block_on<F: Future>(runtime: &tokio::runtime::Handle, future: F) -> F::Output {
-    let _context = runtime.enter();
-    futures_executor::block_on(tokio::task::unconstrained(future))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -469,19 +418,14 @@ impl Drop for Holding {
 
 /// A pooled connection the store runs statements on, in a transaction or not.
 pub(crate) struct PgTx {
-    client: Object,
+    conn: Pooled,
     rewritten: Arc<Mutex<HashMap<String, Arc<str>>>>,
-    runtime: tokio::runtime::Handle,
     /// The `BEGIN …` of a transaction that has not run a statement yet: it is sent with
     /// the first one, in the same round trip.
     unsent_begin: Cell<Option<&'static str>>,
 }
 
 impl PgTx {
-    fn block_on<F: Future>(&self, future: F) -> F::Output {
-        block_on(&self.runtime, future)
-    }
-
     /// Send `request`, after the transaction's `BEGIN` when that is still unsent, and wait
     /// for its answer. Both are written before either answer is read: the client sends a
     /// request when its future is first polled, and `join` polls the `BEGIN` first.
@@ -491,18 +435,20 @@ impl PgTx {
     ) -> Result<T> {
         match self.unsent_begin.take() {
             Some(begin) => {
-                let (began, answer) =
-                    self.block_on(join(self.client.batch_execute(begin), request));
+                let (began, answer) = self.conn.run(async {
+                    let both = join(self.conn.client().batch_execute(begin), request);
+                    Ok::<_, tokio_postgres::Error>(both.await)
+                })?;
                 began?;
                 Ok(answer?)
             }
-            None => Ok(self.block_on(request)?),
+            None => self.conn.run(request),
         }
     }
 
     /// Run statements without parameters through the simple protocol.
     fn simple(&self, sql: &str) -> Result<()> {
-        self.send(self.client.batch_execute(sql))
+        self.send(self.conn.client().batch_execute(sql))
     }
 
     /// Send statements without parameters and do not wait for their answer: the
@@ -510,11 +456,8 @@ impl PgTx {
     /// it. Only for what cannot fail short of losing the connection, which the next request
     /// then reports (a read-only transaction's `COMMIT`).
     fn send_unanswered(&self, sql: &str) {
-        // The client writes a request on the first poll of its future, before awaiting.
-        let mut request = pin!(self.client.batch_execute(sql));
-        let _ = request
-            .as_mut()
-            .poll(&mut Context::from_waker(Waker::noop()));
+        self.conn
+            .send_unanswered(self.conn.client().batch_execute(sql));
     }
 
     /// Undo and forget the innermost savepoint after a failed nested write.
@@ -537,7 +480,7 @@ impl PgTx {
                 }
             }
         };
-        Ok(self.block_on(self.client.prepare_cached(&text))?)
+        self.conn.prepare(&text)
     }
 }
 
@@ -578,7 +521,7 @@ impl Tx for PgTx {
     fn execute(&self, sql: &str, params: Params<'_>) -> Result<usize> {
         let statement = self.statement(sql)?;
         let bound = bind(params);
-        let changed = self.send(self.client.execute(&statement, &as_sql(&bound)))?;
+        let changed = self.send(self.conn.client().execute(&statement, &as_sql(&bound)))?;
         Ok(usize::try_from(changed).unwrap_or(usize::MAX))
     }
 
@@ -590,9 +533,37 @@ impl Tx for PgTx {
     ) -> Result<()> {
         let statement = self.statement(sql)?;
         let bound = bind(params);
-        let rows = self.send(self.client.query(&statement, &as_sql(&bound)))?;
+        let rows = self.send(self.conn.client().query(&statement, &as_sql(&bound)))?;
         for row in &rows {
             each(&PgRow(row))?;
+        }
+        Ok(())
+    }
+
+    fn query_batch(&self, batch: &mut [Batched<'_>]) -> Result<()> {
+        let statements = batch
+            .iter()
+            .map(|query| self.statement(query.sql()))
+            .collect::<Result<Vec<_>>>()?;
+        let bound: Vec<Vec<Param<'_>>> = batch.iter().map(|query| bind(query.params())).collect();
+        let params: Vec<_> = bound.iter().map(|bound| as_sql(bound)).collect();
+        let client = self.conn.client();
+        // `join_all` polls its futures in order, and a request is queued on its first poll:
+        // all of them are written before any answer is read.
+        let answers = self.send(async {
+            let requests = statements
+                .iter()
+                .zip(&params)
+                .map(|(statement, params)| client.query(statement, params));
+            join_all(requests)
+                .await
+                .into_iter()
+                .collect::<Result<Vec<_>, _>>()
+        })?;
+        for (rows, query) in answers.iter().zip(batch) {
+            for row in rows {
+                query.take(&PgRow(row))?;
+            }
         }
         Ok(())
     }

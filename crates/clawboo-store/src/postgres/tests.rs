@@ -519,3 +519,135 @@ fn a_write_on_one_host_is_announced_to_every_host() {
         .expect("the write was announced within two seconds")
         .unwrap();
 }
+
+/// The URL of the test's database, and a pool of `size` on it that waits `wait` at most.
+fn pool_on(
+    test: &TestStore,
+    size: usize,
+    wait: std::time::Duration,
+) -> (String, Arc<super::pool::Pool>) {
+    let crate::DbLocation::Postgres(url) = test.location() else {
+        panic!("a PostgreSQL test")
+    };
+    let (config, tls) = super::tls::configure(url).unwrap();
+    (url.clone(), super::pool::Pool::new(config, tls, size, wait))
+}
+
+fn one_value<T: for<'a> tokio_postgres::types::FromSql<'a>>(
+    conn: &super::pool::Conn,
+    sql: &str,
+) -> T {
+    conn.run(conn.client().query_one(sql, &[])).unwrap().get(0)
+}
+
+#[test]
+fn a_pool_at_its_limit_says_so_in_time_and_lends_a_freed_connection_again() {
+    let Some(test) = pg() else { return };
+    let (_, pool) = pool_on(&test, 1, std::time::Duration::from_millis(300));
+    let held = pool.get().unwrap();
+    let pid: i32 = one_value(&held, "SELECT pg_backend_pid()");
+    let asked = std::time::Instant::now();
+    let (kind, message) = backend_error(pool.get().map(|_| ()));
+    assert_eq!(kind, BackendErrorKind::Unavailable, "{message}");
+    assert!(message.contains("came free in time"), "{message}");
+    assert!(asked.elapsed() < std::time::Duration::from_secs(3));
+    drop(held);
+    let again = pool.get().unwrap();
+    assert_eq!(one_value::<i32>(&again, "SELECT pg_backend_pid()"), pid);
+}
+
+#[test]
+fn a_connection_the_server_ended_while_idle_is_replaced_when_next_taken() {
+    let Some(test) = pg() else { return };
+    let (_, pool) = pool_on(&test, 2, std::time::Duration::from_secs(5));
+    let pid: i32 = {
+        let conn = pool.get().unwrap();
+        one_value(&conn, "SELECT pg_backend_pid()")
+    };
+    {
+        // Two at once: the idle one above, and a new one to end it from.
+        let (idle, other) = (pool.get().unwrap(), pool.get().unwrap());
+        let killer = if one_value::<i32>(&idle, "SELECT pg_backend_pid()") == pid {
+            other
+        } else {
+            idle
+        };
+        let ended: bool = killer
+            .run(
+                killer
+                    .client()
+                    .query_one("SELECT pg_terminate_backend($1, 5000)", &[&pid]),
+            )
+            .unwrap()
+            .get(0);
+        assert!(ended);
+    }
+    for _ in 0..2 {
+        let conn = pool.get().unwrap();
+        assert_ne!(one_value::<i32>(&conn, "SELECT pg_backend_pid()"), pid);
+    }
+}
+
+#[test]
+fn a_url_naming_the_servers_unix_socket_reaches_it() {
+    let Some(test) = pg() else { return };
+    let (url, pool) = pool_on(&test, 1, std::time::Duration::from_secs(5));
+    let (dirs, port, database, user): (String, String, String, String) = {
+        let conn = pool.get().unwrap();
+        (
+            one_value(&conn, "SHOW unix_socket_directories"),
+            one_value(&conn, "SHOW port"),
+            one_value(&conn, "SELECT current_database()"),
+            one_value(&conn, "SELECT current_user"),
+        )
+    };
+    let Some(dir) = dirs.split(',').map(str::trim).find(|dir| {
+        std::path::Path::new(dir)
+            .join(format!(".s.PGSQL.{port}"))
+            .exists()
+    }) else {
+        eprintln!("skipped: the server at {url} has no unix socket on this host");
+        return;
+    };
+    let socket_url = format!("postgres://{user}@/{database}?host={dir}&port={port}");
+    let store = TestStore::open_url(&socket_url).unwrap();
+    store
+        .setting_or_insert_with("over the socket", || "v".into())
+        .unwrap();
+    let over_tcp = test.store();
+    assert_eq!(
+        over_tcp
+            .setting_or_insert_with("over the socket", || "other".into())
+            .unwrap(),
+        "v"
+    );
+}
+
+#[test]
+fn sslmode_require_encrypts_and_verify_full_refuses_a_certificate_no_authority_signed() {
+    let Some(test) = pg() else { return };
+    let (url, pool) = pool_on(&test, 1, std::time::Duration::from_secs(5));
+    let ssl: String = one_value(&pool.get().unwrap(), "SHOW ssl");
+    if ssl != "on" {
+        eprintln!("skipped: the server at {url} does not offer TLS (test.sh's cluster does)");
+        return;
+    }
+    let with_mode = |mode: &str| {
+        let separator = if url.contains('?') { '&' } else { '?' };
+        let (config, tls) =
+            super::tls::configure(&format!("{url}{separator}sslmode={mode}")).unwrap();
+        super::pool::Pool::new(config, tls, 1, std::time::Duration::from_secs(5))
+    };
+    let encrypted = with_mode("require").get().unwrap();
+    let over_tls: bool = one_value(
+        &encrypted,
+        "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+    );
+    assert!(over_tls);
+    let (kind, message) = backend_error(with_mode("verify-full").get().map(|_| ()));
+    assert_eq!(kind, BackendErrorKind::Unavailable, "{message}");
+    assert!(
+        message.contains("check the server's certificate"),
+        "{message}"
+    );
+}
