@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use socket2::{SockRef, TcpKeepalive};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio_postgres::config::Host;
+use tokio_postgres::config::{Host, TargetSessionAttrs};
 use tokio_postgres::tls::{MakeTlsConnect, NoTls};
 use tokio_postgres::{AsyncMessage, Client, Config, Connection, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
@@ -178,7 +178,8 @@ impl Pool {
             };
             let attempt = socket
                 .and_then(|io| self.set_up(&io).map(|()| io))
-                .and_then(|io| self.handshake(io, hostname, deadline));
+                .and_then(|io| self.handshake(io, hostname, deadline))
+                .and_then(|conn| self.wanted(conn, deadline));
             match attempt {
                 Ok(conn) => return Ok(conn),
                 Err(e) => last_error = Some(e),
@@ -216,6 +217,28 @@ impl Pool {
             }
         }
         io.set_nonblocking().map_err(fail)
+    }
+
+    /// `conn` if its server is what the URL's `target_session_attrs` asks for (a primary
+    /// for `read-write`), as libpq picks among the URL's hosts; else an error that moves
+    /// on to the next host.
+    fn wanted(&self, conn: Conn, deadline: Instant) -> Result<Conn> {
+        let wanted_read_only = match self.config.get_target_session_attrs() {
+            TargetSessionAttrs::ReadWrite => false,
+            TargetSessionAttrs::ReadOnly => true,
+            _ => return Ok(conn),
+        };
+        let show = conn.client().query_one("SHOW transaction_read_only", &[]);
+        let read_only: String = conn.run_until(show, Some(deadline))?.get(0);
+        if (read_only == "on") == wanted_read_only {
+            return Ok(conn);
+        }
+        Err(unavailable(if wanted_read_only {
+            "no host of the PostgreSQL URL is read-only, as its target_session_attrs asks"
+        } else {
+            "no host of the PostgreSQL URL accepts writes (target_session_attrs=read-write): \
+             point it at the primary"
+        }))
     }
 
     /// Start up (TLS if the URL asks, authentication, parameters) on a connected socket.

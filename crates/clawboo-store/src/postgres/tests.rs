@@ -651,3 +651,39 @@ fn sslmode_require_encrypts_and_verify_full_refuses_a_certificate_no_authority_s
         "{message}"
     );
 }
+
+#[test]
+fn the_urls_hosts_are_tried_in_turn_for_one_that_is_what_target_session_attrs_asks() {
+    let Some(test) = pg() else { return };
+    let (url, _) = pool_on(&test, 1, std::time::Duration::from_secs(5));
+    let (config, _) = super::tls::configure(&url).unwrap();
+    let (Some(user), Some(database), [tokio_postgres::config::Host::Tcp(host)], [port]) = (
+        config.get_user(),
+        config.get_dbname(),
+        config.get_hosts(),
+        config.get_ports(),
+    ) else {
+        eprintln!("skipped: the test URL {url} is not one TCP host");
+        return;
+    };
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let pool_for = |attrs: &str| {
+        let url = format!(
+            "postgres://{user}@127.0.0.1:{closed},{host}:{port}/{database}?target_session_attrs={attrs}"
+        );
+        let (config, tls) = super::tls::configure(&url).unwrap();
+        super::pool::Pool::new(config, tls, 1, std::time::Duration::from_secs(5))
+    };
+    // The first host refuses; the second is the test's server, which accepts writes.
+    let primary = pool_for("read-write").get().unwrap();
+    assert_eq!(
+        one_value::<String>(&primary, "SELECT current_database()"),
+        database
+    );
+    let (kind, message) = backend_error(pool_for("read-only").get().map(|_| ()));
+    assert_eq!(kind, BackendErrorKind::Unavailable, "{message}");
+    assert!(message.contains("read-only"), "{message}");
+}
