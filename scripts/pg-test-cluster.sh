@@ -98,10 +98,13 @@ start() {
       rm -rf "$dir"
       die "initdb failed"
     fi
-    # TLS on, with a throwaway self-signed certificate, so `sslmode=require` is tested too.
+    # TLS on, with a throwaway self-signed certificate for the loopback address, so
+    # `sslmode=require` and `verify-full` with `sslrootcert` (this certificate) are tested.
     if command -v openssl >/dev/null; then
       as_user "$user" openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
         -nodes -days 7 -subj /CN=localhost -keyout "$dir/data/server.key" \
+        -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+        -addext "basicConstraints=critical,CA:FALSE" \
         -out "$dir/data/server.crt" >/dev/null 2>&1 \
         && as_user "$user" sh -c "chmod 600 '$dir/data/server.key' \
           && echo 'ssl = on' >>'$dir/data/postgresql.conf'" \

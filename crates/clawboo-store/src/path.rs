@@ -441,7 +441,7 @@ fn url_without_password(url: &str) -> String {
 }
 
 /// Decode `%XX` escapes (invalid UTF-8 is replaced; a stray `%` stays).
-fn percent_decode(text: &str) -> String {
+pub(crate) fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

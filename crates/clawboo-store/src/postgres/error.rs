@@ -87,7 +87,8 @@ impl From<tokio_postgres::Error> for StoreError {
         if is_tls(&error) {
             message.push_str(
                 "; check the server's certificate against the URL's sslmode \
-                 (verify-full wants one a public authority signed for that host name)",
+                 (verify-full wants one signed for that host name by a public authority, \
+                 or by the CA whose PEM file the URL's sslrootcert names)",
             );
         } else if kind == BackendErrorKind::Unavailable {
             message.push_str("; retry once the database server is reachable again");

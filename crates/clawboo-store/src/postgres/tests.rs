@@ -624,7 +624,7 @@ fn a_url_naming_the_servers_unix_socket_reaches_it() {
 }
 
 #[test]
-fn sslmode_require_encrypts_and_verify_full_refuses_a_certificate_no_authority_signed() {
+fn sslmode_require_encrypts_and_verify_full_checks_against_the_web_or_sslrootcert() {
     let Some(test) = pg() else { return };
     let (url, pool) = pool_on(&test, 1, std::time::Duration::from_secs(5));
     let ssl: String = one_value(&pool.get().unwrap(), "SHOW ssl");
@@ -649,6 +649,46 @@ fn sslmode_require_encrypts_and_verify_full_refuses_a_certificate_no_authority_s
     assert!(
         message.contains("check the server's certificate"),
         "{message}"
+    );
+
+    // A team's own authority through `sslrootcert`: here the server's self-signed
+    // certificate itself, which test.sh's cluster makes for 127.0.0.1.
+    let (data, file): (String, String) = {
+        let conn = pool.get().unwrap();
+        (
+            one_value(&conn, "SHOW data_directory"),
+            one_value(&conn, "SHOW ssl_cert_file"),
+        )
+    };
+    let certificate = std::path::Path::new(&data).join(file);
+    let readable =
+        std::fs::read_to_string(&certificate).is_ok_and(|pem| pem.contains("BEGIN CERTIFICATE"));
+    if !readable || !url.contains("@127.0.0.1:") {
+        eprintln!(
+            "skipped sslrootcert: {} is not readable here",
+            certificate.display()
+        );
+        return;
+    }
+    let root = certificate.display().to_string().replace('/', "%2F");
+    let verified = with_mode(&format!("verify-full&sslrootcert={root}"))
+        .get()
+        .unwrap();
+    let over_tls: bool = one_value(
+        &verified,
+        "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+    );
+    assert!(over_tls);
+    let Err(missing) =
+        super::tls::configure(&format!("{url}?sslmode=verify-full&sslrootcert=%2Fnowhere"))
+    else {
+        panic!("a missing sslrootcert file was taken")
+    };
+    assert!(
+        missing
+            .to_string()
+            .contains("sslrootcert=/nowhere: cannot read it"),
+        "{missing}"
     );
 }
 
