@@ -263,10 +263,16 @@ impl Store {
         }
     }
 
+    /// The token the in-process caches of memory search are checked against. Those exist on
+    /// SQLite only: on PostgreSQL searches read the database, and no write pays to keep a
+    /// token (migration 0001's `clawboo_changes` is no longer written), so asking is a bug.
     pub(crate) fn change_token(&self) -> Result<ChangeToken> {
         match &self.backend {
             Backend::Sqlite(db) => db.change_token(),
-            Backend::Postgres(db) => db.change_token(),
+            Backend::Postgres(_) => Err(StoreError::Backend(BackendError {
+                kind: BackendErrorKind::Other,
+                message: "PostgreSQL keeps no change token: its searches read the database".into(),
+            })),
         }
     }
 

@@ -32,7 +32,7 @@ use futures_util::future::{join, join_all};
 use crate::Store;
 use crate::db::{Batched, DbRow, Dialect, Params, Tx, Value, dollar_placeholders};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
-use crate::store::{ChangeToken, QueuedWrite, StoreConfig};
+use crate::store::{QueuedWrite, StoreConfig};
 use codec::{Param, Raw, decode};
 use error::unavailable;
 use pool::{Pool, Pooled};
@@ -51,13 +51,6 @@ const ANNOUNCE_AT_EXIT: Duration = Duration::from_secs(1);
 /// Every store in this process gets its own number, so a thread's open transactions are
 /// matched to the store they belong to.
 static NEXT_DB_ID: AtomicU64 = AtomicU64::new(1);
-
-/// Rows of `clawboo_changes` (migration 0001): each write transaction bumps one, in turn,
-/// so concurrent commits rarely wait on the same row lock.
-const CHANGE_SHARDS: u64 = 16;
-
-/// The shard the next write transaction of this process bumps.
-static NEXT_SHARD: AtomicU64 = AtomicU64::new(0);
 
 /// What a connection this thread holds is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,8 +187,7 @@ impl PgDb {
 
     /// Run `f` in a write or a read-only transaction on `tx`'s connection (which has none
     /// open), registered as this thread's innermost meanwhile; any error or panic rolls it
-    /// back. A write commits with a bump of one `clawboo_changes` row when it changed
-    /// anything (see [`PgDb::change_token`]), in the same round trip as its `COMMIT`.
+    /// back.
     ///
     /// Round trips are the cost of a call here, so the `BEGIN` travels with the first
     /// statement, a read-only transaction's `COMMIT` is sent without waiting for its
@@ -210,20 +202,10 @@ impl PgDb {
     where
         E: From<StoreError>,
     {
-        let (begin, commit) = if writes {
-            let shard = NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % CHANGE_SHARDS;
-            (
-                "BEGIN",
-                format!(
-                    "UPDATE clawboo_changes SET n = n + 1 WHERE shard = {shard} \
-                     AND pg_current_xact_id_if_assigned() IS NOT NULL; COMMIT"
-                ),
-            )
+        let begin = if writes {
+            "BEGIN"
         } else {
-            (
-                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-                "COMMIT".to_owned(),
-            )
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
         };
         let mode = if writes { Mode::Write } else { Mode::ReadOnly };
         tx.unsent_begin.set(Some(begin));
@@ -231,9 +213,9 @@ impl PgDb {
         let value = f(&*tx)?; // on an error `holding` rolls back
         if tx.unsent_begin.take().is_none() {
             if writes {
-                tx.simple(&commit)?;
+                tx.simple("COMMIT")?;
             } else {
-                tx.send_unanswered(&commit);
+                tx.send_unanswered("COMMIT");
             }
         }
         holding.committed();
@@ -307,21 +289,6 @@ impl PgDb {
             Some((Mode::Autocommit, tx)) => self.in_transaction(tx, false, f),
             None => self.in_transaction(self.fresh_tx()?, false, f),
         }
-    }
-
-    /// A value that changes whenever a write transaction changed the database, in any
-    /// process: the sum of `clawboo_changes`, whose rows only grow and which every write
-    /// that changed anything bumps in its own transaction, so the bump is visible exactly
-    /// when its changes are. Read it before loading what a cache holds.
-    pub(crate) fn change_token(&self) -> Result<ChangeToken> {
-        let total = self.read(|tx| {
-            tx.query_one(
-                "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM clawboo_changes",
-                &[],
-                |r| r.get::<i64>(0),
-            )
-        })?;
-        Ok(ChangeToken::new(total, 0))
     }
 
     pub(crate) fn queued_writes(&self) -> usize {
