@@ -310,9 +310,8 @@ pub(crate) trait Tx {
     /// one round trip, which is most of what a short call costs there; SQLite, in process,
     /// runs them one by one.
     fn query_batch(&self, batch: &mut [Batched<'_>]) -> Result<()> {
-        for query in batch {
-            let (sql, params) = (query.sql, query.params.clone());
-            self.query_each(sql, &params, &mut |row| query.take(row))?;
+        for Batched { sql, params, each } in batch {
+            self.query_each(sql, params, &mut |row| each(row))?;
         }
         Ok(())
     }
