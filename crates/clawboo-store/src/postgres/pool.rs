@@ -28,10 +28,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
+use rand::seq::SliceRandom;
 use rustix::event::{PollFd, PollFlags, Timespec};
 use socket2::{SockRef, TcpKeepalive};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio_postgres::config::{Host, TargetSessionAttrs};
+use tokio_postgres::config::{Host, LoadBalanceHosts, TargetSessionAttrs};
 use tokio_postgres::tls::{MakeTlsConnect, NoTls};
 use tokio_postgres::{AsyncMessage, Client, Config, Connection, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
@@ -155,13 +156,20 @@ impl Pool {
         }
     }
 
-    /// Open a connection to the first of the URL's hosts that answers, as libpq tries them.
+    /// Open a connection to the first of the URL's hosts that answers, as libpq tries them:
+    /// in the URL's order, or in a random one for `load_balance_hosts=random` (each host's
+    /// resolved addresses too), so connections spread over the hosts.
     fn connect(&self, deadline: Instant) -> Result<Conn> {
         let hosts = self.config.get_hosts();
         let addrs = self.config.get_hostaddrs();
         let ports = self.config.get_ports();
+        let balance = self.config.get_load_balance_hosts() == LoadBalanceHosts::Random;
+        let mut order: Vec<usize> = (0..hosts.len().max(addrs.len())).collect();
+        if balance {
+            order.shuffle(&mut rand::rng());
+        }
         let mut last_error = None;
-        for i in 0..hosts.len().max(addrs.len()) {
+        for i in order {
             let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
             let hostname = match hosts.get(i) {
                 Some(Host::Tcp(name)) => Some(name.as_str()),
@@ -172,7 +180,13 @@ impl Pool {
                 (None, Some(Host::Tcp(name))) => (name.as_str(), port)
                     .to_socket_addrs()
                     .map_err(|e| unreachable_at(&format!("{name}:{port}"), &e))
-                    .and_then(|found| connect_tcp(&found.collect::<Vec<_>>(), deadline)),
+                    .and_then(|found| {
+                        let mut found: Vec<SocketAddr> = found.collect();
+                        if balance {
+                            found.shuffle(&mut rand::rng());
+                        }
+                        connect_tcp(&found, deadline)
+                    }),
                 (None, Some(Host::Unix(dir))) => connect_unix(dir, port),
                 (None, None) => continue,
             };

@@ -555,24 +555,47 @@ fn a_connection_the_server_ended_while_idle_is_replaced_when_next_taken() {
     }
 }
 
+/// Where the test's server listens, as its own settings say.
+struct Listening {
+    user: String,
+    database: String,
+    port: String,
+    /// The directory of its Unix socket, when it has one on this host.
+    socket_dir: Option<String>,
+}
+
+fn listening(pool: &Arc<super::pool::Pool>) -> Listening {
+    let conn = pool.get().unwrap();
+    let dirs: String = one_value(&conn, "SHOW unix_socket_directories");
+    let port: String = one_value(&conn, "SHOW port");
+    let socket_dir = dirs
+        .split(',')
+        .map(str::trim)
+        .find(|dir| {
+            std::path::Path::new(dir)
+                .join(format!(".s.PGSQL.{port}"))
+                .exists()
+        })
+        .map(str::to_owned);
+    Listening {
+        user: one_value(&conn, "SELECT current_user"),
+        database: one_value(&conn, "SELECT current_database()"),
+        port,
+        socket_dir,
+    }
+}
+
 #[test]
 fn a_url_naming_the_servers_unix_socket_reaches_it() {
     let Some(test) = pg() else { return };
     let (url, pool) = pool_on(&test, 1, std::time::Duration::from_secs(5));
-    let (dirs, port, database, user): (String, String, String, String) = {
-        let conn = pool.get().unwrap();
-        (
-            one_value(&conn, "SHOW unix_socket_directories"),
-            one_value(&conn, "SHOW port"),
-            one_value(&conn, "SELECT current_database()"),
-            one_value(&conn, "SELECT current_user"),
-        )
-    };
-    let Some(dir) = dirs.split(',').map(str::trim).find(|dir| {
-        std::path::Path::new(dir)
-            .join(format!(".s.PGSQL.{port}"))
-            .exists()
-    }) else {
+    let Listening {
+        user,
+        database,
+        port,
+        socket_dir: Some(dir),
+    } = listening(&pool)
+    else {
         eprintln!("skipped: the server at {url} has no unix socket on this host");
         return;
     };
@@ -587,6 +610,46 @@ fn a_url_naming_the_servers_unix_socket_reaches_it() {
             .setting_or_insert_with("over the socket", || "other".into())
             .unwrap(),
         "v"
+    );
+}
+
+#[test]
+fn load_balance_hosts_random_spreads_connections_over_the_urls_hosts() {
+    let Some(test) = pg() else { return };
+    let (url, pool) = pool_on(&test, 1, std::time::Duration::from_secs(5));
+    let (config, _) = super::tls::configure(&url).unwrap();
+    let (
+        [tokio_postgres::config::Host::Tcp(host)],
+        Listening {
+            user,
+            database,
+            port,
+            socket_dir: Some(dir),
+        },
+    ) = (config.get_hosts(), listening(&pool))
+    else {
+        eprintln!("skipped: the test URL {url} is not one TCP host with a unix socket beside it");
+        return;
+    };
+    // Two hosts reaching the one server, told apart by the address it was reached at
+    // (none over the Unix socket).
+    let over_tcp = |balance: &str| -> bool {
+        let dir = dir.replace('/', "%2F");
+        let url = format!(
+            "postgres://{user}@{host}:{port},{dir}:{port}/{database}?load_balance_hosts={balance}"
+        );
+        let (config, tls) = super::tls::configure(&url).unwrap();
+        let pool = super::pool::Pool::new(config, tls, 1, std::time::Duration::from_secs(5));
+        let conn = pool.get().unwrap();
+        one_value::<Option<String>>(&conn, "SELECT host(inet_server_addr())").is_some()
+    };
+    let in_order: Vec<bool> = (0..24).map(|_| over_tcp("disable")).collect();
+    assert!(in_order.iter().all(|&tcp| tcp), "{in_order:?}");
+    // Both hosts among 24 connections, unless chance picked one host 24 times (2 in 2^24).
+    let balanced: Vec<bool> = (0..24).map(|_| over_tcp("random")).collect();
+    assert!(
+        balanced.contains(&true) && balanced.contains(&false),
+        "{balanced:?}"
     );
 }
 
