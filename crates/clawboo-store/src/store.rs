@@ -26,7 +26,8 @@ fn system_clock() -> i64 {
 /// How a store is opened.
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
-    /// How long a writer waits for another process's lock before giving up (SQLite).
+    /// How long a writer waits for another process's lock before giving up (SQLite's busy
+    /// timeout, PostgreSQL's `lock_timeout`).
     pub busy_timeout: Duration,
     /// The time source (epoch milliseconds).
     pub clock: Clock,

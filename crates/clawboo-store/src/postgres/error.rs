@@ -92,6 +92,11 @@ impl From<tokio_postgres::Error> for StoreError {
             );
         } else if kind == BackendErrorKind::Unavailable {
             message.push_str("; retry once the database server is reachable again");
+        } else if kind == BackendErrorKind::Busy {
+            message.push_str(
+                "; another transaction held what this one needed: nothing was written, \
+                 retry the call",
+            );
         }
         StoreError::Backend(BackendError { kind, message })
     }

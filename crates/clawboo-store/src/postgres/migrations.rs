@@ -26,17 +26,22 @@ pub(crate) const LATEST: i64 = MIGRATIONS.len() as i64;
 
 /// The advisory lock every host takes while it migrates (an arbitrary constant: "clawboo"
 /// in ASCII).
-const MIGRATION_LOCK: i64 = 0x0063_6c61_7762_6f6f;
+pub(super) const MIGRATION_LOCK: i64 = 0x0063_6c61_7762_6f6f;
 
 /// Apply every pending migration, each in its own transaction, holding the migration lock
-/// throughout; the lock is released even when a migration fails.
+/// throughout; the lock is released even when a migration fails. A host that starts while
+/// another migrates waits for it however long that takes, not only the connection's
+/// `lock_timeout` (which a migration's own table locks are freed from as well).
 pub(super) fn apply(conn: &Conn) -> Result<()> {
     let client = conn.client();
+    conn.run(client.batch_execute("SET lock_timeout = 0"))?;
     conn.run(client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]))?;
     let applied = apply_locked(conn);
     let unlocked = conn.run(client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]));
+    let reset = conn.run(client.batch_execute("RESET lock_timeout"));
     applied?;
     unlocked?;
+    reset?;
     Ok(())
 }
 

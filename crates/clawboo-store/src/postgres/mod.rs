@@ -115,6 +115,7 @@ impl PgDb {
         if pg_config.get_tcp_user_timeout().is_none() {
             pg_config.tcp_user_timeout(Duration::from_secs(15));
         }
+        wait_for_locks_at_most(&mut pg_config, config.busy_timeout);
         if pg_config.get_application_name().is_none() {
             pg_config.application_name("clawboo");
         }
@@ -341,6 +342,25 @@ impl Drop for PgDb {
             runtime.shutdown_background();
         }
     }
+}
+
+/// A statement waiting for a lock another transaction holds (a peer process frozen in the
+/// middle of a write, say) gives up after `busy_timeout`, as a SQLite writer does, instead
+/// of holding its call forever: the call then fails as busy and can be retried. Set at
+/// connection start-up, so it costs no round trip; a `lock_timeout` the URL's `options`
+/// already give is kept.
+fn wait_for_locks_at_most(config: &mut tokio_postgres::Config, busy_timeout: Duration) {
+    let options = config.get_options().unwrap_or_default();
+    if options.contains("lock_timeout") {
+        return;
+    }
+    let setting = format!("-c lock_timeout={}", busy_timeout.as_millis().max(1));
+    let options = if options.is_empty() {
+        setting
+    } else {
+        format!("{options} {setting}")
+    };
+    config.options(options);
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -96,6 +96,93 @@ fn a_failed_write_changes_nothing_and_a_nested_one_joins_its_outer() {
 }
 
 #[test]
+fn a_write_waiting_on_a_row_another_transaction_holds_gives_up_as_busy_and_writes_nothing() {
+    let Some(test) = pg() else { return };
+    let waiter = Arc::new(test.store_with(StoreConfig {
+        busy_timeout: std::time::Duration::from_millis(300),
+        ..StoreConfig::default()
+    }));
+    let holder = test.store();
+    waiter
+        .setting_or_insert_with("held", || "0".into())
+        .unwrap();
+    holder
+        .write(|tx| {
+            tx.execute(
+                "UPDATE settings SET value = 'holder' WHERE key = 'held'",
+                &[],
+            )?;
+            // The row stays locked until this closure returns.
+            let waiter = Arc::clone(&waiter);
+            let (answer, answered) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let asked = std::time::Instant::now();
+                let wrote = waiter.write(|tx| {
+                    tx.execute(
+                        "UPDATE settings SET value = 'waiter' WHERE key = 'held'",
+                        &[],
+                    )
+                });
+                let _ = answer.send((wrote, asked.elapsed()));
+            });
+            let (wrote, waited) = answered
+                .recv_timeout(std::time::Duration::from_secs(20))
+                .expect("the waiting write neither gave up nor went through");
+            let (kind, message) = backend_error(wrote.map(|_| ()));
+            assert_eq!(kind, BackendErrorKind::Busy, "{message}");
+            assert!(message.contains("retry the call"), "{message}");
+            assert!(waited < std::time::Duration::from_secs(5), "{waited:?}");
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    assert_eq!(waiter.setting("held").unwrap().as_deref(), Some("holder"));
+    // The connection that gave up is fine: the next write goes through.
+    waiter
+        .write(|tx| {
+            tx.execute(
+                "UPDATE settings SET value = 'waiter' WHERE key = 'held'",
+                &[],
+            )
+        })
+        .unwrap();
+    assert_eq!(holder.setting("held").unwrap().as_deref(), Some("waiter"));
+}
+
+#[test]
+fn a_host_starting_while_another_migrates_waits_for_it_past_its_lock_timeout() {
+    let Some(test) = pg() else { return };
+    let (_, pool) = pool_on(&test, 1, std::time::Duration::from_secs(5));
+    let migrating = pool.get().unwrap();
+    let lock = |sql: &str| {
+        migrating
+            .run(
+                migrating
+                    .client()
+                    .execute(sql, &[&super::migrations::MIGRATION_LOCK]),
+            )
+            .unwrap();
+    };
+    lock("SELECT pg_advisory_lock($1)");
+    let (opened, answered) = std::sync::mpsc::channel();
+    let config = StoreConfig {
+        busy_timeout: std::time::Duration::from_millis(200),
+        ..StoreConfig::default()
+    };
+    let location = test.location().clone();
+    std::thread::spawn(move || {
+        let _ = opened.send(Store::open_location(&location, config).map(|_| ()));
+    });
+    if let Ok(opened) = answered.recv_timeout(std::time::Duration::from_secs(1)) {
+        panic!("opening ended while another host held the migration lock: {opened:?}");
+    }
+    lock("SELECT pg_advisory_unlock($1)");
+    answered
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the store never opened once the lock was free")
+        .unwrap();
+}
+
+#[test]
 fn serialize_on_makes_a_read_then_write_rule_run_one_at_a_time() {
     let Some(test) = pg() else { return };
     let store = Arc::new(test.store());
