@@ -18,7 +18,7 @@ use super::{
     FACT_COLUMNS, Fact, MAX_SEARCH_LIMIT, Memory, ScopeFilter, blob_to_vector, check_len,
     check_limit, fact_from_row, params_with, pg_fts, sqlite_fts,
 };
-use crate::db::{Dialect, ToValue, Tx};
+use crate::db::{Dialect, ToValue, Tx, Value};
 use crate::error::{Result, StoreError};
 use crate::sqlite::ChangeToken;
 
@@ -771,6 +771,9 @@ fn scan_vectors(
     let dim = query.len();
     let mut best = TopK::new(k);
     let mut after = 0i64;
+    // Each vector is read from the row's own bytes into this one buffer: the whole corpus
+    // passes through here on every search, so no copy or allocation a fact.
+    let mut vector: Vec<f32> = Vec::with_capacity(dim);
     loop {
         let mut params: Vec<&dyn ToValue> = vec![&after, &model, &dim, &VECTOR_PAGE];
         params.extend(args.iter().map(|a| a as &dyn ToValue));
@@ -779,11 +782,15 @@ fn scan_vectors(
         tx.query_each(&sql, &params, &mut |r| {
             read += 1;
             last = r.get(0)?;
-            let blob: Option<Vec<u8>> = r.get(1)?;
-            if let Some(v) = blob.as_deref().and_then(blob_to_vector)
-                && v.len() == dim
+            if let Value::Blob(blob) = r.value(1)?
+                && blob.len() == dim * 4
             {
-                best.offer(last, dot(query, &v));
+                vector.clear();
+                vector.extend(
+                    blob.chunks_exact(4)
+                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+                );
+                best.offer(last, dot(query, &vector));
             }
             Ok(())
         })?;
