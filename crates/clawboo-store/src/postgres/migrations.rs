@@ -31,17 +31,22 @@ pub(super) const MIGRATION_LOCK: i64 = 0x0063_6c61_7762_6f6f;
 /// Apply every pending migration, each in its own transaction, holding the migration lock
 /// throughout; the lock is released even when a migration fails. A host that starts while
 /// another migrates waits for it however long that takes, not only the connection's
-/// `lock_timeout` (which a migration's own table locks are freed from as well).
+/// `lock_timeout` (which a migration's own table locks are freed from as well), and the
+/// connection gets its `lock_timeout` back after.
 pub(super) fn apply(conn: &Conn) -> Result<()> {
     let client = conn.client();
+    let lock_timeout: String = conn.run(client.query_one("SHOW lock_timeout", &[]))?.get(0);
     conn.run(client.batch_execute("SET lock_timeout = 0"))?;
     conn.run(client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]))?;
     let applied = apply_locked(conn);
     let unlocked = conn.run(client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]));
-    let reset = conn.run(client.batch_execute("RESET lock_timeout"));
+    let restored = conn.run(client.execute(
+        "SELECT set_config('lock_timeout', $1, false)",
+        &[&lock_timeout],
+    ));
     applied?;
     unlocked?;
-    reset?;
+    restored?;
     Ok(())
 }
 

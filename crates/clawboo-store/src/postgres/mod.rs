@@ -115,7 +115,6 @@ impl PgDb {
         if pg_config.get_tcp_user_timeout().is_none() {
             pg_config.tcp_user_timeout(Duration::from_secs(15));
         }
-        wait_for_locks_at_most(&mut pg_config, config.busy_timeout);
         if pg_config.get_application_name().is_none() {
             pg_config.application_name("clawboo");
         }
@@ -134,7 +133,8 @@ impl PgDb {
             wrote: Arc::clone(&wrote),
             unannounced: Arc::clone(&unannounced),
         };
-        let pool = Pool::new(pg_config, tls, config.pg_pool_size, CONNECTION_WAIT);
+        let setup = lock_timeout_setup(&pg_config, config.busy_timeout);
+        let pool = Pool::new(pg_config, tls, config.pg_pool_size, CONNECTION_WAIT, setup);
         let listening = runtime.handle().clone();
         let db = PgDb {
             id: NEXT_DB_ID.fetch_add(1, Ordering::Relaxed),
@@ -344,23 +344,19 @@ impl Drop for PgDb {
     }
 }
 
-/// A statement waiting for a lock another transaction holds (a peer process frozen in the
-/// middle of a write, say) gives up after `busy_timeout`, as a SQLite writer does, instead
-/// of holding its call forever: the call then fails as busy and can be retried. Set at
-/// connection start-up, so it costs no round trip; a `lock_timeout` the URL's `options`
-/// already give is kept.
-fn wait_for_locks_at_most(config: &mut tokio_postgres::Config, busy_timeout: Duration) {
-    let options = config.get_options().unwrap_or_default();
-    if options.contains("lock_timeout") {
-        return;
+/// What each pooled connection runs first so that a statement waiting for a lock another
+/// transaction holds (a peer process frozen in the middle of a write, say) gives up after
+/// `busy_timeout`, as a SQLite writer does, instead of holding its call forever: the call
+/// then fails as busy and can be retried. Nothing when the URL's `options` set their own
+/// `lock_timeout`.
+fn lock_timeout_setup(config: &tokio_postgres::Config, busy_timeout: Duration) -> String {
+    if config
+        .get_options()
+        .is_some_and(|options| options.contains("lock_timeout"))
+    {
+        return String::new();
     }
-    let setting = format!("-c lock_timeout={}", busy_timeout.as_millis().max(1));
-    let options = if options.is_empty() {
-        setting
-    } else {
-        format!("{options} {setting}")
-    };
-    config.options(options);
+    format!("SET lock_timeout = {}", busy_timeout.as_millis().max(1))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

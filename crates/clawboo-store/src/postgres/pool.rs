@@ -48,6 +48,9 @@ pub(super) struct Pool {
     max: usize,
     /// How long a caller waits for a connection to come free or be made.
     wait: Duration,
+    /// Statements every new connection runs before it is lent (session settings); empty
+    /// for none.
+    setup: String,
     slots: Mutex<Slots>,
     freed: Condvar,
 }
@@ -67,12 +70,14 @@ impl Pool {
         tls: Option<MakeRustlsConnect>,
         max: usize,
         wait: Duration,
+        setup: String,
     ) -> Arc<Pool> {
         Arc::new(Pool {
             config,
             tls,
             max: max.max(1),
             wait,
+            setup,
             slots: Mutex::new(Slots {
                 idle: Vec::new(),
                 open: 0,
@@ -193,7 +198,8 @@ impl Pool {
             let attempt = socket
                 .and_then(|io| self.set_up(&io).map(|()| io))
                 .and_then(|io| self.handshake(io, hostname, deadline))
-                .and_then(|conn| self.wanted(conn, deadline));
+                .and_then(|conn| self.wanted(conn, deadline))
+                .and_then(|conn| self.set_up_session(conn, deadline));
             match attempt {
                 Ok(conn) => return Ok(conn),
                 Err(e) => last_error = Some(e),
@@ -253,6 +259,16 @@ impl Pool {
             "no host of the PostgreSQL URL accepts writes (target_session_attrs=read-write): \
              point it at the primary"
         }))
+    }
+
+    /// `conn` once it has run the pool's [`Pool::setup`] statements. Sent as statements,
+    /// not as start-up `options`, which connection poolers such as PgBouncer refuse for
+    /// settings they do not track.
+    fn set_up_session(&self, conn: Conn, deadline: Instant) -> Result<Conn> {
+        if !self.setup.is_empty() {
+            conn.run_until(conn.client().batch_execute(&self.setup), Some(deadline))?;
+        }
+        Ok(conn)
     }
 
     /// Start up (TLS if the URL asks, authentication, parameters) on a connected socket.

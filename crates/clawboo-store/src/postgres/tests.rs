@@ -584,7 +584,10 @@ fn pool_on(
         panic!("a PostgreSQL test")
     };
     let (config, tls) = super::tls::configure(url).unwrap();
-    (url.clone(), super::pool::Pool::new(config, tls, size, wait))
+    (
+        url.clone(),
+        super::pool::Pool::new(config, tls, size, wait, String::new()),
+    )
 }
 
 fn one_value<T: for<'a> tokio_postgres::types::FromSql<'a>>(
@@ -726,7 +729,13 @@ fn load_balance_hosts_random_spreads_connections_over_the_urls_hosts() {
             "postgres://{user}@{host}:{port},{dir}:{port}/{database}?load_balance_hosts={balance}"
         );
         let (config, tls) = super::tls::configure(&url).unwrap();
-        let pool = super::pool::Pool::new(config, tls, 1, std::time::Duration::from_secs(5));
+        let pool = super::pool::Pool::new(
+            config,
+            tls,
+            1,
+            std::time::Duration::from_secs(5),
+            String::new(),
+        );
         let conn = pool.get().unwrap();
         one_value::<Option<String>>(&conn, "SELECT host(inet_server_addr())").is_some()
     };
@@ -753,7 +762,13 @@ fn sslmode_require_encrypts_and_verify_full_checks_against_the_web_or_sslrootcer
         let separator = if url.contains('?') { '&' } else { '?' };
         let (config, tls) =
             super::tls::configure(&format!("{url}{separator}sslmode={mode}")).unwrap();
-        super::pool::Pool::new(config, tls, 1, std::time::Duration::from_secs(5))
+        super::pool::Pool::new(
+            config,
+            tls,
+            1,
+            std::time::Duration::from_secs(5),
+            String::new(),
+        )
     };
     let encrypted = with_mode("require").get().unwrap();
     let over_tls: bool = one_value(
@@ -832,7 +847,13 @@ fn the_urls_hosts_are_tried_in_turn_for_one_that_is_what_target_session_attrs_as
             "postgres://{user}@127.0.0.1:{closed},{host}:{port}/{database}?target_session_attrs={attrs}"
         );
         let (config, tls) = super::tls::configure(&url).unwrap();
-        super::pool::Pool::new(config, tls, 1, std::time::Duration::from_secs(5))
+        super::pool::Pool::new(
+            config,
+            tls,
+            1,
+            std::time::Duration::from_secs(5),
+            String::new(),
+        )
     };
     // The first host refuses; the second is the test's server, which accepts writes.
     let primary = pool_for("read-write").get().unwrap();
