@@ -261,7 +261,7 @@ impl Pool {
         }))
     }
 
-    /// `conn` once it has run the pool's [`Pool::setup`] statements. Sent as statements,
+    /// `conn` once it has run the pool's `setup` statements. Sent as statements,
     /// not as start-up `options`, which connection poolers such as PgBouncer refuse for
     /// settings they do not track.
     fn set_up_session(&self, conn: Conn, deadline: Instant) -> Result<Conn> {
