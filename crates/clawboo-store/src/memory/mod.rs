@@ -323,14 +323,22 @@ fn vector_to_blob(v: &[f32]) -> Vec<u8> {
 
 /// Stored bytes back to a vector (`None` when the length is not a whole number of f32s).
 fn blob_to_vector(blob: &[u8]) -> Option<Vec<f32>> {
+    let mut vector = Vec::new();
+    read_vector_into(blob, &mut vector).then_some(vector)
+}
+
+/// Stored bytes into `vector`, replacing what it held, so a scan can reuse one buffer;
+/// `false` (and `vector` empty) when the length is not a whole number of f32s.
+fn read_vector_into(blob: &[u8], vector: &mut Vec<f32>) -> bool {
+    vector.clear();
     if !blob.len().is_multiple_of(4) {
-        return None;
+        return false;
     }
-    Some(
+    vector.extend(
         blob.chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
-    )
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+    );
+    true
 }
 
 /// Refuse text longer than `max` characters.

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::{
     FACT_COLUMNS, Fact, MAX_SEARCH_LIMIT, Memory, ScopeFilter, blob_to_vector, check_len,
-    check_limit, fact_from_row, params_with, pg_fts, sqlite_fts,
+    check_limit, fact_from_row, params_with, pg_fts, read_vector_into, sqlite_fts,
 };
 use crate::db::{Dialect, ToValue, Tx, Value};
 use crate::error::{Result, StoreError};
@@ -784,12 +784,8 @@ fn scan_vectors(
             last = r.get(0)?;
             if let Value::Blob(blob) = r.value(1)?
                 && blob.len() == dim * 4
+                && read_vector_into(blob, &mut vector)
             {
-                vector.clear();
-                vector.extend(
-                    blob.chunks_exact(4)
-                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-                );
                 best.offer(last, dot(query, &vector));
             }
             Ok(())

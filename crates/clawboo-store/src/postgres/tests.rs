@@ -583,11 +583,13 @@ fn pool_on(
     let crate::DbLocation::Postgres(url) = test.location() else {
         panic!("a PostgreSQL test")
     };
+    (url.clone(), pool_at(url, size, wait))
+}
+
+/// A pool of `size` connections to `url`, without the store's session setup.
+fn pool_at(url: &str, size: usize, wait: std::time::Duration) -> Arc<super::pool::Pool> {
     let (config, tls) = super::tls::configure(url).unwrap();
-    (
-        url.clone(),
-        super::pool::Pool::new(config, tls, size, wait, String::new()),
-    )
+    super::pool::Pool::new(config, tls, size, wait, String::new())
 }
 
 fn one_value<T: for<'a> tokio_postgres::types::FromSql<'a>>(
@@ -728,14 +730,7 @@ fn load_balance_hosts_random_spreads_connections_over_the_urls_hosts() {
         let url = format!(
             "postgres://{user}@{host}:{port},{dir}:{port}/{database}?load_balance_hosts={balance}"
         );
-        let (config, tls) = super::tls::configure(&url).unwrap();
-        let pool = super::pool::Pool::new(
-            config,
-            tls,
-            1,
-            std::time::Duration::from_secs(5),
-            String::new(),
-        );
+        let pool = pool_at(&url, 1, std::time::Duration::from_secs(5));
         let conn = pool.get().unwrap();
         one_value::<Option<String>>(&conn, "SELECT host(inet_server_addr())").is_some()
     };
@@ -760,14 +755,10 @@ fn sslmode_require_encrypts_and_verify_full_checks_against_the_web_or_sslrootcer
     }
     let with_mode = |mode: &str| {
         let separator = if url.contains('?') { '&' } else { '?' };
-        let (config, tls) =
-            super::tls::configure(&format!("{url}{separator}sslmode={mode}")).unwrap();
-        super::pool::Pool::new(
-            config,
-            tls,
+        pool_at(
+            &format!("{url}{separator}sslmode={mode}"),
             1,
             std::time::Duration::from_secs(5),
-            String::new(),
         )
     };
     let encrypted = with_mode("require").get().unwrap();
@@ -846,14 +837,7 @@ fn the_urls_hosts_are_tried_in_turn_for_one_that_is_what_target_session_attrs_as
         let url = format!(
             "postgres://{user}@127.0.0.1:{closed},{host}:{port}/{database}?target_session_attrs={attrs}"
         );
-        let (config, tls) = super::tls::configure(&url).unwrap();
-        super::pool::Pool::new(
-            config,
-            tls,
-            1,
-            std::time::Duration::from_secs(5),
-            String::new(),
-        )
+        pool_at(&url, 1, std::time::Duration::from_secs(5))
     };
     // The first host refuses; the second is the test's server, which accepts writes.
     let primary = pool_for("read-write").get().unwrap();
