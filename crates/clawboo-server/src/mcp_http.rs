@@ -143,7 +143,16 @@ impl<S: ServerHandler + Clone + Sync> DirectCall for Direct<S> {
 }
 
 /// One MCP server's Streamable HTTP endpoint with our session rules.
+///
+/// Cloned for every request (axum clones a route's handler and what it captures), so the
+/// endpoint's state sits behind one `Arc`: a clone is one reference count, not two rmcp
+/// configurations, their cancellation tokens and a service.
 pub struct McpHttpService<S> {
+    endpoint: Arc<Endpoint<S>>,
+}
+
+/// What [`McpHttpService`] shares between its clones.
+struct Endpoint<S> {
     manager: Arc<Sessions>,
     rmcp_config: StreamableHttpServerConfig,
     /// rmcp's settings for a 2026-07-28 request: a plain answer as one JSON body.
@@ -157,12 +166,7 @@ pub struct McpHttpService<S> {
 impl<S> Clone for McpHttpService<S> {
     fn clone(&self) -> Self {
         McpHttpService {
-            manager: self.manager.clone(),
-            rmcp_config: self.rmcp_config.clone(),
-            stateless_config: self.stateless_config.clone(),
-            factory: self.factory.clone(),
-            shared: self.shared.clone(),
-            max_body_bytes: self.max_body_bytes,
+            endpoint: self.endpoint.clone(),
         }
     }
 }
@@ -223,22 +227,25 @@ impl<S: SessionServer> McpHttpService<S> {
             rmcp_config.clone(),
         );
         McpHttpService {
-            manager,
-            stateless_config: rmcp_config.clone().with_json_response(true),
-            rmcp_config,
-            factory,
-            shared,
-            max_body_bytes: config.max_body_bytes,
+            endpoint: Arc::new(Endpoint {
+                manager,
+                stateless_config: rmcp_config.clone().with_json_response(true),
+                rmcp_config,
+                factory,
+                shared,
+                max_body_bytes: config.max_body_bytes,
+            }),
         }
     }
 
     /// How many sessions are open.
     pub async fn session_count(&self) -> usize {
-        self.manager.len()
+        self.endpoint.manager.len()
     }
 
     async fn has_session(&self, id: &str) -> bool {
-        self.manager
+        self.endpoint
+            .manager
             .has_session(&id.to_owned().into())
             .await
             .unwrap_or(false)
@@ -293,7 +300,7 @@ impl<S: SessionServer> McpHttpService<S> {
                     return jsonrpc_error(StatusCode::NOT_FOUND, SERVER_ERROR, INVALID_SESSION);
                 }
                 let is_delete = req.method() == Method::DELETE;
-                let response = rmcp_answer(&self.shared, req).await;
+                let response = rmcp_answer(&self.endpoint.shared, req).await;
                 if is_delete && response.status() == StatusCode::ACCEPTED {
                     // The session is gone: say 200, which every client reads as done
                     // (some log rmcp's 202 as a failed termination).
@@ -315,12 +322,12 @@ impl<S: SessionServer> McpHttpService<S> {
 
     async fn handle_post(&self, req: Request<Body>, session: Option<String>) -> Response {
         let (mut parts, body) = req.into_parts();
-        let bytes = match axum::body::to_bytes(body, self.max_body_bytes).await {
+        let bytes = match axum::body::to_bytes(body, self.endpoint.max_body_bytes).await {
             Ok(b) => b,
             Err(_) => {
                 let text = format!(
                     "Request body too large or unreadable (limit {} bytes).",
-                    self.max_body_bytes
+                    self.endpoint.max_body_bytes
                 );
                 return jsonrpc_error(StatusCode::PAYLOAD_TOO_LARGE, INVALID_REQUEST, &text);
             }
@@ -378,20 +385,24 @@ impl<S: SessionServer> McpHttpService<S> {
         let stateless = is_stateless(&message, &parts.headers);
         let req = Request::from_parts(parts, Body::from(bytes));
         if stateless {
-            let server = match (self.factory)(req.uri()) {
+            let server = match (self.endpoint.factory)(req.uri()) {
                 Ok(server) => server,
                 Err(refused) => return scope_refused(&refused),
             };
-            let service = one_server_service(server, &self.manager, &self.stateless_config);
+            let service = one_server_service(
+                server,
+                &self.endpoint.manager,
+                &self.endpoint.stateless_config,
+            );
             return rmcp_answer(&service, req).await;
         }
         match session {
             None if is_initialize => {
-                let server = match (self.factory)(req.uri()) {
+                let server = match (self.endpoint.factory)(req.uri()) {
                     Ok(server) => server,
                     Err(refused) => return scope_refused(&refused),
                 };
-                if let Err(e) = self.manager.make_room() {
+                if let Err(e) = self.endpoint.manager.make_room() {
                     tracing::warn!("MCP initialize refused: {e}");
                     let text = format!(
                         "Too many MCP sessions: {e}, none idle; end sessions you no longer use (DELETE with their mcp-session-id) or retry in a while."
@@ -404,14 +415,17 @@ impl<S: SessionServer> McpHttpService<S> {
                     return response;
                 }
                 let session_server = server.clone();
-                let service = one_server_service(server, &self.manager, &self.rmcp_config);
+                let service =
+                    one_server_service(server, &self.endpoint.manager, &self.endpoint.rmcp_config);
                 let response = rmcp_answer(&service, req).await;
                 let session = response
                     .headers()
                     .get(SESSION_HEADER)
                     .and_then(|v| v.to_str().ok());
                 if let (Some(id), Some(direct)) = (session, session_server.direct_calls()) {
-                    self.manager.attach_direct(&id.to_owned().into(), direct);
+                    self.endpoint
+                        .manager
+                        .attach_direct(&id.to_owned().into(), direct);
                 }
                 response
             }
@@ -422,7 +436,7 @@ impl<S: SessionServer> McpHttpService<S> {
                 }
                 match direct_request(message, req.headers()) {
                     Some(request) => self.answer_in_session(id.into(), request, req).await,
-                    None => rmcp_answer(&self.shared, req).await,
+                    None => rmcp_answer(&self.endpoint.shared, req).await,
                 }
             }
         }
@@ -440,8 +454,8 @@ impl<S: SessionServer> McpHttpService<S> {
         // As rmcp does: the handler may read the HTTP request's head from the extensions.
         let (parts, _) = req.into_parts();
         request.request.extensions_mut().insert(parts);
-        let keep_alive = self.rmcp_config.sse_keep_alive;
-        let request = match self.manager.start_call(&session, request) {
+        let keep_alive = self.endpoint.rmcp_config.sse_keep_alive;
+        let request = match self.endpoint.manager.start_call(&session, request) {
             Ok(Ok(started)) => return Box::pin(answer_call(started, keep_alive)).await,
             Ok(Err(request)) => request,
             Err(e) => return session_refused(&e),
@@ -451,7 +465,7 @@ impl<S: SessionServer> McpHttpService<S> {
         // several times a request).
         let message = ClientJsonRpcMessage::Request(request);
         Box::pin(async move {
-            match self.manager.create_stream(&session, message).await {
+            match self.endpoint.manager.create_stream(&session, message).await {
                 Ok(stream) => answer_from_stream(stream, keep_alive).await,
                 Err(e) => session_refused(&e),
             }
