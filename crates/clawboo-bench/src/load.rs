@@ -2,7 +2,9 @@
 //! server process) and back-to-back calls over Streamable HTTP sessions (one in flight per
 //! session), timestamping every answer.
 
+use std::ops::Range;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
@@ -15,6 +17,8 @@ use crate::report::LoadReport;
 
 /// Call number `n`'s tool and arguments.
 pub type MakeCall = dyn Fn(usize) -> (&'static str, Value) + Send + Sync;
+/// Hands a session its next call number, `None` once it has no more.
+type CallFeed = Box<dyn FnMut() -> Option<usize> + Send>;
 /// Whether the answer to call `n` is what the workload expects (`Err` says why not).
 pub type CheckAnswer = dyn Fn(usize, &Value) -> Result<(), String> + Send + Sync;
 
@@ -255,11 +259,55 @@ impl HttpLoad {
         Ok(HttpLoad { runtime, sessions })
     }
 
-    /// `plan[i]` are the calls session `i` makes, each sent when the last is answered.
-    /// `server_pid` is measured when given.
+    /// `plan[i]` are the calls session `i` makes, each sent when the last is answered
+    /// (racers that each make every call). `server_pid` is measured when given.
     pub fn run(
         &self,
         plan: &[Vec<usize>],
+        make: Arc<MakeCall>,
+        check: Arc<CheckAnswer>,
+        server_pid: Option<u32>,
+    ) -> anyhow::Result<LoadReport> {
+        let feeds = plan
+            .iter()
+            .map(|mine| {
+                let mut mine = mine.clone().into_iter();
+                Box::new(move || mine.next()) as CallFeed
+            })
+            .collect();
+        self.run_feeds(feeds, make, check, server_pid)
+    }
+
+    /// Calls `calls`, every session taking the next one of the sequence when its last is
+    /// answered, as agents on one board each take its next ready task. Dealing them out
+    /// in advance instead would let a session that runs ahead claim tasks far down the
+    /// board, touching pages no other claim of its group touches, which a client
+    /// pipelining the same calls in order never does. `server_pid` is measured when given.
+    pub fn run_shared(
+        &self,
+        calls: Range<usize>,
+        make: Arc<MakeCall>,
+        check: Arc<CheckAnswer>,
+        server_pid: Option<u32>,
+    ) -> anyhow::Result<LoadReport> {
+        let next = Arc::new(AtomicUsize::new(calls.start));
+        let feeds = self
+            .sessions
+            .iter()
+            .map(|_| {
+                let (next, end) = (next.clone(), calls.end);
+                Box::new(move || Some(next.fetch_add(1, Ordering::Relaxed)).filter(|&n| n < end))
+                    as CallFeed
+            })
+            .collect();
+        self.run_feeds(feeds, make, check, server_pid)
+    }
+
+    /// Session `i` makes the calls `feeds[i]` hands out, each sent when the last is
+    /// answered.
+    fn run_feeds(
+        &self,
+        feeds: Vec<CallFeed>,
         make: Arc<MakeCall>,
         check: Arc<CheckAnswer>,
         server_pid: Option<u32>,
@@ -268,16 +316,17 @@ impl HttpLoad {
         let before = total_usage(&pids)?;
         let started = Instant::now();
         let reports = self.runtime.block_on(async {
-            let mut workers = Vec::with_capacity(plan.len());
-            for (session, mine) in self.sessions.iter().zip(plan) {
+            let mut workers = Vec::with_capacity(feeds.len());
+            for (session, mut feed) in self.sessions.iter().zip(feeds) {
                 let (session, make, check) = (session.clone(), make.clone(), check.clone());
-                let mine = mine.clone();
                 workers.push(tokio::spawn(async move {
                     let mut report = LoadReport::default();
-                    for (k, n) in mine.into_iter().enumerate() {
+                    let mut id = 0;
+                    while let Some(n) = feed() {
+                        id += 1;
                         let (tool, args) = make(n);
                         let t0 = Instant::now();
-                        let answer = session.call(k as u64 + 1, tool, &args).await?;
+                        let answer = session.call(id, tool, &args).await?;
                         report.latencies.push(t0.elapsed());
                         if let Err(why) = check(n, &answer) {
                             report.fail(why);
@@ -306,11 +355,6 @@ impl HttpLoad {
             report.server_peak_rss_kib = Some(after.peak_rss_kib);
         }
         Ok(report)
-    }
-
-    /// How many sessions are open.
-    pub fn sessions(&self) -> usize {
-        self.sessions.len()
     }
 
     /// End every session.

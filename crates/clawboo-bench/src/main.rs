@@ -460,14 +460,13 @@ fn http(env: &Env, load: &LoadArgs, sessions: usize) -> anyhow::Result<()> {
     let idle = procs::proc_usage(pid)?;
     let clients = HttpLoad::open(&url, sessions)?;
     let check: Arc<load::CheckAnswer> = Arc::new(no_errors);
-    let warm = round_robin(0, load.warmup, clients.sessions());
     clients
-        .run(&warm, make.clone(), check.clone(), None)?
+        .run_shared(0..load.warmup, make.clone(), check.clone(), None)?
         .ensure_ok("warm-up")?;
     settle(load);
-    let plan = round_robin(load.warmup, load.calls, clients.sessions());
+    let calls = load.warmup..load.warmup + load.calls;
     let database = DatabaseCpu::start(workload.db())?;
-    let mut report = clients.run(&plan, make, check, Some(pid))?;
+    let mut report = clients.run_shared(calls, make, check, Some(pid))?;
     report.database_cpu_seconds = database.spent()?;
     clients.close();
     println!(

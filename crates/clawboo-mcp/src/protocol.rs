@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clawboo_store::{SettleWrite, Store, StoreError};
 use rmcp::model::{
@@ -322,6 +322,68 @@ static GROUP_TARGET: AtomicUsize = AtomicUsize::new(1);
 static QUEUE_PEAK: AtomicUsize = AtomicUsize::new(0);
 /// Woken when the queue reaches [`GROUP_TARGET`].
 static GROUP_FILLED: Notify = Notify::const_new();
+/// When drains began lately, for [`group_to_wait_for`]'s probe.
+static DRAIN_TIMES: std::sync::Mutex<DrainTimes> = std::sync::Mutex::new(DrainTimes {
+    last_began: None,
+    no_probe_before: None,
+});
+
+/// Drains closer together than this mean writes arrive back to back: worth a probe.
+const PROBE_WHEN_DRAINS_WITHIN: Duration = Duration::from_millis(1);
+/// How long a probe that found no second writer holds off the next one.
+const PROBE_BACKOFF: Duration = Duration::from_millis(50);
+
+/// When the previous drain began, and when a probe may next run.
+struct DrainTimes {
+    last_began: Option<Instant>,
+    no_probe_before: Option<Instant>,
+}
+
+/// How many writes a drainer about to begin waits for: [`GROUP_TARGET`], or 2 to probe.
+///
+/// A target of 1 cannot grow by itself when the drain runs on the only worker thread
+/// (`clawboo serve` on SQLite has one): while the drain runs nothing else is read off the
+/// wire, so it never sees a second writer, and every write pays a commit of its own. So
+/// when the target is 1 yet drains follow each other within [`PROBE_WHEN_DRAINS_WITHIN`],
+/// the drainer waits (at most [`GATHER_WAIT`]) for a second write; when one comes the
+/// peak shows the writers and the target follows them. A probe that times out (one agent
+/// writing back to back) holds off the next for [`PROBE_BACKOFF`], so such an agent waits
+/// once in that while.
+fn group_to_wait_for(now: Instant) -> usize {
+    let target = GROUP_TARGET.load(Ordering::Relaxed);
+    let mut times = DRAIN_TIMES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let previous = times.last_began.replace(now);
+    writes_to_wait_for(
+        target,
+        &DrainTimes {
+            last_began: previous,
+            no_probe_before: times.no_probe_before,
+        },
+        now,
+    )
+}
+
+/// [`group_to_wait_for`]'s rule, given the target and the times before this drain.
+fn writes_to_wait_for(target: usize, before: &DrainTimes, now: Instant) -> usize {
+    if target > 1 {
+        return target;
+    }
+    let back_to_back = before
+        .last_began
+        .is_some_and(|began| now.duration_since(began) < PROBE_WHEN_DRAINS_WITHIN);
+    let backed_off = before.no_probe_before.is_some_and(|until| now < until);
+    if back_to_back && !backed_off { 2 } else { 1 }
+}
+
+/// After a probe for a second write that did not come: no probe for [`PROBE_BACKOFF`].
+fn probe_found_none(now: Instant) {
+    let mut times = DRAIN_TIMES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    times.no_probe_before = Some(now + PROBE_BACKOFF);
+}
 
 /// Run a store write. On PostgreSQL it runs on the blocking pool beside the others, in a
 /// transaction of its own. On SQLite it goes through the store's group commit: queued
@@ -371,8 +433,10 @@ where
             store.run_queued_writes();
         }
     } else if must_drain {
-        if store.groups_writes() {
-            gather_group(store).await;
+        let now = Instant::now();
+        let expected = group_to_wait_for(now);
+        if !gather_group(store, expected).await && expected == 2 {
+            probe_found_none(now);
         }
         QUEUE_PEAK.store(store.queued_writes(), Ordering::Relaxed);
         if store.try_run_queued_writes() {
@@ -408,11 +472,11 @@ fn next_group_target() {
     GROUP_TARGET.store(peak.clamp(1, MAX_GROUP_TARGET), Ordering::Relaxed);
 }
 
-/// Wait until [`GROUP_TARGET`] writes are queued, or [`GATHER_WAIT`] passed.
-async fn gather_group(store: &Store) {
-    let target = GROUP_TARGET.load(Ordering::Relaxed);
-    if target <= 1 {
-        return;
+/// Wait until `expected` writes are queued, or [`GATHER_WAIT`] passed; `true` when they
+/// were.
+async fn gather_group(store: &Store, expected: usize) -> bool {
+    if expected <= 1 {
+        return true;
     }
     let deadline = tokio::time::sleep(GATHER_WAIT);
     tokio::pin!(deadline);
@@ -420,12 +484,12 @@ async fn gather_group(store: &Store) {
         let filled = GROUP_FILLED.notified();
         tokio::pin!(filled);
         filled.as_mut().enable();
-        if store.queued_writes() >= target {
-            return;
+        if store.queued_writes() >= expected {
+            return true;
         }
         tokio::select! {
             () = filled => {}
-            () = &mut deadline => return,
+            () = &mut deadline => return store.queued_writes() >= expected,
         }
     }
 }
@@ -469,6 +533,41 @@ mod tests {
     enum Mode {
         Fts,
         Vector,
+    }
+
+    #[test]
+    fn a_drain_probes_for_a_second_writer_only_when_drains_come_back_to_back() {
+        let now = Instant::now();
+        let times = |last_began: Option<Instant>, no_probe_before: Option<Instant>| DrainTimes {
+            last_began,
+            no_probe_before,
+        };
+        let just_before = now - Duration::from_micros(200);
+        let long_before = now - Duration::from_millis(20);
+        // A target the previous drain showed is kept, whatever the times.
+        assert_eq!(writes_to_wait_for(6, &times(None, None), now), 6);
+        assert_eq!(
+            writes_to_wait_for(6, &times(Some(just_before), Some(now + PROBE_BACKOFF)), now),
+            6
+        );
+        // The first drain, and one after a quiet while, commit at once.
+        assert_eq!(writes_to_wait_for(1, &times(None, None), now), 1);
+        assert_eq!(
+            writes_to_wait_for(1, &times(Some(long_before), None), now),
+            1
+        );
+        // Back-to-back drains of one write each probe for a second...
+        assert_eq!(
+            writes_to_wait_for(1, &times(Some(just_before), None), now),
+            2
+        );
+        assert_eq!(
+            writes_to_wait_for(1, &times(Some(just_before), Some(long_before)), now),
+            2
+        );
+        // ...unless a probe found none within the back-off.
+        let backed_off = times(Some(just_before), Some(now + PROBE_BACKOFF));
+        assert_eq!(writes_to_wait_for(1, &backed_off, now), 1);
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub struct ServeArgs {
     pub db: Option<PathBuf>,
 }
 
+/// Tokio's own setting for its worker count; when set, `serve` leaves the count to it.
+const WORKER_THREADS_ENV: &str = "TOKIO_WORKER_THREADS";
+
 /// Serve until Ctrl-C. Once the socket is bound, prints `clawboo listening on <url>` on
 /// stdout, so scripts (and tests) learn the real port, followed by [`banner`]'s lines.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -37,9 +40,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let allow_insecure = std::env::var(ALLOW_INSECURE_ENV).is_ok_and(|v| v == "1");
     check_exposure(args.bind, gate_on, allow_insecure).map_err(anyhow::Error::msg)?;
     crate::stdio::keep_freed_heap_top();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if store.groups_writes() && std::env::var_os(WORKER_THREADS_ENV).is_none() {
+        // SQLite's writes run one group at a time on one connection, and what may take
+        // long (memory's embedding, long-polls, approvals, the REST API's store calls)
+        // runs on the blocking pool; one worker then answers every session without
+        // waking another thread for each answer, and its drains gather the writes that
+        // arrived meanwhile (docs/BENCHMARKS.md: less CPU a call, more calls a second).
+        runtime.worker_threads(1);
+    }
+    let runtime = runtime.enable_all().build()?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(args.bind)
             .await
