@@ -354,15 +354,9 @@ fn group_to_wait_for(now: Instant) -> usize {
     let mut times = DRAIN_TIMES
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let previous = times.last_began.replace(now);
-    writes_to_wait_for(
-        target,
-        &DrainTimes {
-            last_began: previous,
-            no_probe_before: times.no_probe_before,
-        },
-        now,
-    )
+    let expected = writes_to_wait_for(target, &times, now);
+    times.last_began = Some(now);
+    expected
 }
 
 /// [`group_to_wait_for`]'s rule, given the target and the times before this drain.
