@@ -10,6 +10,7 @@
 //! ([`body_deadline`]): tower-http's `RequestBodyTimeoutLayer` restarts its timer at
 //! every frame, so a body trickled a byte at a time would never time out.
 
+use std::convert::Infallible;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -17,17 +18,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::Response;
 use bytes::Bytes;
+use futures::FutureExt;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::error::json_error;
@@ -78,9 +79,16 @@ fn raw_request_timeout(deadlines: Deadlines) -> Vec<u8> {
     .into_bytes()
 }
 
-/// Accept connections on `listener` and serve `router` on each until the future is
-/// dropped. The router sees the socket's peer as `ConnectInfo<SocketAddr>`.
-pub(crate) async fn serve_connections(listener: TcpListener, router: Router, deadlines: Deadlines) {
+/// Accept connections on `listener` and answer each one's requests with `answer` until
+/// the future is dropped. A request carries the socket's peer as `ConnectInfo<SocketAddr>`.
+pub(crate) async fn serve_connections<A, Fut>(
+    listener: TcpListener,
+    answer: A,
+    deadlines: Deadlines,
+) where
+    A: Fn(Request) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Response> + Send + 'static,
+{
     let mut builder = Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -105,19 +113,23 @@ pub(crate) async fn serve_connections(listener: TcpListener, router: Router, dea
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!("could not set TCP_NODELAY: {e}");
         }
-        let router = router.clone();
+        let answer = answer.clone();
         let builder = builder.clone();
         tokio::spawn(async move {
+            let (read, write) = tcp.into_split();
             let shared = Arc::new(SharedTcp {
-                tcp,
+                write,
                 read_since_write: AtomicBool::new(false),
             });
             let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
                 let mut req = req.map(Body::new);
                 req.extensions_mut().insert(ConnectInfo(peer));
-                tower::ServiceExt::oneshot(router.clone(), req)
+                answer(req).map(Ok::<_, Infallible>)
             });
-            let io = TokioIo::new(SharedIo(shared.clone()));
+            let io = TokioIo::new(SharedIo {
+                read,
+                shared: shared.clone(),
+            });
             let result = builder.serve_connection_with_upgrades(io, service).await;
             if let Err(e) = result {
                 let header_timeout = e
@@ -127,7 +139,7 @@ pub(crate) async fn serve_connections(listener: TcpListener, router: Router, dea
                 // request's headers is told why.
                 if header_timeout && shared.read_since_write.load(Ordering::Relaxed) {
                     tracing::info!(%peer, "request headers timed out; answering 408");
-                    let _ = shared.tcp.try_write(&raw_request_timeout(deadlines));
+                    let _ = shared.write.try_write(&raw_request_timeout(deadlines));
                 } else {
                     tracing::debug!(%peer, "connection ended: {e}");
                 }
@@ -146,38 +158,35 @@ fn is_connection_error(e: &io::Error) -> bool {
     )
 }
 
-/// A socket shared by its connection and the task that may answer 408 after it.
+/// The writing side of a socket, shared by its connection and the task that may answer
+/// 408 after it.
 struct SharedTcp {
-    tcp: TcpStream,
+    write: OwnedWriteHalf,
     /// Bytes arrived since the last write: a request is under way.
     read_since_write: AtomicBool,
 }
 
-/// The connection's handle on a [`SharedTcp`]. Reads and writes go through `&TcpStream`
-/// (readiness, then a non-blocking try), so the other handle stays usable.
-struct SharedIo(Arc<SharedTcp>);
+/// The connection's handle on its socket. Reads go through the read half the connection
+/// owns, so tokio's readiness bookkeeping applies (a short read means the socket is drained,
+/// so the next read waits without a failed `recvfrom`); writes go through `&TcpStream`
+/// (readiness, then a non-blocking try), so the 408 writer's handle stays usable.
+struct SharedIo {
+    read: OwnedReadHalf,
+    shared: Arc<SharedTcp>,
+}
 
 impl AsyncRead for SharedIo {
     fn poll_read(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let shared = &self.0;
-        loop {
-            ready!(shared.tcp.poll_read_ready(cx))?;
-            match shared.tcp.try_read(buf.initialize_unfilled()) {
-                Ok(n) => {
-                    if n > 0 {
-                        shared.read_since_write.store(true, Ordering::Relaxed);
-                    }
-                    buf.advance(n);
-                    return Poll::Ready(Ok(()));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Poll::Ready(Err(e)),
-            }
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut self.read).poll_read(cx, buf))?;
+        if buf.filled().len() > before {
+            self.shared.read_since_write.store(true, Ordering::Relaxed);
         }
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -187,10 +196,11 @@ impl AsyncWrite for SharedIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let shared = &self.0;
+        let shared = &self.shared;
+        let tcp: &TcpStream = shared.write.as_ref();
         loop {
-            ready!(shared.tcp.poll_write_ready(cx))?;
-            match shared.tcp.try_write(buf) {
+            ready!(tcp.poll_write_ready(cx))?;
+            match tcp.try_write(buf) {
                 Ok(n) => {
                     shared.read_since_write.store(false, Ordering::Relaxed);
                     return Poll::Ready(Ok(n));
@@ -206,10 +216,11 @@ impl AsyncWrite for SharedIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let shared = &self.0;
+        let shared = &self.shared;
+        let tcp: &TcpStream = shared.write.as_ref();
         loop {
-            ready!(shared.tcp.poll_write_ready(cx))?;
-            match shared.tcp.try_write_vectored(bufs) {
+            ready!(tcp.poll_write_ready(cx))?;
+            match tcp.try_write_vectored(bufs) {
                 Ok(n) => {
                     shared.read_since_write.store(false, Ordering::Relaxed);
                     return Poll::Ready(Ok(n));
@@ -234,28 +245,33 @@ impl AsyncWrite for SharedIo {
     }
 }
 
-/// The body deadline: a request whose body is not all in within `deadlines.body` of its
-/// headers is answered 408 (whatever the handler made of the cut-off body) and its
-/// connection closed.
-pub(crate) async fn body_deadline(
-    State(deadlines): State<Deadlines>,
+/// The body deadline of [`crate::at_the_edge`]: a request whose body is not all in within
+/// `deadlines.body` of its headers is answered 408 (whatever `inner` made of the cut-off
+/// body) and its connection closed.
+pub(crate) async fn with_body_deadline<F, Fut>(
+    deadlines: Deadlines,
     req: Request,
-    next: Next,
-) -> Response {
+    inner: F,
+) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
     if req.body().is_end_stream() {
-        return next.run(req).await;
+        return inner(req).await;
     }
     let expired = Arc::new(AtomicBool::new(false));
-    let sleep = Box::pin(tokio::time::sleep(deadlines.body));
+    let deadline = tokio::time::Instant::now() + deadlines.body;
     let flag = expired.clone();
     let req = req.map(move |inner| {
         Body::new(DeadlineBody {
             inner,
-            sleep,
+            deadline,
+            sleep: None,
             expired: flag,
         })
     });
-    let response = next.run(req).await;
+    let response = inner(req).await;
     if expired.load(Ordering::Relaxed) {
         tracing::info!("request body timed out; answering 408");
         return request_timeout(deadlines);
@@ -271,7 +287,10 @@ struct BodyTimedOut;
 /// A request body that fails once its deadline passes.
 struct DeadlineBody {
     inner: Body,
-    sleep: Pin<Box<tokio::time::Sleep>>,
+    deadline: tokio::time::Instant,
+    /// Armed the first time the body is not all there: a body that came with its headers
+    /// (nearly every one) costs no timer.
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
     expired: Arc<AtomicBool>,
 }
 
@@ -286,7 +305,11 @@ impl HttpBody for DeadlineBody {
         if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
             return Poll::Ready(frame);
         }
-        if self.sleep.as_mut().poll(cx).is_ready() {
+        let deadline = self.deadline;
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if sleep.as_mut().poll(cx).is_ready() {
             self.expired.store(true, Ordering::Relaxed);
             return Poll::Ready(Some(Err(axum::Error::new(BodyTimedOut))));
         }

@@ -10,9 +10,8 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use clawboo_mcp::attach::{McpServerName, verified_scope};
 use subtle::ConstantTimeEq;
@@ -310,8 +309,10 @@ fn local_location(path: &str, rest: &str) -> String {
     }
 }
 
-/// The gate middleware: token exchange, Host/Origin guard and credentials for `/api/*`.
-pub async fn access_guard(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+/// The gate of [`crate::edge`]: token exchange, Host/Origin guard and credentials for
+/// `/api/*`. `Some` is the answer that stops the request (a refusal, or the token exchange's
+/// redirect).
+pub(crate) fn access_refusal(state: &AppState, req: &mut Request) -> Option<Response> {
     let options = &state.shared.options;
     let token = options.access_token.as_deref();
 
@@ -319,7 +320,7 @@ pub async fn access_guard(State(state): State<AppState>, mut req: Request, next:
         && let Some((given, rest)) = take_access_param(req.uri().query())
     {
         if !token_matches(&given, token) {
-            return json_error(StatusCode::UNAUTHORIZED, INVALID_TOKEN);
+            return Some(json_error(StatusCode::UNAUTHORIZED, INVALID_TOKEN));
         }
         let location = local_location(req.uri().path(), &rest);
         let secure = options.public_https
@@ -327,41 +328,45 @@ pub async fn access_guard(State(state): State<AppState>, mut req: Request, next:
                 .headers()
                 .get("x-forwarded-proto")
                 .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
-        return redirect_with_cookie(&location, token, secure);
+        return Some(redirect_with_cookie(&location, token, secure));
     }
 
     let folded = fold_path(req.uri().path());
     if is_api_path(&folded) {
         if let Err(why) = state.shared.host_policy.check(req.headers()) {
             tracing::warn!(path = req.uri().path(), "refused by origin guard: {why}");
-            return json_error(StatusCode::FORBIDDEN, why);
+            return Some(json_error(StatusCode::FORBIDDEN, why));
         }
         if let Some(token) = token {
             match credentials(req.headers(), token) {
                 Credentials::Valid => {
                     req.extensions_mut().insert(Operator);
                 }
-                Credentials::Invalid => return json_error(StatusCode::UNAUTHORIZED, INVALID_TOKEN),
+                Credentials::Invalid => {
+                    return Some(json_error(StatusCode::UNAUTHORIZED, INVALID_TOKEN));
+                }
                 Credentials::None => {
                     let Some(server) = mcp_endpoint(req.uri().path()) else {
-                        return json_error(StatusCode::UNAUTHORIZED, TOKEN_REQUIRED);
+                        return Some(json_error(StatusCode::UNAUTHORIZED, TOKEN_REQUIRED));
                     };
                     match verified_scope(server, req.uri().query(), &state.shared.signer) {
                         Ok(Some(_)) => {}
-                        Ok(None) => return json_error(StatusCode::UNAUTHORIZED, TOKEN_REQUIRED),
+                        Ok(None) => {
+                            return Some(json_error(StatusCode::UNAUTHORIZED, TOKEN_REQUIRED));
+                        }
                         Err(refused) => {
-                            return jsonrpc_error(
+                            return Some(jsonrpc_error(
                                 StatusCode::FORBIDDEN,
                                 INVALID_SCOPE,
                                 &refused.to_string(),
-                            );
+                            ));
                         }
                     }
                 }
             }
         }
     }
-    next.run(req).await
+    None
 }
 
 #[cfg(test)]

@@ -6,14 +6,16 @@
 //! [`app`] builds the router from an [`AppState`]; [`serve`] runs it on a listener with
 //! the socket peer address available to the gate (never taken from a header).
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
-use axum::http::StatusCode;
-use axum::middleware::from_fn_with_state;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{Method, StatusCode};
+use axum::middleware::{Next, from_fn_with_state};
 use axum::response::Response;
 use clawboo_exec::Builtins;
 use clawboo_mcp::attach::StdioLauncher;
@@ -21,6 +23,9 @@ use clawboo_mcp::signing::ScopeSigner;
 use clawboo_store::broker::{Broker, BrokerConfig};
 use clawboo_store::memory::Memory;
 use clawboo_store::{DbLocation, Store};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use tower::ServiceExt;
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub mod conn;
@@ -336,8 +341,91 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     )
 }
 
-/// The whole HTTP application.
-pub fn app(state: AppState) -> Router {
+/// Every request's checks, in order: the peer's rate, the access guard, then the body
+/// deadline around `inner`, which answers what passes them. One composition for the
+/// router's middleware ([`edge`]) and the MCP lane ([`App::answer`]).
+async fn at_the_edge<F, Fut>(state: &AppState, mut req: Request, inner: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
+    if let Some(refused) = rate_limit::rate_refusal(state, &req) {
+        return refused;
+    }
+    if let Some(refused) = guard::access_refusal(state, &mut req) {
+        return refused;
+    }
+    conn::with_body_deadline(state.shared.options.deadlines, req, inner).await
+}
+
+/// [`at_the_edge`] as the router's one middleware, rather than one a check: each `from_fn`
+/// layer costs every request a boxed clone of the service below it and a boxed future.
+async fn edge(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    at_the_edge(&state, req, |req| next.run(req)).await
+}
+
+/// The whole HTTP application, as `serve` answers each request: a POST to an MCP mount
+/// (nearly every request of a busy team) goes through the edge checks straight to its
+/// mount, as the router would route it but without the router's per-request clones and
+/// boxes; everything else goes through the router.
+#[derive(Clone)]
+pub struct App {
+    state: AppState,
+    router: Router,
+}
+
+/// The application serving `state`.
+pub fn app(state: AppState) -> App {
+    App {
+        router: router(state.clone()),
+        state,
+    }
+}
+
+impl App {
+    /// Answer one request.
+    async fn answer(self, req: Request) -> Response {
+        let mount = (req.method() == Method::POST)
+            .then(|| {
+                let path = req.uri().path();
+                self.state.shared.mounts.iter().find(|m| m.serves(path))
+            })
+            .flatten();
+        let Some(mount) = mount else {
+            return match self.router.oneshot(req).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+        };
+        // As the router's `CatchPanicLayer`.
+        AssertUnwindSafe(at_the_edge(&self.state, req, |req| mount.answer(req)))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(panic_response)
+    }
+}
+
+/// For callers that drive the application as a tower service (in-process tests); `serve`
+/// awaits [`App::answer`] without the box.
+impl tower::Service<Request> for App {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        Box::pin(self.clone().answer(req).map(Ok))
+    }
+}
+
+/// Every route, behind the edge checks ([`edge`]).
+fn router(state: AppState) -> Router {
     let mut router = Router::new()
         .merge(routes::board::routes())
         .merge(routes::teams::routes())
@@ -355,12 +443,7 @@ pub fn app(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(
             state.shared.options.mcp.max_body_bytes,
         ))
-        .layer(from_fn_with_state(
-            state.shared.options.deadlines,
-            conn::body_deadline,
-        ))
-        .layer(from_fn_with_state(state.clone(), guard::access_guard))
-        .layer(from_fn_with_state(state.clone(), rate_limit::rate_limit))
+        .layer(from_fn_with_state(state.clone(), edge))
         .layer(CatchPanicLayer::custom(panic_response))
         .with_state(state)
 }
@@ -374,9 +457,10 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     state.start_background();
     let deadlines = state.shared.options.deadlines;
-    let router = app(state);
+    let app = app(state);
+    let answer = move |req| app.clone().answer(req);
     tokio::select! {
-        () = conn::serve_connections(listener, router, deadlines) => Ok(()),
+        () = conn::serve_connections(listener, answer, deadlines) => Ok(()),
         () = shutdown => Ok(()),
     }
 }

@@ -4,9 +4,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::Response;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
@@ -68,8 +67,9 @@ impl PeerRateLimiter {
     }
 }
 
-/// The middleware: 429 with a JSON `{error}` and `Retry-After` when a peer is over its rate.
-pub async fn rate_limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
+/// The rate check of [`crate::edge`]: a 429 with a JSON `{error}` and `Retry-After` when the
+/// request's peer is over its rate.
+pub(crate) fn rate_refusal(state: &AppState, req: &Request) -> Option<Response> {
     let peer = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
@@ -84,9 +84,9 @@ pub async fn rate_limit(State(state): State<AppState>, req: Request, next: Next)
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return response;
+        return Some(response);
     }
-    next.run(req).await
+    None
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::Request;
+use axum::response::Response;
 use axum::routing::{MethodRouter, any};
 use clawboo_mcp::attach::{McpServerName, binding_from_query};
 use clawboo_mcp::binding::Binding;
@@ -18,12 +20,15 @@ use crate::mcp_http::{McpHttpConfig, McpHttpService, SessionServer};
 
 type ProbeFn = Arc<dyn Fn() -> BoxFuture<'static, Result<usize, ProbeError>> + Send + Sync>;
 
+/// A mount's endpoint: answers one HTTP request.
+type AnswerFn = Arc<dyn Fn(Request) -> BoxFuture<'static, Response> + Send + Sync>;
+
 /// One MCP server mounted at `/api/mcp/<name>`.
 #[derive(Clone)]
 pub struct McpMount {
     /// Which server.
     pub name: McpServerName,
-    route: MethodRouter,
+    answer: AnswerFn,
     probe: ProbeFn,
 }
 
@@ -43,15 +48,19 @@ impl McpMount {
             move |uri| binding_from_query(name, uri.query(), &signer).map(|b| for_http(b)),
             config,
         );
-        let route = any(move |req| {
+        let answer: AnswerFn = Arc::new(move |req| {
             let service = service.clone();
-            async move { service.handle(req).await }
+            Box::pin(async move { service.handle(req).await })
         });
         let probe: ProbeFn = Arc::new(move || {
             let server = build(Binding::default());
             Box::pin(probe_server(server))
         });
-        McpMount { name, route, probe }
+        McpMount {
+            name,
+            answer,
+            probe,
+        }
     }
 
     /// The URL path of this mount.
@@ -59,9 +68,20 @@ impl McpMount {
         format!("/api/mcp/{}", self.name.as_str())
     }
 
+    /// Whether `path` is this mount's (exactly, as the router matches it).
+    pub(crate) fn serves(&self, path: &str) -> bool {
+        path.strip_prefix("/api/mcp/") == Some(self.name.as_str())
+    }
+
     /// The route answering this mount's path.
     pub fn route(&self) -> MethodRouter {
-        self.route.clone()
+        let answer = self.answer.clone();
+        any(move |req| answer(req))
+    }
+
+    /// Answer one request for this mount's path.
+    pub(crate) fn answer(&self, req: Request) -> BoxFuture<'static, Response> {
+        (self.answer)(req)
     }
 }
 

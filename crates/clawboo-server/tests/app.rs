@@ -1,5 +1,6 @@
-//! The router in-process (`app(state)` + `oneshot`), with the socket peer set explicitly:
-//! non-loopback peers, the rate limit, and the REST routes' shapes and statuses.
+//! The application in-process (`app(state)` + `oneshot`, as `serve` answers), with the
+//! socket peer set explicitly: non-loopback peers, the rate limit, and the REST routes'
+//! shapes and statuses.
 
 #![allow(clippy::unwrap_used)]
 
@@ -157,6 +158,50 @@ async fn no_peer_forges_its_way_past_the_gate_and_loopback_is_no_key() {
     assert_eq!(status, StatusCode::OK);
     let (status, _) = send(&f, LOOPBACK, "GET", "/api/board", &[], None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+/// MCP POSTs skip the router (`App::answer`): the same rate limit still applies to them,
+/// sharing the peer's bucket with its REST requests.
+#[tokio::test]
+async fn mcp_posts_share_the_peers_rate_limit() {
+    let f = fixture(|o| {
+        o.rate_limit = RateLimitConfig {
+            per_second: NonZeroU32::new(1).unwrap(),
+            burst: NonZeroU32::new(3).unwrap(),
+            exempt_loopback: true,
+        };
+    });
+    let (status, _) = send(&f, REMOTE, "GET", "/api/teams", &[], None).await;
+    assert_eq!(status, StatusCode::OK);
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(initialize_status(&f, REMOTE, &[]).await);
+    }
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
+    );
+    let (status, body) = send(
+        &f,
+        REMOTE,
+        "POST",
+        "/api/mcp/tasks",
+        &[],
+        Some(initialize()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(
+        body["error"].as_str().unwrap().contains("rate limit"),
+        "{body}"
+    );
+    for _ in 0..5 {
+        assert_eq!(initialize_status(&f, LOOPBACK, &[]).await, StatusCode::OK);
+    }
 }
 
 #[tokio::test]
