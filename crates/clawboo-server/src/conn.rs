@@ -4,10 +4,10 @@
 //!
 //! Written over hyper-util's connection builder rather than `axum::serve`, which offers
 //! neither hyper's `header_read_timeout` nor a hook after a connection fails. hyper
-//! enforces the header deadline but closes the socket without a word, so the socket is
-//! shared with the connection ([`SharedTcp`]) and, when the deadline cut a request
-//! short, the 408 is written on it afterwards. The body deadline is our own layer
-//! ([`body_deadline`]): tower-http's `RequestBodyTimeoutLayer` restarts its timer at
+//! enforces the header deadline but closes the socket without a word, so the socket's
+//! write half is shared with the connection (`SharedTcp`) and, when the deadline cut a
+//! request short, the 408 is written on it afterwards. The body deadline is our own
+//! (`with_body_deadline`): tower-http's `RequestBodyTimeoutLayer` restarts its timer at
 //! every frame, so a body trickled a byte at a time would never time out.
 
 use std::convert::Infallible;

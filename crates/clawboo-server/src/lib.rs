@@ -3,8 +3,8 @@
 //! config and status routes, the REST API, the web board with its live feed, the access
 //! gate and the origin guard.
 //!
-//! [`app`] builds the router from an [`AppState`]; [`serve`] runs it on a listener with
-//! the socket peer address available to the gate (never taken from a header).
+//! [`app`] builds the application from an [`AppState`]; [`serve`] runs it on a listener
+//! with the socket peer address available to the gate (never taken from a header).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -406,7 +406,7 @@ impl App {
 }
 
 /// For callers that drive the application as a tower service (in-process tests); `serve`
-/// awaits [`App::answer`] without the box.
+/// awaits `App::answer` without the box.
 impl tower::Service<Request> for App {
     type Response = Response;
     type Error = Infallible;
