@@ -309,7 +309,7 @@ fn local_location(path: &str, rest: &str) -> String {
     }
 }
 
-/// The gate of [`crate::edge`]: token exchange, Host/Origin guard and credentials for
+/// The gate of [`crate::at_the_edge`]: token exchange, Host/Origin guard and credentials for
 /// `/api/*`. `Some` is the answer that stops the request (a refusal, or the token exchange's
 /// redirect).
 pub(crate) fn access_refusal(state: &AppState, req: &mut Request) -> Option<Response> {

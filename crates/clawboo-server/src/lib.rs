@@ -385,12 +385,12 @@ pub fn app(state: AppState) -> App {
 impl App {
     /// Answer one request.
     async fn answer(self, req: Request) -> Response {
-        let mount = (req.method() == Method::POST)
-            .then(|| {
-                let path = req.uri().path();
-                self.state.shared.mounts.iter().find(|m| m.serves(path))
-            })
-            .flatten();
+        let mount = if req.method() == Method::POST {
+            let path = req.uri().path();
+            self.state.shared.mounts.iter().find(|m| m.serves(path))
+        } else {
+            None
+        };
         let Some(mount) = mount else {
             return match self.router.oneshot(req).await {
                 Ok(response) => response,

@@ -67,7 +67,7 @@ impl PeerRateLimiter {
     }
 }
 
-/// The rate check of [`crate::edge`]: a 429 with a JSON `{error}` and `Retry-After` when the
+/// The rate check of [`crate::at_the_edge`]: a 429 with a JSON `{error}` and `Retry-After` when the
 /// request's peer is over its rate.
 pub(crate) fn rate_refusal(state: &AppState, req: &Request) -> Option<Response> {
     let peer = req

@@ -160,17 +160,22 @@ async fn no_peer_forges_its_way_past_the_gate_and_loopback_is_no_key() {
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
 
+/// Options allowing a peer one request a second after a burst of `burst`, loopback exempt.
+fn rate_limited(burst: u32) -> impl FnOnce(&mut ServerOptions) {
+    move |o| {
+        o.rate_limit = RateLimitConfig {
+            per_second: NonZeroU32::new(1).unwrap(),
+            burst: NonZeroU32::new(burst).unwrap(),
+            exempt_loopback: true,
+        };
+    }
+}
+
 /// MCP POSTs skip the router (`App::answer`): the same rate limit still applies to them,
 /// sharing the peer's bucket with its REST requests.
 #[tokio::test]
 async fn mcp_posts_share_the_peers_rate_limit() {
-    let f = fixture(|o| {
-        o.rate_limit = RateLimitConfig {
-            per_second: NonZeroU32::new(1).unwrap(),
-            burst: NonZeroU32::new(3).unwrap(),
-            exempt_loopback: true,
-        };
-    });
+    let f = fixture(rate_limited(3));
     let (status, _) = send(&f, REMOTE, "GET", "/api/teams", &[], None).await;
     assert_eq!(status, StatusCode::OK);
     let mut statuses = Vec::new();
@@ -206,13 +211,7 @@ async fn mcp_posts_share_the_peers_rate_limit() {
 
 #[tokio::test]
 async fn remote_peers_are_rate_limited_with_a_json_429() {
-    let f = fixture(|o| {
-        o.rate_limit = RateLimitConfig {
-            per_second: NonZeroU32::new(1).unwrap(),
-            burst: NonZeroU32::new(5).unwrap(),
-            exempt_loopback: true,
-        };
-    });
+    let f = fixture(rate_limited(5));
     let mut statuses = Vec::new();
     for _ in 0..8 {
         statuses.push(send(&f, REMOTE, "GET", "/api/teams", &[], None).await);
