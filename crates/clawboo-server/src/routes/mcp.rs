@@ -115,5 +115,14 @@ async fn status(State(state): State<AppState>) -> axum::Json<Value> {
             "error": report.as_ref().and_then(|r| r.error.clone()),
         }));
     }
-    axum::Json(json!({ "ok": true, "servers": servers }))
+    let vector_search = state.shared.memory.vector_search();
+    axum::Json(json!({
+        "ok": true,
+        "servers": servers,
+        "memory": {
+            "backend": state.shared.store.backend_name(),
+            "vectorSearch": vector_search.as_str(),
+            "vectorSearchDetail": vector_search.to_string(),
+        },
+    }))
 }

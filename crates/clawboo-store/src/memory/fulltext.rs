@@ -149,7 +149,7 @@ impl TextIndex {
             let term = match self.memo.get(word) {
                 Some(term) => term.clone(),
                 None => {
-                    let term = <[String; 1]>::try_from(self.tokenizer()?.phrase(word)?)
+                    let term = <[String; 1]>::try_from(super::terms::phrase(word))
                         .ok()
                         .map(|[term]| term);
                     if self.memo.len() >= MAX_MEMO_WORDS {

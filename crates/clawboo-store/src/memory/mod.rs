@@ -8,20 +8,29 @@
 //! every fact (`fulltext`), so full text ranks in memory exactly as FTS5 would. On
 //! PostgreSQL, where many hosts share one database, a process keeps nothing per fact: the
 //! database keeps term statistics written with each fact and ranks bm25 itself
-//! (`pg_fts`), and a vector search streams the vectors in pages. What needs SQLite itself
-//! (FTS5's upkeep and ranking, its tokenizer) sits in `sqlite_fts`.
+//! (`pg_fts`) from the terms of FTS5's tokenizer as ported to Rust (`terms`); a vector
+//! search goes through pgvector's HNSW index where the server has the extension
+//! (`pgvector`), else streams the vectors in pages. What needs SQLite itself (FTS5's
+//! upkeep and ranking, its tokenizer for the in-memory index) sits in `sqlite_fts`.
 
+mod fts5_tokenizer;
 mod fulltext;
 mod pg_fts;
+mod pgvector;
 mod procedures;
 mod search;
 mod sqlite_fts;
+mod terms;
 
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::Serialize;
 
 pub use clawboo_embed::{EmbedError, Embedder};
+pub use pgvector::{PGVECTOR_ENV, VectorSearchPath};
+pub(crate) use pgvector::{
+    prepare as prepare_pgvector, session_settings as postgres_session_settings,
+};
 pub use procedures::{NewProcedure, Procedure};
 pub use search::{MAX_QUERY_CHARS, MatchedVia, SearchHit, SearchMode, SearchOutcome};
 
@@ -30,7 +39,7 @@ use crate::error::{Result, StoreError};
 use crate::scrub::{is_only_redactions, scrub_text};
 use crate::{Store, new_id};
 pub(crate) use sqlite_fts::register_sqlite_hooks;
-use sqlite_fts::{DocTerms, Tokenizer};
+use terms::DocTerms;
 
 /// Longest accepted fact title, in characters.
 pub const MAX_TITLE_CHARS: usize = 500;
@@ -191,9 +200,9 @@ pub struct Memory {
     text_builder: Arc<std::sync::atomic::AtomicBool>,
     /// The store's engine, asked once.
     dialect: OnceLock<Dialect>,
-    /// PostgreSQL only: FTS5's tokenizer, for the terms of new facts and of queries (the
-    /// database keeps the statistics; a process keeps nothing per fact).
-    tokenizer: Mutex<Option<Tokenizer>>,
+    /// PostgreSQL with pgvector only, once made sure of: the dimension whose HNSW index
+    /// serves this process's searches (`None`: pgvector cannot index the embedder's).
+    vector_index: OnceLock<Option<usize>>,
 }
 
 /// A checked, scrubbed and embedded fact, ready to write ([`Memory::prepare_fact`]).
@@ -221,10 +230,25 @@ impl PreparedFact {
         fact.created_at = store.now_ms();
         let blob = vector.as_deref().map(vector_to_blob);
         let dim = vector.as_ref().map(|v| v.len() as i64);
-        store
-            .write(|tx| insert_fact(tx, &fact, &tags_json, blob.as_deref(), dim, terms.as_ref()))?;
+        let stored = StoredVector {
+            blob: blob.as_deref(),
+            dim,
+            pgvector: store
+                .pgvector
+                .is_some()
+                .then(|| vector.as_deref().map(pgvector::vector_literal)),
+        };
+        store.write(|tx| insert_fact(tx, &fact, &tags_json, &stored, terms.as_ref()))?;
         Ok(fact)
     }
+}
+
+/// A fact's vector as written: its portable bytes and dimension, and, on PostgreSQL with
+/// pgvector, `Some` with the same vector as pgvector's text for `embedding_vec`.
+struct StoredVector<'a> {
+    blob: Option<&'a [u8]>,
+    dim: Option<i64>,
+    pgvector: Option<Option<String>>,
 }
 
 /// Insert `fact` (and, on PostgreSQL, its term statistics) in the caller's transaction.
@@ -232,39 +256,47 @@ fn insert_fact(
     tx: &dyn Tx,
     fact: &Fact,
     tags_json: &str,
-    blob: Option<&[u8]>,
-    dim: Option<i64>,
+    vector: &StoredVector<'_>,
     terms: Option<&DocTerms>,
 ) -> Result<()> {
     // A fact has a vector exactly when it has a dimension; `embed_seq` moves only then.
-    let seq: i64 = tx.query_one(
+    let (vector_column, vector_value) = match vector.pgvector {
+        Some(_) => (", embedding_vec", ", CAST(CAST(?12 AS TEXT) AS vector)"),
+        None => ("", ""),
+    };
+    let sql = format!(
         "INSERT INTO memory_facts (id, title, content, tags, team_id, agent_id, tenant_id,
-             created_at, embedding, embedding_model, embedding_dim, embed_seq)
+             created_at, embedding, embedding_model, embedding_dim, embed_seq{vector_column})
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
              CASE WHEN CAST(?11 AS BIGINT) IS NULL THEN 0
-                  ELSE (SELECT COALESCE(MAX(embed_seq), 0) + 1 FROM memory_facts) END)
-         RETURNING seq",
-        &[
-            &fact.id,
-            &fact.title,
-            &fact.content,
-            &tags_json,
-            &fact.team_id,
-            &fact.agent_id,
-            &fact.tenant_id,
-            &fact.created_at,
-            &blob,
-            &fact.embedding_model,
-            &dim,
-        ],
-        |r| r.get(0),
-    )?;
+                  ELSE (SELECT COALESCE(MAX(embed_seq), 0) + 1 FROM memory_facts) END
+             {vector_value})
+         RETURNING seq"
+    );
+    let literal = vector.pgvector.clone().flatten();
+    let mut params: Vec<&dyn ToValue> = vec![
+        &fact.id,
+        &fact.title,
+        &fact.content,
+        &tags_json,
+        &fact.team_id,
+        &fact.agent_id,
+        &fact.tenant_id,
+        &fact.created_at,
+        &vector.blob,
+        &fact.embedding_model,
+        &vector.dim,
+    ];
+    if vector.pgvector.is_some() {
+        params.push(&literal);
+    }
+    let seq: i64 = tx.query_one(&sql, &params, |r| r.get(0))?;
     if tx.dialect() == Dialect::Postgres {
         let made;
         let terms = match terms {
             Some(terms) => terms,
             None => {
-                made = Tokenizer::open()?.document([&fact.title, &fact.content, tags_json])?;
+                made = DocTerms::of([&fact.title, &fact.content, tags_json]);
                 &made
             }
         };
@@ -395,7 +427,7 @@ impl Memory {
             text: Arc::default(),
             text_builder: Arc::default(),
             dialect: OnceLock::new(),
-            tokenizer: Mutex::new(None),
+            vector_index: OnceLock::new(),
         }
     }
 
@@ -413,17 +445,9 @@ impl Memory {
         Ok(*self.dialect.get_or_init(|| dialect))
     }
 
-    /// Run `f` with this process's FTS5 tokenizer (opened on first use).
-    fn with_tokenizer<T>(&self, f: impl FnOnce(&mut Tokenizer) -> Result<T>) -> Result<T> {
-        let mut slot = self
-            .tokenizer
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let tokenizer = match &mut *slot {
-            Some(tokenizer) => tokenizer,
-            None => slot.insert(Tokenizer::open()?),
-        };
-        f(tokenizer)
+    /// How vector search finds the nearest facts on this store.
+    pub fn vector_search(&self) -> VectorSearchPath {
+        self.store.vector_search()
     }
 
     /// The embedder in use, if any.
@@ -483,11 +507,14 @@ impl Memory {
         let tags_json =
             serde_json::to_string(&tags).map_err(|e| StoreError::Invalid(format!("tags: {e}")))?;
         let embedded = self.embed_one(&embedding_text(&title, &content, &tags));
+        if let Some((_, vector)) = &embedded {
+            // The index exists before the first vector of its size is written, so facts
+            // join it as they are saved rather than in one long build at a first search.
+            self.has_vector_index(vector.len())?;
+        }
         // Tokenized here, outside the write, where the database keeps term statistics.
         let terms = match self.dialect()? {
-            Dialect::Postgres => {
-                Some(self.with_tokenizer(|t| t.document([&title, &content, &tags_json]))?)
-            }
+            Dialect::Postgres => Some(DocTerms::of([&title, &content, &tags_json])),
             Dialect::Sqlite => None,
         };
         Ok(PreparedFact {
@@ -581,15 +608,29 @@ impl Memory {
                     "embedding failed: the embedder returned the wrong number of vectors".into(),
                 ));
             }
+            // On PostgreSQL with pgvector the vector column moves with the bytes.
+            let with_vector = self.store.pgvector.is_some();
+            let update = format!(
+                "UPDATE memory_facts SET embedding = ?2, embedding_model = ?3,
+                     embedding_dim = ?4,
+                     embed_seq = (SELECT COALESCE(MAX(embed_seq), 0) + 1 FROM memory_facts){}
+                 WHERE seq = ?1",
+                if with_vector {
+                    ", embedding_vec = CAST(CAST(?5 AS TEXT) AS vector)"
+                } else {
+                    ""
+                }
+            );
             self.store.write(|tx| {
                 for ((seq, _), v) in pending.iter().zip(&vectors) {
-                    tx.execute(
-                        "UPDATE memory_facts SET embedding = ?2, embedding_model = ?3,
-                             embedding_dim = ?4,
-                             embed_seq = (SELECT COALESCE(MAX(embed_seq), 0) + 1 FROM memory_facts)
-                         WHERE seq = ?1",
-                        &[seq, &vector_to_blob(v), &model, &v.len()],
-                    )?;
+                    let blob = vector_to_blob(v);
+                    let literal = pgvector::vector_literal(v);
+                    let dim = v.len();
+                    let mut params: Vec<&dyn ToValue> = vec![seq, &blob, &model, &dim];
+                    if with_vector {
+                        params.push(&literal);
+                    }
+                    tx.execute(&update, &params)?;
                 }
                 Ok::<_, StoreError>(())
             })?;
@@ -627,3 +668,5 @@ pub(crate) fn check_limit(limit: u32, max: u32) -> Result<()> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vector_index_tests;

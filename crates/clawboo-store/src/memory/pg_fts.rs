@@ -1,22 +1,25 @@
 //! Full-text search on PostgreSQL: FTS5's bm25 computed in the database from the term
-//! statistics of migration `postgres/0002_memory_search.sql`, with FTS5's formula,
-//! constants and order of additions, so facts rank exactly as SQLite ranks them.
+//! statistics of migrations `postgres/0002_memory_search.sql` and `0004_memory_scale.sql`,
+//! with FTS5's formula, constants and order of additions, so facts rank exactly as SQLite
+//! ranks them.
 //!
-//! The terms are FTS5's own ([`super::sqlite_fts::Tokenizer`]). A query word is one FTS5
-//! phrase: usually one term; a word FTS5 splits into several terms matches where they
-//! stand consecutively in one column, as FTS5 matches a phrase; a word of no term matches
-//! nothing and adds nothing to any score.
+//! The terms are FTS5's own, made by the store's port of its tokenizer ([`super::terms`]).
+//! A query word is one FTS5 phrase: usually one term, whose idf comes from the count kept
+//! at write time and whose postings (each carrying its fact's length and scope) are all a
+//! search reads; a word FTS5 splits into several terms matches where they stand
+//! consecutively in one column, as FTS5 matches a phrase, counted from those terms'
+//! postings; a word of no term matches nothing and adds nothing to any score.
 
 use serde::Serialize;
 
 use super::search::{B, COLUMN_WEIGHTS, K1};
-use super::sqlite_fts::DocTerms;
+use super::terms::DocTerms;
 use super::{FACT_COLUMNS, Fact, ScopeFilter, fact_from_row};
 use crate::db::{ToValue, Tx};
 use crate::error::{Result, StoreError};
 
-/// Rows of `memory_fts_totals` writers spread over.
-const TOTAL_SHARDS: i64 = 16;
+/// Rows of `memory_fts_totals`, and of `memory_fts_terms` per term, writers spread over.
+const SHARDS: i64 = 16;
 
 /// One term of a fact, as `record_terms` hands it to the database.
 #[derive(Serialize)]
@@ -39,45 +42,52 @@ fn json<T: Serialize>(value: &T) -> Result<String> {
         .map_err(|e| StoreError::Invalid(format!("full-text statistics: {e}")))
 }
 
-/// Write fact `seq`'s term statistics inside the transaction that inserted it.
+/// Write fact `seq`'s term statistics inside the transaction that inserted it, in one
+/// statement: its postings, the count of facts holding each of its terms, the totals.
 pub(super) fn record_terms(tx: &dyn Tx, seq: i64, fact: &Fact, terms: &DocTerms) -> Result<()> {
+    let rows: Vec<TermRow<'_>> = terms
+        .terms
+        .iter()
+        .map(|(term, (freq, positions))| TermRow {
+            term,
+            freq: *freq,
+            positions,
+        })
+        .collect();
+    // Each writer adds to the rows of its connection's shard: a transaction locks those,
+    // so concurrent saves never wait on each other in a circle, and every save takes its
+    // locks in the same order (the statement's, terms sorted).
     tx.execute(
-        "INSERT INTO memory_fts_docs (seq, length, team_id, agent_id, tenant_id)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
+        "WITH t AS (
+             SELECT t.term, t.freq, t.positions
+             FROM json_to_recordset(CAST(CAST(?2 AS TEXT) AS JSON))
+                 AS t(term TEXT, freq BIGINT, positions BIGINT[])
+         ),
+         posted AS (
+             INSERT INTO memory_fts_postings
+                 (term, seq, freq, positions, length, team_id, agent_id, tenant_id)
+             SELECT t.term, CAST(?1 AS BIGINT), t.freq, t.positions, CAST(?3 AS BIGINT),
+                 CAST(?4 AS TEXT), CAST(?5 AS TEXT), CAST(?6 AS TEXT)
+             FROM t
+         ),
+         counted AS (
+             INSERT INTO memory_fts_terms (term, shard, docs)
+             SELECT t.term, pg_backend_pid() % CAST(?7 AS BIGINT), 1 FROM t
+             ON CONFLICT (term, shard) DO UPDATE SET docs = memory_fts_terms.docs + 1
+         )
+         INSERT INTO memory_fts_totals (shard, docs, tokens)
+         VALUES (pg_backend_pid() % CAST(?7 AS BIGINT), 1, ?3)
+         ON CONFLICT (shard) DO UPDATE SET docs = memory_fts_totals.docs + 1,
+             tokens = memory_fts_totals.tokens + excluded.tokens",
         &[
             &seq,
+            &json(&rows)?,
             &terms.length,
             &fact.team_id,
             &fact.agent_id,
             &fact.tenant_id,
+            &SHARDS,
         ],
-    )?;
-    if !terms.terms.is_empty() {
-        let rows: Vec<TermRow<'_>> = terms
-            .terms
-            .iter()
-            .map(|(term, (freq, positions))| TermRow {
-                term,
-                freq: *freq,
-                positions,
-            })
-            .collect();
-        tx.execute(
-            "INSERT INTO memory_fts_postings (term, seq, freq, positions)
-             SELECT t.term, CAST(?1 AS BIGINT), t.freq, t.positions
-             FROM json_to_recordset(CAST(CAST(?2 AS TEXT) AS JSON))
-                 AS t(term TEXT, freq BIGINT, positions BIGINT[])",
-            &[&seq, &json(&rows)?],
-        )?;
-    }
-    // The row of this connection: a transaction locks one row, so concurrent saves never
-    // wait on each other in a circle.
-    tx.execute(
-        "INSERT INTO memory_fts_totals (shard, docs, tokens)
-         VALUES (pg_backend_pid() % CAST(?1 AS BIGINT), 1, ?2)
-         ON CONFLICT (shard) DO UPDATE SET docs = memory_fts_totals.docs + 1,
-             tokens = memory_fts_totals.tokens + excluded.tokens",
-        &[&TOTAL_SHARDS, &terms.length],
     )?;
     Ok(())
 }
@@ -97,6 +107,41 @@ pub(super) fn ranked(
     scope: &ScopeFilter,
     k: usize,
 ) -> Result<Vec<(Fact, f64)>> {
+    let Some((best, query, args)) = best_statement(phrases, scope)? else {
+        return Ok(Vec::new());
+    };
+    let sql = format!(
+        "{best}
+         SELECT {FACT_COLUMNS}, best.score FROM best JOIN memory_facts f ON f.seq = best.seq
+         ORDER BY best.score DESC, best.seq"
+    );
+    let mut params: Vec<&dyn ToValue> = vec![&query, &k];
+    params.extend(args.iter().map(|a| a as &dyn ToValue));
+    tx.query_map(&sql, &params, |r| Ok((fact_from_row(r)?, r.get::<f64>(9)?)))
+}
+
+/// The numbers (`seq`) of [`ranked`]'s facts, best first, without reading the facts.
+pub(super) fn ranked_seqs(
+    tx: &dyn Tx,
+    phrases: &[Vec<String>],
+    scope: &ScopeFilter,
+    k: usize,
+) -> Result<Vec<i64>> {
+    let Some((best, query, args)) = best_statement(phrases, scope)? else {
+        return Ok(Vec::new());
+    };
+    let sql = format!("{best} SELECT seq FROM best ORDER BY score DESC, seq");
+    let mut params: Vec<&dyn ToValue> = vec![&query, &k];
+    params.extend(args.iter().map(|a| a as &dyn ToValue));
+    tx.query_map(&sql, &params, |r| r.get(0))
+}
+
+/// The `WITH … best AS (…)` part of a ranking, its query terms as JSON (`?1`; `?2` is the
+/// `k`) and its scope's parameters (`?3`…); `None` when the phrases hold no term.
+fn best_statement(
+    phrases: &[Vec<String>],
+    scope: &ScopeFilter,
+) -> Result<Option<(String, String, Vec<String>)>> {
     let query: Vec<QueryTerm<'_>> = phrases
         .iter()
         .enumerate()
@@ -112,9 +157,10 @@ pub(super) fn ranked(
         })
         .collect();
     if query.is_empty() {
-        return Ok(Vec::new());
+        return Ok(None);
     }
-    let (cond, args) = scope.sql("d", 3);
+    let (single_cond, args) = scope.sql("p", 3);
+    let (phrase_cond, _) = scope.sql("h", 3);
     let [title, content, tags] = COLUMN_WEIGHTS;
     let (k1, b, one, half, floor) = (
         double(K1),
@@ -126,30 +172,33 @@ pub(super) fn ranked(
     // FTS5's bm25: for each phrase, idf = ln((N - n + 0.5) / (n + 0.5)) over the whole
     // corpus (floored at 1e-6); a fact scores the sum, phrase by phrase in query order, of
     // idf * (f * (k1 + 1)) / (f + k1 * (1 - b + b * D / avgdl)), f the phrase's
-    // occurrences weighted by column and D the fact's length.
+    // occurrences weighted by column and D the fact's length. A one-term phrase's n is the
+    // count kept at write time and only its postings in scope are read; a phrase of
+    // several terms is matched over all of its terms' postings, to count its n.
     let sql = format!(
         "WITH q AS (
              SELECT e.phrase, e.place, e.term
              FROM json_to_recordset(CAST(CAST(?1 AS TEXT) AS JSON)) AS e(phrase BIGINT, place BIGINT, term TEXT)
          ),
          sizes AS (SELECT phrase, count(*) AS terms FROM q GROUP BY phrase),
+         single AS (
+             SELECT q.phrase, q.term FROM q JOIN sizes s ON s.phrase = q.phrase AND s.terms = 1
+         ),
          starts AS (
-             SELECT q.phrase, p.seq, pos - q.place AS start
+             SELECT q.phrase, p.seq, pos - q.place AS start, p.length, p.team_id, p.agent_id,
+                 p.tenant_id
              FROM q JOIN sizes s ON s.phrase = q.phrase AND s.terms > 1
              JOIN memory_fts_postings p ON p.term = q.term
              CROSS JOIN LATERAL unnest(p.positions) AS pos
-             GROUP BY q.phrase, p.seq, pos - q.place, s.terms
+             GROUP BY q.phrase, p.seq, pos - q.place, s.terms, p.length, p.team_id,
+                 p.agent_id, p.tenant_id
              HAVING count(DISTINCT q.place) = s.terms
          ),
-         hits AS (
-             SELECT q.phrase, p.seq, CAST(p.freq AS DOUBLE PRECISION) AS freq
-             FROM q JOIN sizes s ON s.phrase = q.phrase AND s.terms = 1
-             JOIN memory_fts_postings p ON p.term = q.term
-             UNION ALL
-             SELECT phrase, seq,
+         phrase_hits AS (
+             SELECT phrase, seq, length, team_id, agent_id, tenant_id,
                  CAST(SUM(CASE start >> 32 WHEN 0 THEN {title} WHEN 1 THEN {content}
-                          ELSE {tags} END) AS DOUBLE PRECISION)
-             FROM starts GROUP BY phrase, seq
+                          ELSE {tags} END) AS DOUBLE PRECISION) AS freq
+             FROM starts GROUP BY phrase, seq, length, team_id, agent_id, tenant_id
          ),
          totals AS (
              SELECT CAST(SUM(docs) AS DOUBLE PRECISION) AS docs,
@@ -157,31 +206,38 @@ pub(super) fn ranked(
                         AS avgdl
              FROM memory_fts_totals
          ),
+         counts AS (
+             SELECT single.phrase, CAST(SUM(c.docs) AS DOUBLE PRECISION) AS n
+             FROM single JOIN memory_fts_terms c ON c.term = single.term
+             GROUP BY single.phrase
+             UNION ALL
+             SELECT phrase, CAST(count(*) AS DOUBLE PRECISION) FROM phrase_hits GROUP BY phrase
+         ),
          idf AS (
-             SELECT h.phrase,
-                 CASE WHEN ln((t.docs - count(*) + {half}) / (count(*) + {half})) <= 0
+             SELECT c.phrase,
+                 CASE WHEN ln((t.docs - c.n + {half}) / (c.n + {half})) <= 0
                       THEN {floor}
-                      ELSE ln((t.docs - count(*) + {half}) / (count(*) + {half})) END AS idf
-             FROM hits h CROSS JOIN totals t GROUP BY h.phrase, t.docs
+                      ELSE ln((t.docs - c.n + {half}) / (c.n + {half})) END AS idf
+             FROM counts c CROSS JOIN totals t
+         ),
+         hits AS (
+             SELECT single.phrase, p.seq, CAST(p.freq AS DOUBLE PRECISION) AS freq, p.length
+             FROM single JOIN memory_fts_postings p ON p.term = single.term
+             WHERE {single_cond}
+             UNION ALL
+             SELECT h.phrase, h.seq, h.freq, h.length FROM phrase_hits h WHERE {phrase_cond}
          ),
          shares AS (
              SELECT h.seq, h.phrase,
                  i.idf * ((h.freq * ({k1} + {one}))
-                     / (h.freq + {k1} * ({one} - {b} + {b} * CAST(d.length AS DOUBLE PRECISION)
+                     / (h.freq + {k1} * ({one} - {b} + {b} * CAST(h.length AS DOUBLE PRECISION)
                         / t.avgdl))) AS share
-             FROM hits h JOIN idf i ON i.phrase = h.phrase
-             JOIN memory_fts_docs d ON d.seq = h.seq CROSS JOIN totals t
-             WHERE {cond}
+             FROM hits h JOIN idf i ON i.phrase = h.phrase CROSS JOIN totals t
          ),
          best AS (
              SELECT seq, SUM(share ORDER BY phrase) AS score FROM shares GROUP BY seq
              ORDER BY score DESC, seq LIMIT ?2
-         )
-         SELECT {FACT_COLUMNS}, best.score FROM best JOIN memory_facts f ON f.seq = best.seq
-         ORDER BY best.score DESC, best.seq"
+         )"
     );
-    let query = json(&query)?;
-    let mut params: Vec<&dyn ToValue> = vec![&query, &k];
-    params.extend(args.iter().map(|a| a as &dyn ToValue));
-    tx.query_map(&sql, &params, |r| Ok((fact_from_row(r)?, r.get::<f64>(9)?)))
+    Ok(Some((sql, json(&query)?, args)))
 }

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::{
     FACT_COLUMNS, Fact, MAX_SEARCH_LIMIT, Memory, ScopeFilter, blob_to_vector, check_len,
-    check_limit, fact_from_row, params_with, pg_fts, read_vector_into, sqlite_fts,
+    check_limit, fact_from_row, params_with, pg_fts, pgvector, read_vector_into, sqlite_fts, terms,
 };
 use crate::db::{Dialect, ToValue, Tx, Value};
 use crate::error::{Result, StoreError};
@@ -40,6 +40,9 @@ const MAX_QUERY_WORDS: usize = 64;
 const FUSION_CANDIDATES: usize = 50;
 /// The reciprocal-rank-fusion constant (the usual 60).
 const RRF_K: f64 = 60.0;
+/// Full-text matches added to the HNSW walk's candidates for a vector search with an
+/// embedder that is not semantic ([`Memory::scan_vectors`]).
+const LEXICAL_CANDIDATES: usize = 100;
 /// Facts lacking a current vector that one search embeds before scanning.
 const LAZY_EMBED_PER_SEARCH: usize = 256;
 
@@ -434,7 +437,7 @@ impl Memory {
         match mode {
             SearchMode::Vector => {
                 let vectors = self.vectors(&qv, &model, scope)?;
-                let ranked = self.vector_ranked(vectors, &qv, &model, scope, limit)?;
+                let ranked = self.vector_ranked(vectors, &qv, &words, &model, scope, limit)?;
                 let facts = self.facts_by_seq(ranked.iter().map(|(s, _)| *s))?;
                 let hits = ranked
                     .into_iter()
@@ -463,7 +466,8 @@ impl Memory {
                     let fts = threads.spawn(|| self.fts_ranked(&words, scope, candidates));
                     // Moved in, so a cache unlocks when the scan ends (other searches wait
                     // on it), not when the full-text ranking does.
-                    let vector = self.vector_ranked(vectors, &qv, &model, scope, candidates);
+                    let vector =
+                        self.vector_ranked(vectors, &qv, &words, &model, scope, candidates);
                     let fts = fts
                         .join()
                         .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -476,6 +480,33 @@ impl Memory {
                 })
             }
         }
+    }
+
+    /// The ids and similarities of the best `limit` facts in `scope` by vector similarity
+    /// to `query`, found by scanning every vector exactly, whatever index the store has:
+    /// what an index's recall is measured against. Empty without an embedder.
+    pub fn exact_vector_search(
+        &self,
+        query: &str,
+        scope: &ScopeFilter,
+        limit: u32,
+    ) -> Result<Vec<(String, f64)>> {
+        check_limit(limit, MAX_SEARCH_LIMIT)?;
+        let Some((embedder, qv)) = self.embed_one(query) else {
+            return Ok(Vec::new());
+        };
+        let model = embedder.model_id().to_string();
+        let ranked = match self.vectors(&qv, &model, scope)? {
+            Vectors::Cache(cache) => cache.top_k(&qv, scope, limit as usize),
+            Vectors::Database => self
+                .store
+                .snapshot(|tx| scan_vectors(tx, &qv, &model, scope, limit as usize))?,
+        };
+        let mut facts = self.facts_by_seq(ranked.iter().map(|(s, _)| *s))?;
+        Ok(ranked
+            .iter()
+            .filter_map(|(seq, score)| facts.remove(seq).map(|f| (f.id, f64::from(*score))))
+            .collect())
     }
 
     /// Reciprocal-rank fusion of a full-text list and a vector list. The fused score is
@@ -541,8 +572,7 @@ impl Memory {
         }
         let words = fts_words(words);
         if self.dialect()? == Dialect::Postgres {
-            let phrases: Vec<Vec<String>> = self
-                .with_tokenizer(|tokenizer| words.iter().map(|w| tokenizer.phrase(w)).collect())?;
+            let phrases: Vec<Vec<String>> = words.iter().map(|w| terms::phrase(w)).collect();
             let ranked = self
                 .store
                 .read(|tx| pg_fts::ranked(tx, &phrases, scope, k))?;
@@ -595,45 +625,90 @@ impl Memory {
     }
 
     /// The best `k` facts in scope by cosine similarity to `query` (positive only), among
-    /// facts embedded by `model` at the query's dimension.
+    /// facts embedded by `model` at the query's dimension; `words` are the query's.
     fn vector_ranked(
         &self,
         vectors: Vectors<'_>,
         query: &[f32],
+        words: &[String],
         model: &str,
         scope: &ScopeFilter,
         k: usize,
     ) -> Result<Vec<(i64, f32)>> {
         match vectors {
             Vectors::Cache(cache) => Ok(cache.top_k(query, scope, k)),
-            Vectors::Database => self.scan_vectors(query, model, scope, k),
+            Vectors::Database => self.scan_vectors(query, words, model, scope, k),
         }
     }
 
-    /// [`Memory::vector_ranked`] over the database: every fact in scope, a page at a time
+    /// [`Memory::vector_ranked`] over the database: through pgvector's HNSW index where
+    /// the server has it and the walk finds `k`, else every fact in scope, a page at a time
     /// in one snapshot, keeping only the best `k`.
+    ///
+    /// An embedder that is not semantic (the built-in one) makes vectors of the text's own
+    /// words, and a fact's nearest neighbours are then mostly the facts sharing the
+    /// query's words: vectors a graph index walks poorly (nearly orthogonal to one another,
+    /// of high intrinsic dimension). For those the best full-text matches join the walk's
+    /// candidates, all measured by exact distance, so recall does not hang on the walk.
     fn scan_vectors(
         &self,
         query: &[f32],
+        words: &[String],
         model: &str,
         scope: &ScopeFilter,
         k: usize,
     ) -> Result<Vec<(i64, f32)>> {
+        if self.has_vector_index(query.len())? {
+            let lexical = self.embedder.as_ref().is_some_and(|e| !e.is_semantic());
+            let phrases: Vec<Vec<String>> = if lexical {
+                fts_words(words).iter().map(|w| terms::phrase(w)).collect()
+            } else {
+                Vec::new()
+            };
+            let nearest = self.store.read(|tx| {
+                let also = pg_fts::ranked_seqs(tx, &phrases, scope, LEXICAL_CANDIDATES)?;
+                pgvector::nearest(tx, query, model, scope, k, &also)
+            })?;
+            if let Some(nearest) = nearest {
+                return Ok(nearest);
+            }
+        }
         self.store
             .snapshot(|tx| scan_vectors(tx, query, model, scope, k))
     }
 
-    /// Whether a fact in `scope` lacks a vector from `model` at `dim` (PostgreSQL).
+    /// Whether pgvector's HNSW index serves vectors of `dim` (made sure of once per
+    /// process, for the embedder's dimension).
+    pub(super) fn has_vector_index(&self, dim: usize) -> Result<bool> {
+        if self.store.pgvector.is_none() {
+            return Ok(false);
+        }
+        if let Some(ready) = self.vector_index.get() {
+            return Ok(*ready == Some(dim));
+        }
+        let ready = pgvector::ensure_index(&self.store, dim)?.then_some(dim);
+        Ok(*self.vector_index.get_or_init(|| ready) == Some(dim))
+    }
+
+    /// Whether a fact in `scope` lacks a vector from `model` at `dim` (PostgreSQL). A fact
+    /// has a model exactly when it has a vector, and every test below is a range of the
+    /// `(embedding_model, embedding_dim)` index, so this reads only such facts, not the
+    /// corpus. The model and dimension are written into the statement (one per process,
+    /// as its embedder is): bound as parameters, PostgreSQL's generic plan would guess the
+    /// ranges wide and scan every fact.
     fn lacks_vectors(&self, model: &str, dim: usize, scope: &ScopeFilter) -> Result<bool> {
-        let (cond, args) = scope.sql("f", 3);
+        let (cond, args) = scope.sql("f", 1);
+        let model = quoted(model)?;
         let sql = format!(
             "SELECT EXISTS (SELECT 1 FROM memory_facts f
-             WHERE (f.embedding IS NULL OR f.embedding_model IS DISTINCT FROM ?1
-                    OR f.embedding_dim IS DISTINCT FROM ?2) AND {cond})"
+             WHERE (f.embedding_model IS NULL OR f.embedding_model < {model}
+                    OR f.embedding_model > {model}
+                    OR (f.embedding_model = {model}
+                        AND (f.embedding_dim < {dim} OR f.embedding_dim > {dim})))
+               AND {cond})"
         );
         self.store.read(|tx| {
-            let mut params: Vec<&dyn ToValue> = vec![&model, &dim];
-            params.extend(args.iter().map(|a| a as &dyn ToValue));
+            let params: Vec<&dyn ToValue> = args.iter().map(|a| a as &dyn ToValue).collect();
             tx.query_one(&sql, &params, |r| r.get::<bool>(0))
         })
     }
@@ -755,7 +830,7 @@ impl Memory {
 
 /// The best `k` facts in scope by similarity to `query` among those embedded by `model`
 /// at its dimension, read from the database a page at a time (run it in one snapshot).
-fn scan_vectors(
+pub(super) fn scan_vectors(
     tx: &dyn Tx,
     query: &[f32],
     model: &str,
@@ -795,6 +870,17 @@ fn scan_vectors(
         }
         after = last;
     }
+}
+
+/// `text` as a PostgreSQL string literal (standard-conforming: quotes doubled); text
+/// holding a NUL, which no PostgreSQL text can, is refused.
+fn quoted(text: &str) -> Result<String> {
+    if text.contains('\0') {
+        return Err(StoreError::Invalid(
+            "the embedding model's name holds a NUL character".into(),
+        ));
+    }
+    Ok(format!("'{}'", text.replace('\'', "''")))
 }
 
 /// bm25 scores (positive, higher is better) as relevance in 0..1.

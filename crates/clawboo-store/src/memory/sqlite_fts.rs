@@ -1,11 +1,10 @@
 //! What memory's full-text search needs from SQLite itself: the upkeep of the FTS5 index
 //! (indexing the facts a transaction wrote just before it commits, merging segments when
 //! the store is idle, both registered in [`crate::sqlite::hooks`]), ranking by FTS5's own
-//! `bm25()`, and FTS5's tokenizer. The tokenizer serves both backends: PostgreSQL's term
-//! statistics are made of the very terms FTS5 makes, so both rank alike. Everything here
-//! that names rusqlite stays here (and in the SQLite-only in-memory index, `fulltext`).
+//! `bm25()`, and FTS5's tokenizer for the in-memory index (`fulltext`). Everything here
+//! that names rusqlite stays here (and in that SQLite-only index).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use rusqlite::Connection;
 
@@ -130,22 +129,6 @@ pub(super) struct Posting {
 
 /// Postings by term.
 pub(super) type Postings = HashMap<String, Vec<Posting>>;
-
-/// The terms of one fact, as PostgreSQL's term statistics store them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct DocTerms {
-    /// Tokens in all columns (bm25's document length).
-    pub(super) length: u32,
-    /// Each term: occurrences weighted by [`COLUMN_WEIGHTS`], and every place it occurs
-    /// ([`position`]), ascending.
-    pub(super) terms: BTreeMap<String, (u32, Vec<i64>)>,
-}
-
-/// A token's place: its column in the high half, its offset in the column in the low half,
-/// so that the next token of the same column is the next number.
-pub(super) fn position(column: usize, offset: i64) -> i64 {
-    ((column as i64) << 32) | offset
-}
 
 /// The column number of a `fts5vocab` instance row's column name.
 fn column_number(name: &str) -> usize {
@@ -309,46 +292,5 @@ impl Tokenizer {
         tx.execute("INSERT INTO terms(terms) VALUES ('delete-all')", [])?;
         tx.commit()?;
         Ok((terms, lengths))
-    }
-
-    /// One fact's terms, with every place each occurs (what PostgreSQL stores).
-    pub(super) fn document(&mut self, columns: [&str; 3]) -> Result<DocTerms> {
-        let tx = self.conn.transaction()?;
-        tx.prepare_cached("INSERT INTO terms(rowid, title, content, tags) VALUES (1, ?, ?, ?)")?
-            .execute(columns)?;
-        let mut doc = DocTerms::default();
-        {
-            let mut stmt = tx.prepare_cached("SELECT term, col, offset FROM terms_instances")?;
-            let mut rows = stmt.query([])?;
-            while let Some(row) = rows.next()? {
-                let column = column_number(text_at(row, 1)?);
-                let entry = doc.terms.entry(text_at(row, 0)?.to_owned()).or_default();
-                entry.0 += COLUMN_WEIGHTS[column];
-                entry.1.push(position(column, row.get(2)?));
-                doc.length += 1;
-            }
-        }
-        for (_, positions) in doc.terms.values_mut() {
-            positions.sort_unstable();
-        }
-        tx.execute("INSERT INTO terms(terms) VALUES ('delete-all')", [])?;
-        tx.commit()?;
-        Ok(doc)
-    }
-
-    /// The terms FTS5 makes of `word`, in order: one for most words; several make a
-    /// phrase FTS5 matches as consecutive terms; none match nothing.
-    pub(super) fn phrase(&mut self, word: &str) -> Result<Vec<String>> {
-        let tx = self.conn.transaction()?;
-        tx.prepare_cached("INSERT INTO terms(rowid, title) VALUES (1, ?)")?
-            .execute([word])?;
-        let terms: Vec<String> = {
-            let mut stmt = tx.prepare_cached("SELECT term FROM terms_instances ORDER BY offset")?;
-            let rows = stmt.query_map([], |r| r.get(0))?;
-            rows.collect::<rusqlite::Result<_>>()?
-        };
-        tx.execute("INSERT INTO terms(terms) VALUES ('delete-all')", [])?;
-        tx.commit()?;
-        Ok(terms)
     }
 }

@@ -5,41 +5,50 @@ use std::sync::Arc;
 use clawboo_embed::HashedEmbedder;
 
 use super::*;
+use crate::testing::TestStore;
 
 // The contract tests open every store through `location` and `open`, so they hold on any
-// backend `Store::open` reaches: pointing `location` at a fresh PostgreSQL database runs
-// them there. The tests after `in_memory_ranking_equals_fts5_bm25` are SQLite's own (its
-// in-memory index against FTS5).
+// backend: with `CLAWBOO_TEST_BACKEND=postgres` each test gets a fresh PostgreSQL database
+// (test.sh runs them so on a server without pgvector and on one with it). The tests after
+// `in_memory_ranking_equals_fts5_bm25` are SQLite's own (its in-memory index against
+// FTS5) and open `sqlite_location`.
 
 /// Where one test's stores live (a fresh, empty database), kept until the test ends.
-struct Location {
-    _dir: tempfile::TempDir,
-    path: std::path::PathBuf,
+pub(super) struct Location(TestStore);
+
+/// A fresh, empty database for one test, on the backend the test run names.
+pub(super) fn location() -> Location {
+    if std::env::var("CLAWBOO_TEST_BACKEND").is_ok_and(|b| b == "postgres") {
+        Location(
+            TestStore::postgres()
+                .expect("CLAWBOO_TEST_BACKEND=postgres needs CLAWBOO_TEST_POSTGRES_URL"),
+        )
+    } else {
+        sqlite_location()
+    }
 }
 
-/// A fresh, empty database for one test.
-fn location() -> Location {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("m.db");
-    Location { _dir: dir, path }
+/// A fresh SQLite file, whatever the run's backend.
+pub(super) fn sqlite_location() -> Location {
+    Location(TestStore::sqlite())
 }
 
 /// A store (a connection of its own, as another process would have) on `at`.
-fn open(at: &Location) -> Arc<Store> {
-    Arc::new(Store::open(&at.path).unwrap())
+pub(super) fn open(at: &Location) -> Arc<Store> {
+    Arc::new(at.0.store())
 }
 
-fn memory(embedder: Option<Arc<dyn Embedder>>) -> (Location, Memory) {
+pub(super) fn memory(embedder: Option<Arc<dyn Embedder>>) -> (Location, Memory) {
     let at = location();
     let store = open(&at);
     (at, Memory::new(store, embedder))
 }
 
-fn hashed() -> Option<Arc<dyn Embedder>> {
+pub(super) fn hashed() -> Option<Arc<dyn Embedder>> {
     Some(Arc::new(HashedEmbedder::default()))
 }
 
-fn fact(title: &str, content: &str, team: Option<&str>, agent: Option<&str>) -> NewFact {
+pub(super) fn fact(title: &str, content: &str, team: Option<&str>, agent: Option<&str>) -> NewFact {
     NewFact {
         title: title.into(),
         content: content.into(),
@@ -49,7 +58,7 @@ fn fact(title: &str, content: &str, team: Option<&str>, agent: Option<&str>) -> 
     }
 }
 
-fn team(t: &str) -> ScopeFilter {
+pub(super) fn team(t: &str) -> ScopeFilter {
     ScopeFilter {
         team: TeamFilter::TeamOrGlobal(t.into()),
         ..ScopeFilter::default()
@@ -561,28 +570,22 @@ fn settled(m: &Memory, words: &[String], scope: &ScopeFilter, k: usize) -> Vec<(
     }
 }
 
-#[test]
-fn in_memory_ranking_equals_fts5_bm25() {
-    let (_dir, m) = memory(None);
-    let mut rng = Lcg(7);
-    for i in 0..400 {
-        if i == 300 {
-            // The first 300 are indexed whole from FTS5's index; the rest one by one, as a
-            // search finds them, through the twin tokenizer.
-            settled(&m, &["deploy".into()], &ScopeFilter::default(), 1);
-        }
-        let teams = [None, Some("alpha"), Some("beta")];
-        m.save_fact(NewFact {
-            title: words(&mut rng, 4),
-            content: words(&mut rng, 40),
-            tags: (0..rng.below(3)).map(|_| words(&mut rng, 1)).collect(),
-            team_id: teams[i % 3].map(Into::into),
-            agent_id: (i % 4 == 0).then(|| "a1".into()),
-            tenant_id: (i % 5 == 0).then(|| "t1".into()),
-        })
-        .unwrap();
+/// Fact `i` of the ranking corpus.
+fn ranking_fact(rng: &mut Lcg, i: usize) -> NewFact {
+    let teams = [None, Some("alpha"), Some("beta")];
+    NewFact {
+        title: words(rng, 4),
+        content: words(rng, 40),
+        tags: (0..rng.below(3)).map(|_| words(rng, 1)).collect(),
+        team_id: teams[i % 3].map(Into::into),
+        agent_id: i.is_multiple_of(4).then(|| "a1".into()),
+        tenant_id: i.is_multiple_of(5).then(|| "t1".into()),
     }
-    let scopes = [
+}
+
+/// The scopes the ranking tests search in.
+fn ranking_scopes() -> [ScopeFilter; 4] {
+    [
         ScopeFilter::default(),
         team("alpha"),
         ScopeFilter {
@@ -594,7 +597,64 @@ fn in_memory_ranking_equals_fts5_bm25() {
             tenant_id: Some("t1".into()),
             ..team("beta")
         },
-    ];
+    ]
+}
+
+/// The database's own bm25 on this run's backend (PostgreSQL with
+/// `CLAWBOO_TEST_BACKEND=postgres`) ranks every query as SQLite's FTS5 does: the same
+/// facts in the same places with the same scores, terms made by the ported tokenizer.
+#[test]
+fn full_text_ranks_as_fts5_on_every_backend() {
+    let sqlite = Memory::new(open(&sqlite_location()), None);
+    let at = location();
+    let tested = Memory::new(open(&at), None);
+    let mut rng = Lcg(11);
+    for i in 0..400 {
+        let fact = ranking_fact(&mut rng, i);
+        sqlite.save_fact(fact.clone()).unwrap();
+        tested.save_fact(fact).unwrap();
+    }
+    let mut compared = 0;
+    for _ in 0..60 {
+        // Accents, case and a word FTS5 splits in two, beside the corpus' own words.
+        let query = format!("{} UNHEARD café Déploy a\u{902}b", words(&mut rng, 4));
+        let words = search::fts_words(&search::query_words(&query));
+        for scope in &ranking_scopes() {
+            let expected = sqlite.fts_ranked_in_sqlite(&words, scope, 100).unwrap();
+            let got = tested
+                .search(&query, Some(SearchMode::Fts), scope, 100)
+                .unwrap();
+            assert_eq!(got.hits.len(), expected.len(), "{query:?}");
+            for (i, (hit, (fact, score))) in got.hits.iter().zip(&expected).enumerate() {
+                assert_eq!(
+                    (&hit.fact.title, &hit.fact.content),
+                    (&fact.title, &fact.content),
+                    "{query:?} place {i}"
+                );
+                assert!((hit.score - score).abs() < 1e-12, "{query:?} place {i}");
+            }
+            compared += expected.len();
+        }
+    }
+    assert!(
+        compared > 1_000,
+        "the queries matched too little: {compared}"
+    );
+}
+
+#[test]
+fn in_memory_ranking_equals_fts5_bm25() {
+    let m = Memory::new(open(&sqlite_location()), None);
+    let mut rng = Lcg(7);
+    for i in 0..400 {
+        if i == 300 {
+            // The first 300 are indexed whole from FTS5's index; the rest one by one, as a
+            // search finds them, through the twin tokenizer.
+            settled(&m, &["deploy".into()], &ScopeFilter::default(), 1);
+        }
+        m.save_fact(ranking_fact(&mut rng, i)).unwrap();
+    }
+    let scopes = ranking_scopes();
     let mut compared = 0;
     for _ in 0..60 {
         let query = format!("{} unheard", words(&mut rng, 4));
@@ -622,7 +682,7 @@ fn in_memory_ranking_equals_fts5_bm25() {
 
 #[test]
 fn the_text_index_follows_other_processes_and_defers_what_it_cannot_rank() {
-    let at = location();
+    let at = sqlite_location();
     let open = || Memory::new(open(&at), None);
     let (reader, writer) = (open(), open());
     let words = |q: &str| search::fts_words(&search::query_words(q));

@@ -19,6 +19,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0003_audit_decided_by",
         include_str!("../../migrations/postgres/0003_audit_decided_by.sql"),
     ),
+    (
+        "0004_memory_scale",
+        include_str!("../../migrations/postgres/0004_memory_scale.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated PostgreSQL database reports.

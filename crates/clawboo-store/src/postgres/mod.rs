@@ -97,8 +97,15 @@ pub(crate) struct PgDb {
 impl PgDb {
     /// Connect to `url` (its password in the URL or already filled in from libpq's
     /// sources), and migrate the database to this build's schema. Needs PostgreSQL 13 or
-    /// later (`pg_current_xact_id_if_assigned`).
-    pub(crate) fn open(url: &str, config: &StoreConfig, on_notice: fn(&str)) -> Result<PgDb> {
+    /// later (`pg_current_xact_id_if_assigned`). Every connection sets `session_settings`
+    /// (what the domain modules ask of each session) once connected, except those the
+    /// URL's `options` set itself, so an operator can tune them there.
+    pub(crate) fn open(
+        url: &str,
+        config: &StoreConfig,
+        on_notice: fn(&str),
+        session_settings: &[(&str, String)],
+    ) -> Result<PgDb> {
         let (mut pg_config, tls) = tls::configure(url)?;
         if pg_config.get_connect_timeout().is_none() {
             pg_config.connect_timeout(CONNECTION_WAIT);
@@ -133,7 +140,22 @@ impl PgDb {
             wrote: Arc::clone(&wrote),
             unannounced: Arc::clone(&unannounced),
         };
-        let setup = lock_timeout_setup(&pg_config, config.busy_timeout);
+        let url_options = pg_config.get_options().unwrap_or_default();
+        // Every statement here is short: JIT compiling one whose estimate crosses
+        // `jit_above_cost` (a ranking whose phrase branch the planner overestimates) costs
+        // tens of milliseconds and saves nothing.
+        let jit_off = [("jit", "off".to_owned())];
+        let setup = std::iter::once(lock_timeout_setup(&pg_config, config.busy_timeout))
+            .chain(
+                jit_off
+                    .iter()
+                    .chain(session_settings)
+                    .filter(|(name, _)| !url_options.contains(name))
+                    .map(|(name, value)| format!("SET {name} = {value}")),
+            )
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
         let pool = Pool::new(pg_config, tls, config.pg_pool_size, CONNECTION_WAIT, setup);
         let listening = runtime.handle().clone();
         let db = PgDb {

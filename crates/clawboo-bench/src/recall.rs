@@ -1,0 +1,72 @@
+//! How well vector search finds what an exact scan finds: recall@10 of `memory_search`'s
+//! vector mode (through pgvector's HNSW index where the store has it) against the exact
+//! scan of every vector, over the kept bench corpus, in the bench team's scope.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use clawboo_store::memory::{Memory, ScopeFilter, SearchMode, TeamFilter};
+
+use crate::Env;
+use crate::seed::{self, TEAM};
+
+/// Flags of `clawboo-bench memory-recall`.
+#[derive(clap::Args, Clone)]
+pub struct RecallArgs {
+    /// Facts in the corpus (the kept corpus of `stdio --tool memory-search`).
+    #[arg(long, default_value_t = 10_000)]
+    facts: usize,
+    /// Queries compared.
+    #[arg(long, default_value_t = 200)]
+    queries: usize,
+}
+
+/// The hits compared per query.
+const K: u32 = 10;
+
+pub fn run(env: &Env, args: &RecallArgs) -> anyhow::Result<()> {
+    let corpus = seed::memory_db(&env.backend, &env.data_dir, args.facts, &env.embeddings)?;
+    let store = Arc::new(crate::db::open(corpus.location())?);
+    let memory = Memory::new(store, seed::embedder(&env.embeddings)?);
+    let scope = ScopeFilter {
+        team: TeamFilter::TeamOrGlobal(TEAM.into()),
+        ..ScopeFilter::default()
+    };
+    let (mut found, mut as_near, mut expected) = (0usize, 0usize, 0usize);
+    for query in seed::queries(args.queries) {
+        let exact = memory.exact_vector_search(&query, &scope, K)?;
+        let ids: HashSet<&str> = exact.iter().map(|(id, _)| id.as_str()).collect();
+        let tenth = exact.last().map_or(0.0, |(_, score)| *score);
+        let searched = memory.search(&query, Some(SearchMode::Vector), &scope, K)?;
+        found += searched
+            .hits
+            .iter()
+            .filter(|hit| ids.contains(hit.fact.id.as_str()))
+            .count();
+        // A hit as similar as the exact scan's last (to float precision) is as good an
+        // answer: ties among near-equal neighbours are broken differently by the two paths.
+        as_near += searched
+            .hits
+            .iter()
+            .filter(|hit| hit.score >= tenth - 1e-6)
+            .count()
+            .min(exact.len());
+        expected += exact.len();
+    }
+    let ratio = |n: usize| {
+        if expected == 0 {
+            1.0
+        } else {
+            n as f64 / expected as f64
+        }
+    };
+    let (recall, near) = (ratio(found), ratio(as_near));
+    println!(
+        "memory-recall facts={} queries={} path={} recall@{K}={recall:.3} \
+         (hits at least as similar as the exact {K}th: {near:.3})",
+        args.facts,
+        args.queries,
+        memory.vector_search().as_str()
+    );
+    Ok(())
+}
