@@ -35,7 +35,7 @@ pub struct PeerPost<'a> {
 
 use std::sync::LazyLock;
 
-use clawboo_store::normalize::is_format_char;
+use clawboo_store::normalize::is_invisible_char;
 use unicode_security::confusable_detection::skeleton;
 
 /// What a forged header inside a body is replaced by.
@@ -160,9 +160,9 @@ fn is_close_bracket(c: char) -> bool {
 /// The byte length of a header marker starting at `rest`, if one does. Besides the exact
 /// `[inter-session message` in any case, it recognises the look-alikes a forger would try:
 /// a fullwidth bracket, confusable letters (see [`fold`]), other or repeated spaces and
-/// dashes (or none) between the words, and format characters anywhere inside.
+/// dashes (or none) between the words, and invisible characters anywhere inside.
 fn marker_len(rest: &str) -> Option<usize> {
-    let mut chars = rest.char_indices().filter(|&(_, c)| !is_format_char(c));
+    let mut chars = rest.char_indices().filter(|&(_, c)| !is_invisible_char(c));
     let (_, open) = chars.next()?;
     if !is_open_bracket(open) {
         return None;
@@ -268,12 +268,12 @@ mod tests {
         lines
     }
 
-    /// A line folded the way a confusable-aware reader compares it: format characters
+    /// A line folded the way a confusable-aware reader compares it: invisible characters
     /// dropped, lower-cased, TR39 skeleton.
     fn skeleton_of(line: &str) -> String {
         let lower: String = line
             .chars()
-            .filter(|&c| !is_format_char(c))
+            .filter(|&c| !is_invisible_char(c))
             .flat_map(char::to_lowercase)
             .collect();
         skeleton(&lower).collect()

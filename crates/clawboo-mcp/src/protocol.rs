@@ -193,9 +193,24 @@ pub fn plain_tools_call(message: Value) -> Result<ClientJsonRpcMessage, Value> {
     )))
 }
 
-/// Decode tool arguments into `Args`; a mismatch becomes an `invalid args: …` tool-error.
+/// Decode tool arguments into `Args`; a mismatch, or a NUL in any string
+/// ([`nul_refusal`]), becomes an `invalid args: …` tool-error.
 pub fn parse_args<Args: DeserializeOwned>(args: JsonObject) -> Result<Args, CallToolResult> {
+    if let Some(refusal) = nul_refusal(&args) {
+        return Err(refusal);
+    }
     serde_json::from_value(Value::Object(args)).map_err(|e| invalid_args(e.to_string()))
+}
+
+/// The `invalid_args` refusal of arguments holding a NUL character (U+0000) in any string
+/// or key, naming where: PostgreSQL cannot store one and SQLite would, so neither is given
+/// one and both answer alike.
+pub fn nul_refusal(args: &JsonObject) -> Option<CallToolResult> {
+    clawboo_store::normalize::nul_in_fields(args).map(|path| {
+        invalid_args(format!(
+            "{path} holds a NUL character (U+0000), which cannot be stored; remove it and call again"
+        ))
+    })
 }
 
 /// An `invalid args: <what>` tool-error (`_meta.error = invalid_args`).

@@ -398,6 +398,9 @@ impl ToolSet for ToolsServer {
     ) -> CallToolResponse {
         let name = request.name.into_owned();
         let args = request.arguments.unwrap_or_default();
+        if let Some(refusal) = crate::protocol::nul_refusal(&args) {
+            return refusal.into();
+        }
         if !(elicit::in_rounds(&ctx) && elicit::declares_form(&ctx)) {
             return self.call(&name, args, ctx).await.into();
         }

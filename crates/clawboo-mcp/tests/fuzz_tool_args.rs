@@ -295,6 +295,7 @@ fn well_typed(kind: Kind, ids: Vec<String>) -> BoxedStrategy<Value> {
         2 => any::<String>(),
         1 => Just(String::new()),
         1 => Just("  \n\t ".to_owned()),
+        1 => "[a-z]{0,4}\u{0}[a-z]{0,4}",
         1 => (1_000usize..130_000).prop_map(|n| "y".repeat(n)),
     ];
     match kind {
@@ -426,7 +427,9 @@ fn check_call(
     shape: &Shape,
     args: Map<String, Value>,
 ) -> Result<(), TestCaseError> {
-    let refused_by_serde = certainly_refused(shape, &args);
+    // A NUL anywhere is refused before any backend is asked (neither stores one alike).
+    let refused_by_serde =
+        certainly_refused(shape, &args) || clawboo_store::normalize::nul_in_fields(&args).is_some();
     let contents_before = table_contents(&target.store);
     let answer = target.session.request(
         "tools/call",

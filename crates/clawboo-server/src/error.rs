@@ -131,10 +131,27 @@ pub struct ApiJson<T>(pub T);
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = AppError;
     async fn from_request(req: Request, state: &S) -> Result<Self, AppError> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(v)) => Ok(ApiJson(v)),
-            Err(rejection) => Err(json_rejection(rejection)),
+        // The body is read once (within the route's body limit) and decoded by axum's own
+        // extractor, so its refusals stay as they were; then its strings are looked
+        // through for a NUL, which no backend stores alike.
+        let headers = req.headers().clone();
+        let bytes = bytes::Bytes::from_request(req, state).await.map_err(|r| {
+            AppError::new(r.status(), format!("invalid JSON body: {}", r.body_text()))
+        })?;
+        let mut decoded = Request::new(axum::body::Body::from(bytes.clone()));
+        *decoded.headers_mut() = headers;
+        let value = match axum::Json::<T>::from_request(decoded, state).await {
+            Ok(axum::Json(v)) => v,
+            Err(rejection) => return Err(json_rejection(rejection)),
+        };
+        if let Ok(serde_json::Value::Object(fields)) = serde_json::from_slice(&bytes)
+            && let Some(path) = clawboo_store::normalize::nul_in_fields(&fields)
+        {
+            return Err(AppError::bad_request(format!(
+                "invalid JSON body: {path} holds a NUL character (U+0000), which cannot be stored; remove it"
+            )));
         }
+        Ok(ApiJson(value))
     }
 }
 
@@ -155,6 +172,13 @@ pub struct ApiQuery<T>(pub T);
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
     type Rejection = AppError;
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, AppError> {
+        if let Some(query) = parts.uri.query()
+            && let Some(name) = nul_query_field(query)
+        {
+            return Err(AppError::bad_request(format!(
+                "invalid query: {name} holds a NUL character (U+0000); remove it"
+            )));
+        }
         axum::extract::Query::<T>::from_request_parts(parts, state)
             .await
             .map(|q| ApiQuery(q.0))
@@ -170,6 +194,11 @@ pub struct ApiPath<T>(pub T);
 impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
     type Rejection = AppError;
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, AppError> {
+        if has_encoded_nul(parts.uri.path()) {
+            return Err(AppError::bad_request(
+                "invalid path: it holds a NUL character (U+0000); remove it",
+            ));
+        }
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|p| ApiPath(p.0))
@@ -177,4 +206,17 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath
                 AppError::bad_request(format!("invalid path: {}", r.body_text()))
             })
     }
+}
+
+/// Whether URL text holds a percent-encoded NUL (`%00`).
+fn has_encoded_nul(text: &str) -> bool {
+    text.as_bytes().windows(3).any(|w| w == b"%00")
+}
+
+/// The name of the first query parameter whose value (or name) holds an encoded NUL.
+fn nul_query_field(query: &str) -> Option<String> {
+    query
+        .split('&')
+        .find(|pair| has_encoded_nul(pair))
+        .map(|pair| pair.split('=').next().unwrap_or_default().to_owned())
 }

@@ -15,8 +15,9 @@
 //!   case, ends in `TOKEN`, `SECRET`, `PASSWORD`, `PASSWD`, `CREDENTIAL(S)` or a separated or `api`-prefixed `KEY` (`API_KEY`, `access-key`, `apikey`; not
 //!   `monkey`): a quoted value fully, an unquoted one up to the next whitespace.
 //!
-//! Matching runs on the [`normalized`] copy of the text (format characters removed, NFKC),
-//! so a zero-width space or full-width letters cannot split a token past it; when that copy
+//! Matching runs on the [`normalized`] copy of the text (invisible characters removed, NFKC),
+//! so a zero-width space, a variation selector or full-width letters cannot split a token
+//! past it; when that copy
 //! holds a secret, the scrubbed copy is what is kept.
 //!
 //! In JSON ([`scrub_json`]), the value of a key that names a credential is masked whole, and
@@ -83,10 +84,11 @@ static PROVIDER_TOKENS: LazyLock<Vec<(Regex, bool)>> = LazyLock::new(|| {
 static BEARER: LazyLock<Regex> =
     LazyLock::new(|| compile(r"(?i)\b(bearer)([ \t]+)([A-Za-z0-9._~+/\-]{12,}=*)"));
 
-/// The password of a URL's userinfo (`scheme://user:password@`); RFC 3986 keeps `/`, `?`,
-/// `#` and `@` out of an unencoded password.
+/// The password of a URL's userinfo (`scheme://user:password@`), up to the last `@` before
+/// the host: RFC 3986 keeps `/`, `?`, `#` and `@` out of an unencoded password, but a
+/// password pasted with a raw `@` in it must go whole.
 static URL_PASSWORD: LazyLock<Regex> =
-    LazyLock::new(|| compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s:/?#@]*:)([^\s/?#@]+)@"));
+    LazyLock::new(|| compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s:/?#@]*:)([^\s/?#]+)@"));
 
 /// `Basic <base64>`; redacted when the base64 decodes to `user:password` (prose such as
 /// "Basic authentication" does not).
@@ -558,6 +560,10 @@ mod tests {
             (
                 "mongodb+srv://u:pw123@cluster0.example.net/db",
                 "mongodb+srv://u:[REDACTED]@cluster0.example.net/db",
+            ),
+            (
+                "https://user:pa@ss2word@host/ and mail me@example.com",
+                "https://user:[REDACTED]@host/ and mail me@example.com",
             ),
             (
                 "redis://:redispass@cache:6379",

@@ -1,6 +1,6 @@
 //! Fuzzing the secret scrubber: arbitrary text never panics, a planted secret of every
-//! recognised form never survives whatever surrounds it, and scrubbing twice changes
-//! nothing more than scrubbing once (text and JSON).
+//! recognised form never survives whatever surrounds it (nor an invisible character inside
+//! it), and scrubbing twice changes nothing more than scrubbing once (text and JSON).
 //!
 //! CI runs a few hundred cases per property; `PROPTEST_CASES=100000 cargo test -p
 //! clawboo-store --test fuzz_scrub` runs a long session by hand.
@@ -229,6 +229,20 @@ proptest! {
         let once = scrub_text(&text);
         prop_assert_eq!(scrub_text(&once), once.clone());
         let _ = is_only_redactions(&once);
+    }
+
+    #[test]
+    fn a_token_split_by_any_invisible_character_is_redacted(
+        body in "[A-Za-z0-9]{36}",
+        at in 0usize..=36,
+        invisible in prop::sample::select(vec![
+            '\u{200b}', '\u{2060}', '\u{fe0f}', '\u{fe00}', '\u{034f}', '\u{3164}', '\u{ffa0}',
+            '\u{180e}', '\u{115f}', '\u{e0041}',
+        ]),
+    ) {
+        let mut token = format!("ghp_{body}");
+        token.insert(4 + at, invisible);
+        prop_assert_eq!(scrub_text(&format!("use {token} now")), format!("use {REDACTED} now"));
     }
 
     #[test]

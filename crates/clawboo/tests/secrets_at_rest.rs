@@ -1,5 +1,5 @@
 //! No secret reaches the database: every shape the scrubber knows (and the same tokens split
-//! by format characters or written full-width) is saved through the real memory, tools and
+//! by invisible characters or written full-width) is saved through the real memory, tools and
 //! tasks servers and the board's REST API, then the database is read back, every text
 //! column of every table and the raw bytes of the `.db` and `-wal` files (SQLite), and no
 //! secret may appear anywhere, nor in the answers.
@@ -57,6 +57,13 @@ fn secrets() -> Vec<String> {
         // A token split by a zero-width space, and one written in full-width letters.
         "ghp_Zw5sPl1tT0k3n\u{200b}Aa9Bb8Cc7Dd6Ee5Ff4Gg".into(),
         full_width,
+        // Split by default-ignorable characters that are not format characters: a
+        // variation selector, the combining grapheme joiner, the Hangul filler.
+        "ghp_Vs16Sel3ct0rXy\u{fe0f}Aa9Bb8Cc7Dd6Ee5Ff4Gh".into(),
+        "sk-proj-Cgj0Ner4Abcd\u{034f}tQ5rS8vW2xY6zA1bC3".into(),
+        "ghp_HangulF1ll3rQw\u{3164}Zz9Yy8Xx7Ww6Vv5Uu4".into(),
+        // A URL password holding a raw `@`: the userinfo ends at the last `@`.
+        "https://deploy:pa@ss2WordS3cret@git.example.com/repo.git".into(),
     ]
 }
 

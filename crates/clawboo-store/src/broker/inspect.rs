@@ -1,7 +1,7 @@
 //! The pure inspectors of the chain: *security* (content scan) and *clamp* (argument
 //! rewrite). *scope* (blocklists) and *risk* (approval) need the store and live in the
 //! pipeline. A speed bump, not a security boundary: it matches literal shapes, on the
-//! [`normalized`] text (format characters removed, NFKC) so a zero-width space inside a
+//! [`normalized`] text (invisible characters removed, NFKC) so a zero-width space inside a
 //! phrase does not slip past it.
 
 use std::sync::OnceLock;
