@@ -76,16 +76,30 @@ async fn mcp_comments_are_stored_and_served_as_agent_whatever_author_type_says()
         0
     );
 
-    // The board's own comments stay the operator's.
-    let r = client()
-        .post(server.url(&format!("/api/board/{task}/comments")))
-        .json(&json!({"body": "from the board"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["comment"]["authorType"], "user");
+    // The board's own comments stay the operator's, whatever voice they claim: `system`
+    // is the server's alone and `agent` a bound agent's.
+    for claimed in [None, Some("user"), Some("system"), Some("agent")] {
+        let mut body = json!({"body": "from the board"});
+        if let Some(claimed) = claimed {
+            body["authorType"] = json!(claimed);
+        }
+        let r = client()
+            .post(server.url(&format!("/api/board/{task}/comments")))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["comment"]["authorType"], "user", "{claimed:?}");
+    }
+    assert_eq!(
+        count(
+            &server.db,
+            "SELECT COUNT(*) FROM task_comments WHERE author_type = 'system'"
+        ),
+        0
+    );
 }
 
 #[tokio::test]

@@ -230,19 +230,19 @@ async fn comment(
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<CommentBody>,
 ) -> Result<(StatusCode, axum::Json<Value>), AppError> {
-    let author_type = match body.author_type.as_deref() {
-        None | Some("user") => AuthorType::User,
-        Some("agent") => AuthorType::Agent,
-        Some("system") => AuthorType::System,
+    // The REST API is the operator's surface: whatever `authorType` it is sent, a comment
+    // is the operator's (`system` is the server's own voice, `agent` a bound agent's).
+    match body.author_type.as_deref() {
+        None | Some("user" | "agent" | "system") => {}
         Some(other) => {
             return Err(AppError::bad_request(format!(
                 "unknown authorType: {other} (use agent, user or system)"
             )));
         }
-    };
+    }
     let new = NewComment {
         author_agent_id: body.author_agent_id,
-        author_type,
+        author_type: AuthorType::User,
         body: body.body,
     };
     let store = state.store();
