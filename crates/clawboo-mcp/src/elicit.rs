@@ -243,7 +243,10 @@ fn canonical_json(value: &Value, out: &mut String) {
     }
 }
 
-/// The form: one required choice, titled for a person.
+/// The form: one required choice, titled for a person. It offers allowing once or
+/// denying, never allowing always: the form is answered by whatever runs the client, which
+/// may be the agent itself, so lasting trust is granted only from the operator's surfaces
+/// (board, REST, CLI).
 fn decision_schema() -> Result<ElicitationSchema, serde_json::Error> {
     serde_json::from_value(json!({
         "type": "object",
@@ -253,7 +256,6 @@ fn decision_schema() -> Result<ElicitationSchema, serde_json::Error> {
                 "title": "Decision",
                 "oneOf": [
                     {"const": Decision::AllowOnce.as_str(), "title": "Allow once"},
-                    {"const": Decision::AllowAlways.as_str(), "title": "Allow always"},
                     {"const": Decision::Deny.as_str(), "title": "Deny"},
                 ],
             },
@@ -262,12 +264,15 @@ fn decision_schema() -> Result<ElicitationSchema, serde_json::Error> {
     }))
 }
 
-/// The decision an accepted form carries, if it is one of the three.
+/// The decision an accepted form carries: allow once or deny. An answer of
+/// `allow_always`, which the form does not offer, allows this call once and remembers
+/// nothing.
 fn decision_of(content: &Value) -> Option<Decision> {
-    let chosen = content.get(FIELD)?.as_str()?;
-    [Decision::AllowOnce, Decision::AllowAlways, Decision::Deny]
-        .into_iter()
-        .find(|d| d.as_str() == chosen)
+    match content.get(FIELD)?.as_str()? {
+        "allow_once" | "allow_always" => Some(Decision::AllowOnce),
+        "deny" => Some(Decision::Deny),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -275,7 +280,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_form_offers_exactly_the_three_decisions() {
+    fn the_form_offers_allow_once_and_deny_only() {
         let schema = serde_json::to_value(decision_schema().unwrap()).unwrap();
         let options: Vec<&str> = schema["properties"][FIELD]["oneOf"]
             .as_array()
@@ -283,11 +288,11 @@ mod tests {
             .iter()
             .map(|o| o["const"].as_str().unwrap())
             .collect();
-        assert_eq!(options, ["allow_once", "allow_always", "deny"]);
+        assert_eq!(options, ["allow_once", "deny"]);
         assert_eq!(schema["required"], json!([FIELD]));
         assert_eq!(
             decision_of(&json!({FIELD: "allow_always"})),
-            Some(Decision::AllowAlways)
+            Some(Decision::AllowOnce)
         );
         assert_eq!(decision_of(&json!({FIELD: "allow_forever"})), None);
         assert_eq!(decision_of(&json!({"other": "deny"})), None);

@@ -496,11 +496,7 @@ fn a_client_that_declares_elicitation_decides_approvals_in_its_own_window() {
     // Deny in the form: the call is denied and the audit says where it came from.
     start_call(&mut client, 1, "delete_path", json!({"path": "/srv/one"}));
     let form = answer_form(&mut client, accept("deny"));
-    assert_eq!(
-        offered(&form),
-        ["allow_once", "allow_always", "deny"],
-        "{form}"
-    );
+    assert_eq!(offered(&form), ["allow_once", "deny"], "{form}");
     let denied = answer(&mut client, 1);
     assert_denied(&denied, "approval:deny", "approval");
     let listed = approvals_json(&db, &["list", "--all", "--json"]);
@@ -554,13 +550,14 @@ fn a_client_that_declares_elicitation_decides_approvals_in_its_own_window() {
     assert!(client.request("ping", json!({})).get("error").is_none());
     assert_eq!(decided_by(&db, &approval), "cli");
 
-    // Allow always in the form: the next call of that tool by this identity asks no one.
+    // Allow always answered in the form (which does not offer it) allows this call once
+    // and grants nothing lasting: the next call of that tool is asked again.
     start_call(&mut client, 6, "delete_path", json!({"path": "/srv/six"}));
     answer_form(&mut client, accept("allow_always"));
     assert_ne!(answer(&mut client, 6)["isError"], true);
-    let again = client.call_tool("delete_path", json!({"path": "/srv/seven"}));
-    assert_ne!(again["isError"], true, "{again}");
-    assert!(!was_asked(&client), "{:?}", client.backlog);
+    start_call(&mut client, 7, "delete_path", json!({"path": "/srv/seven"}));
+    answer_form(&mut client, accept("deny"));
+    assert_denied(&answer(&mut client, 7), "approval:deny", "approval");
     assert_eq!(client.close(), Some(0));
 
     // A client that did not declare elicitation is never asked.
@@ -668,11 +665,7 @@ fn a_2026_client_that_declares_elicitation_answers_approvals_in_the_calls_rounds
     // Deny: the first round opens the approval and carries the form; the retry denies.
     let one = json!({"path": "/srv/one"});
     let (form, state) = first_round(&mut client, 1, "delete_path", &one);
-    assert_eq!(
-        offered(&form),
-        ["allow_once", "allow_always", "deny"],
-        "{form}"
-    );
+    assert_eq!(offered(&form), ["allow_once", "deny"], "{form}");
     let approval = only_pending(&db);
     retry(&mut client, 2, "delete_path", &one, &state, accept("deny"));
     let denied = answer(&mut client, 2);
@@ -731,9 +724,11 @@ fn a_2026_client_that_declares_elicitation_answers_approvals_in_the_calls_rounds
         assert_decided(&db, &approval, "cli");
     }
 
-    // Allow always: the next call of that tool by this identity is over in one round.
+    // Allow always answered in the form (which does not offer it) allows this call once,
+    // decided by the form, and grants nothing lasting: the next call is asked again.
     let six = json!({"path": "/srv/six"});
     let (_, state) = first_round(&mut client, 11, "delete_path", &six);
+    let approval = only_pending(&db);
     retry(
         &mut client,
         12,
@@ -743,22 +738,9 @@ fn a_2026_client_that_declares_elicitation_answers_approvals_in_the_calls_rounds
         accept("allow_always"),
     );
     assert_ne!(answer(&mut client, 12)["isError"], true);
-    send_2026_call(
-        &mut client,
-        13,
-        "delete_path",
-        json!({"path": "/srv/seven"}),
-        json!({}),
-    );
-    let again = answer(&mut client, 13);
-    assert_ne!(again["resultType"], "input_required", "{again}");
-    assert_ne!(again["isError"], true, "{again}");
-    assert_eq!(
-        db.query_text(
-            "SELECT decided_by FROM tool_call_audit WHERE phase = 'before' ORDER BY created_at DESC, id DESC LIMIT 1"
-        ),
-        "allow_always"
-    );
-    assert!(!was_asked(&client), "{:?}", client.backlog);
+    assert_decided(&db, &approval, "elicitation");
+    let seven = json!({"path": "/srv/seven"});
+    let (form, _) = first_round(&mut client, 13, "delete_path", &seven);
+    assert_eq!(offered(&form), ["allow_once", "deny"], "{form}");
     assert_eq!(client.close(), Some(0));
 }
