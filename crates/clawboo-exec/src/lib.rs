@@ -14,7 +14,7 @@
 //! assert!(output.text.ends_with("(demo executor: nothing was deleted)"));
 //! ```
 
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use clawboo_store::broker::{Caller, Executor, Invocation, Output};
@@ -30,31 +30,81 @@ pub const TAVILY_DEFAULT_BASE_URL: &str = "https://api.tavily.com";
 /// The environment variable overriding Tavily's base URL.
 pub const TAVILY_BASE_URL_ENV: &str = "TAVILY_BASE_URL";
 
+/// The environment variable listing the folders `delete_path` may inspect (separated as
+/// `PATH` is); the process's working folder when unset.
+pub const WORKSPACE_ROOTS_ENV: &str = "CLAWBOO_WORKSPACE_ROOTS";
+
 /// The builtin executors.
 #[derive(Debug, Clone)]
 pub struct Builtins {
     /// Tavily's API base URL.
     pub tavily_base_url: String,
+    /// The folders `delete_path` inspects paths under; about any other path it says
+    /// nothing (not even whether it exists), so an approved call is no filesystem probe.
+    pub workspace_roots: Vec<PathBuf>,
 }
 
 impl Default for Builtins {
     fn default() -> Self {
         Builtins {
             tavily_base_url: TAVILY_DEFAULT_BASE_URL.to_string(),
+            workspace_roots: std::env::current_dir().into_iter().collect(),
         }
     }
 }
 
 impl Builtins {
-    /// The defaults, with a non-blank `TAVILY_BASE_URL` from the process environment.
+    /// The defaults, with a non-blank `TAVILY_BASE_URL` and `CLAWBOO_WORKSPACE_ROOTS` from
+    /// the process environment.
     pub fn from_env() -> Builtins {
-        match std::env::var(TAVILY_BASE_URL_ENV) {
-            Ok(base) if !base.trim().is_empty() => Builtins {
-                tavily_base_url: base,
-            },
-            _ => Builtins::default(),
+        let mut builtins = Builtins::default();
+        if let Ok(base) = std::env::var(TAVILY_BASE_URL_ENV)
+            && !base.trim().is_empty()
+        {
+            builtins.tavily_base_url = base;
+        }
+        if let Some(roots) = std::env::var_os(WORKSPACE_ROOTS_ENV) {
+            builtins.workspace_roots = std::env::split_paths(&roots)
+                .filter(|root| !root.as_os_str().is_empty())
+                .collect();
+        }
+        builtins
+    }
+
+    /// Whether `path`, as the filesystem resolves it (symlinks followed, `..` applied), lies
+    /// under one of the workspace roots.
+    fn in_workspace(&self, path: &Path) -> bool {
+        let Some(resolved) = resolved(path) else {
+            return false;
+        };
+        self.workspace_roots
+            .iter()
+            .filter_map(|root| root.canonicalize().ok())
+            .any(|root| resolved.starts_with(root))
+    }
+}
+
+/// `path` made absolute and resolved component by component: each part that exists
+/// through the filesystem (following symlinks), the rest as written, `..` going up.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    let absolute = std::path::absolute(path).ok()?;
+    let mut out = PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            Component::Prefix(_) | Component::RootDir => out.push(component.as_os_str()),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(name) => {
+                out.push(name);
+                if let Ok(real) = out.canonicalize() {
+                    out = real;
+                }
+            }
         }
     }
+    Some(out)
 }
 
 impl Executor for Builtins {
@@ -65,7 +115,18 @@ impl Executor for Builtins {
                 limit,
                 api_key,
             } => web_search(&self.tavily_base_url, api_key.as_deref(), query, *limit),
-            Invocation::DeletePath { path } => Output::ok(describe_deletion(Path::new(path))),
+            Invocation::DeletePath { path } => {
+                let path = Path::new(path);
+                if self.in_workspace(path) {
+                    Output::ok(describe_deletion(path))
+                } else {
+                    Output::ok(format!(
+                        "would delete {} if it exists; it lies outside the workspace roots, \
+                         which are all this executor inspects (demo executor: nothing was deleted)",
+                        path.display()
+                    ))
+                }
+            }
         }
     }
 }

@@ -9,9 +9,14 @@ fn run(builtins: &Builtins, invocation: Invocation) -> Output {
     builtins.execute(&invocation, &Caller::anonymous())
 }
 
-fn delete_path(path: &Path) -> String {
+/// What `delete_path` says of `path` with `root` as the only workspace root.
+fn delete_path(root: &Path, path: &Path) -> String {
+    let builtins = Builtins {
+        workspace_roots: vec![root.to_owned()],
+        ..Builtins::default()
+    };
     let path = path.display().to_string();
-    let output = run(&Builtins::default(), Invocation::DeletePath { path });
+    let output = run(&builtins, Invocation::DeletePath { path });
     assert!(!output.is_error, "{}", output.text);
     output.text
 }
@@ -21,12 +26,46 @@ fn delete_path_deletes_nothing_and_says_what_it_would_delete() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("keep.txt");
     std::fs::write(&file, b"12345").unwrap();
-    let said = delete_path(dir.path());
+    let said = delete_path(dir.path(), dir.path());
     assert!(said.starts_with("would delete directory"), "{said}");
     assert!(said.contains("its 1 entries"));
-    assert!(delete_path(&file).contains("(5 bytes)"));
-    assert!(delete_path(&dir.path().join("none")).starts_with("nothing to delete"));
+    assert!(delete_path(dir.path(), &file).contains("(5 bytes)"));
+    let none = delete_path(dir.path(), &dir.path().join("none"));
+    assert!(none.starts_with("nothing to delete"), "{none}");
     assert_eq!(std::fs::read(&file).unwrap(), b"12345");
+}
+
+/// Outside the workspace roots nothing is inspected: an existing file and a missing one
+/// get the same answer, with no size or entry count, however the path gets there (`..`,
+/// a symlink).
+#[test]
+fn delete_path_says_nothing_about_paths_outside_the_workspace() {
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, b"12345").unwrap();
+    let missing = outside.path().join("missing.txt");
+    let escaped = root.path().join("..").join(
+        outside
+            .path()
+            .strip_prefix(root.path().parent().unwrap())
+            .unwrap_or(outside.path()),
+    );
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(outside.path(), root.path().join("link")).unwrap();
+    let mut probes = vec![secret.clone(), missing.clone(), escaped.join("secret.txt")];
+    #[cfg(unix)]
+    probes.push(root.path().join("link").join("secret.txt"));
+    for probe in probes {
+        let said = delete_path(root.path(), &probe);
+        assert!(said.contains("outside the workspace roots"), "{said}");
+        assert!(
+            !said.contains("bytes") && !said.contains("entries"),
+            "{said}"
+        );
+        assert!(!said.starts_with("nothing to delete"), "{said}");
+    }
+    assert_eq!(std::fs::read(&secret).unwrap(), b"12345");
 }
 
 /// A one-shot fake Tavily: answers one request with `status` and `body`, and hands the
@@ -66,6 +105,7 @@ fn fake_tavily(status: u16, body: &'static str) -> (Builtins, std::sync::mpsc::R
     });
     let builtins = Builtins {
         tavily_base_url: base,
+        ..Builtins::default()
     };
     (builtins, rx)
 }

@@ -644,6 +644,7 @@ fn tools_broker_decodes_any_arguments() {
             broker,
             executor: Arc::new(Builtins {
                 tavily_base_url: "http://127.0.0.1:9".to_owned(),
+                ..Builtins::default()
             }),
         },
     );

@@ -99,12 +99,13 @@ async def drive(session_factory, base):
 
 async def elicitation(session_factory, base):
     """A client that declares elicitation decides tool approvals in its own window: allow
-    once, deny, cancel (the approval then waits for REST, which decides it), allow always
-    (the next call asks no one); the operator's list says who decided each."""
+    once, deny, cancel (the approval then waits for REST, which decides it); the form offers
+    no "allow always" and an answer of it allows that call once and remembers nothing (the
+    next call is asked again); the operator's list says who decided each."""
     from mcp import types
 
     forms = []
-    answers = iter(["allow_once", "deny", None, "allow_always"])
+    answers = iter(["allow_once", "deny", None, "allow_always", "deny"])
 
     def allow_pending():
         for approval in rest(base, "GET", "/api/tools/approvals")["approvals"]:
@@ -126,22 +127,22 @@ async def elicitation(session_factory, base):
     url = signed_url(base, "green", "py-asker", server="tools")
     async with session_factory(url, answer) as (client, _, _):
         outcomes = []
-        for path in ("once", "denied", "cancelled", "always", "remembered"):
+        for path in ("once", "denied", "cancelled", "always", "asked-again"):
             outcomes.append(failed(await client.call_tool("delete_path", {"path": f"/srv/{path}"})))
         check(
-            "approvals answered by elicitation: allow once, deny, cancel, allow always",
-            outcomes == [False, True, False, False, False] and len(forms) == 4,
+            "approvals answered by elicitation: allow once, deny, cancel, allow always (once)",
+            outcomes == [False, True, False, False, True] and len(forms) == 5,
             (outcomes, len(forms)),
         )
         schema = (getattr(forms[0], "requestedSchema", None) or forms[0].requested_schema) if forms else {}
         if not isinstance(schema, dict):
             schema = schema.model_dump(by_alias=True)
         choices = [c["const"] for c in schema.get("properties", {}).get("decision", {}).get("oneOf", [])]
-        check("the form offers allow once, allow always, deny", choices == ["allow_once", "allow_always", "deny"], schema)
+        check("the form offers allow once and deny only", choices == ["allow_once", "deny"], schema)
     deciders = [a["decidedBy"] for a in rest(base, "GET", "/api/tools/approvals?status=all")["approvals"]]
     check(
         "each approval records who decided it",
-        deciders == ["elicitation", "api", "elicitation", "elicitation"],
+        deciders == ["elicitation", "elicitation", "api", "elicitation", "elicitation"],
         deciders,
     )
 
