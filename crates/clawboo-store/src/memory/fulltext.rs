@@ -7,9 +7,8 @@
 //! few float operations.
 //!
 //! The terms are exact: the index is first filled from `memory_facts_fts` itself, through
-//! an `fts5vocab` table; facts saved later are tokenized by an FTS5 table with the same
-//! tokenizer in a private in-memory database (FTS5 offers its tokenizers to SQL only
-//! through tables, and a stemmer written again in Rust would drift from SQLite's). The
+//! an `fts5vocab` table; facts saved later, and query words, are tokenized by the store's
+//! port of FTS5's tokenizer (`terms`, held to FTS5's own output by its tests). The
 //! score is bm25 as FTS5 computes it: the same formula and constants, the same order of
 //! additions, idf over the whole corpus, ties in SQLite's order. Facts are append-only
 //! (their text is never changed and they are never deleted), so the index catches up by
@@ -17,13 +16,14 @@
 //! yet, or a query word that is not one term) ranks in SQLite.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::Ordering as AtomicOrdering;
-use std::sync::{Arc, Mutex};
 
 use parking_lot::RwLock;
 
 use super::search::{B, K1, ScopeKey};
-use super::sqlite_fts::{Fts5Index, Posting, Postings, Tokenizer, read_fts5_index};
+use super::sqlite_fts::{Fts5Index, read_fts5_index};
+use super::terms::{self, Posting, Postings};
 use super::{Memory, ScopeFilter};
 use crate::Store;
 use crate::error::Result;
@@ -36,8 +36,6 @@ use crate::sqlite::ChangeToken;
 const CATCH_UP_IN_SEARCH: usize = 100;
 /// Facts that thread tokenizes at a time (it holds the index only to add them).
 const TOKENIZE_BATCH: usize = 500;
-/// Query words whose term is remembered at most (the memo is cleared when full).
-const MAX_MEMO_WORDS: usize = 20_000;
 
 /// The terms of every fact, kept in step with the database by `seq`.
 #[derive(Debug, Default)]
@@ -54,11 +52,6 @@ pub(super) struct TextIndex {
     total_tokens: u64,
     /// The store's change token when the index last held every fact.
     complete_at: Option<ChangeToken>,
-    /// Used only with the index held exclusively; in a mutex only so that the index can be
-    /// read from many threads (a connection cannot).
-    tokenizer: Mutex<Option<Tokenizer>>,
-    /// Query words already turned into a term (`None`: not exactly one term).
-    memo: HashMap<String, Option<String>>,
 }
 
 /// A fact as read for indexing: seq, the three text columns, the scope.
@@ -75,22 +68,30 @@ struct Tokenized {
 }
 
 /// The facts after `seq` (at most `limit`), tokenized; `None` when there are none.
-fn tokenize_after(
-    store: &Store,
-    tokenizer: &mut Tokenizer,
-    seq: i64,
-    limit: usize,
-) -> Result<Option<Tokenized>> {
+fn tokenize_after(store: &Store, seq: i64, limit: usize) -> Result<Option<Tokenized>> {
     let facts = read_facts_after(store, seq, limit)?;
     if facts.is_empty() {
         return Ok(None);
     }
-    let (terms, lengths) = tokenizer.facts(facts.iter().map(|(_, text, _)| text))?;
+    let (terms, lengths) = terms::postings(facts.iter().map(|(_, text, _)| text));
     Ok(Some(Tokenized {
         facts: facts.into_iter().map(|(seq, _, key)| (seq, key)).collect(),
         terms,
         lengths,
     }))
+}
+
+/// The terms of a query's words, one each; `None` when a word is not exactly one term
+/// (FTS5 would match it as a phrase of several, which this index cannot).
+fn query_terms(words: &[String]) -> Option<Vec<String>> {
+    words
+        .iter()
+        .map(|word| {
+            <[String; 1]>::try_from(terms::phrase(word))
+                .ok()
+                .map(|[term]| term)
+        })
+        .collect()
 }
 
 impl TextIndex {
@@ -127,56 +128,6 @@ impl TextIndex {
         }
         self.seqs.push(seq);
         self.scopes.push(id);
-    }
-
-    /// The tokenizer, opened on first use.
-    fn tokenizer(&mut self) -> Result<&mut Tokenizer> {
-        let slot = self
-            .tokenizer
-            .get_mut()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        Ok(match slot {
-            Some(tokenizer) => tokenizer,
-            None => slot.insert(Tokenizer::open()?),
-        })
-    }
-
-    /// The terms of a query's words, one each; `None` when a word is not exactly one term
-    /// (FTS5 would match it as a phrase of several, which this index cannot).
-    fn terms(&mut self, words: &[String]) -> Result<Option<Vec<String>>> {
-        let mut terms = Vec::with_capacity(words.len());
-        for word in words {
-            let term = match self.memo.get(word) {
-                Some(term) => term.clone(),
-                None => {
-                    let term = <[String; 1]>::try_from(super::terms::phrase(word))
-                        .ok()
-                        .map(|[term]| term);
-                    if self.memo.len() >= MAX_MEMO_WORDS {
-                        self.memo.clear();
-                    }
-                    self.memo.insert(word.clone(), term.clone());
-                    term
-                }
-            };
-            match term {
-                Some(term) => terms.push(term),
-                None => return Ok(None),
-            }
-        }
-        Ok(Some(terms))
-    }
-
-    /// [`TextIndex::terms`] from memory alone; `None` when a word was never seen.
-    fn memoized_terms(&self, words: &[String]) -> Option<Option<Vec<String>>> {
-        let mut terms = Vec::with_capacity(words.len());
-        for word in words {
-            match self.memo.get(word)? {
-                Some(term) => terms.push(term.clone()),
-                None => return Some(None),
-            }
-        }
-        Some(Some(terms))
     }
 
     /// The best `k` facts in `scope` matching any of `terms` (one per query phrase), by
@@ -295,23 +246,17 @@ fn build_text_index(store: &Store, text: &RwLock<TextIndex>) -> Result<()> {
         let (whole, token) = index_everything(store)?;
         let mut index = text.write();
         if index.seqs.is_empty() {
-            let TextIndex {
-                tokenizer, memo, ..
-            } = std::mem::take(&mut *index);
             *index = TextIndex {
                 complete_at: Some(token),
-                tokenizer,
-                memo,
                 ..whole
             };
         }
     }
     // Then what was committed since, if anything.
-    let mut tokenizer = Tokenizer::open()?;
     loop {
         let token = store.change_token()?;
         let after = text.read().last_seq();
-        let batch = tokenize_after(store, &mut tokenizer, after, TOKENIZE_BATCH)?;
+        let batch = tokenize_after(store, after, TOKENIZE_BATCH)?;
         let mut index = text.write();
         // A search may have added facts meanwhile: then this batch is dropped and the
         // next one starts where the index ends.
@@ -365,10 +310,8 @@ impl Memory {
             // Searches rank side by side; one takes the index to itself only to add facts
             // or tokenize a new word.
             let index = self.text.read();
-            if index.complete_at == Some(token)
-                && let Some(terms) = index.memoized_terms(words)
-            {
-                return Ok(terms.map(|terms| index.rank(&terms, scope, k)));
+            if index.complete_at == Some(token) {
+                return Ok(query_terms(words).map(|terms| index.rank(&terms, scope, k)));
             }
         }
         if self.text_builder.load(AtomicOrdering::Acquire) {
@@ -384,9 +327,7 @@ impl Memory {
                 self.spawn_text_builder();
                 return Ok(None);
             }
-            if let Some(batch) =
-                tokenize_after(&self.store, index.tokenizer()?, after, CATCH_UP_IN_SEARCH)?
-            {
+            if let Some(batch) = tokenize_after(&self.store, after, CATCH_UP_IN_SEARCH)? {
                 let more = batch.facts.len() == CATCH_UP_IN_SEARCH;
                 index.add(batch);
                 if more {
@@ -398,9 +339,6 @@ impl Memory {
             // Every fact committed by the time of `token` has been read.
             index.complete_at = Some(token);
         }
-        let Some(terms) = index.terms(words)? else {
-            return Ok(None);
-        };
-        Ok(Some(index.rank(&terms, scope, k)))
+        Ok(query_terms(words).map(|terms| index.rank(&terms, scope, k)))
     }
 }

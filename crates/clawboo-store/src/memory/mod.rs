@@ -273,7 +273,7 @@ fn insert_fact(
              {vector_value})
          RETURNING seq"
     );
-    let literal = vector.pgvector.clone().flatten();
+    let literal = vector.pgvector.as_ref().and_then(Option::as_deref);
     let mut params: Vec<&dyn ToValue> = vec![
         &fact.id,
         &fact.title,
@@ -624,11 +624,11 @@ impl Memory {
             self.store.write(|tx| {
                 for ((seq, _), v) in pending.iter().zip(&vectors) {
                     let blob = vector_to_blob(v);
-                    let literal = pgvector::vector_literal(v);
+                    let literal = with_vector.then(|| pgvector::vector_literal(v));
                     let dim = v.len();
                     let mut params: Vec<&dyn ToValue> = vec![seq, &blob, &model, &dim];
-                    if with_vector {
-                        params.push(&literal);
+                    if let Some(literal) = &literal {
+                        params.push(literal);
                     }
                     tx.execute(&update, &params)?;
                 }

@@ -1,22 +1,18 @@
 //! What memory's full-text search needs from SQLite itself: the upkeep of the FTS5 index
 //! (indexing the facts a transaction wrote just before it commits, merging segments when
 //! the store is idle, both registered in [`crate::sqlite::hooks`]), ranking by FTS5's own
-//! `bm25()`, and FTS5's tokenizer for the in-memory index (`fulltext`). Everything here
-//! that names rusqlite stays here (and in that SQLite-only index).
-
-use std::collections::HashMap;
+//! `bm25()`, and reading FTS5's own index whole for the in-memory one (`fulltext`).
+//! Everything here that names rusqlite stays here.
 
 use rusqlite::Connection;
 
 use super::search::{COLUMN_WEIGHTS, ScopeKey, fts_query};
+use super::terms::{Posting, Postings};
 use super::{FACT_COLUMNS, Fact, ScopeFilter, fact_from_row};
 use crate::Store;
 use crate::db::{ToValue, Tx};
 use crate::error::Result;
 use crate::sqlite::hooks::{Hooks, PreCommitHook};
-
-/// The tokenizer of `memory_facts_fts` (migration 0002); the twin table must match it.
-const TOKENIZER: &str = "porter unicode61";
 
 /// Index the facts this transaction wrote, in one statement. `memory_facts`' insert
 /// trigger only notes a new fact in `memory_facts_fts_pending` (migration 0005: FTS5 would
@@ -118,18 +114,6 @@ pub(super) fn ranked_by_fts5(
     })
 }
 
-/// One fact's occurrences of one term.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Posting {
-    /// The fact's number (its place in the batch or index it belongs to).
-    pub(super) doc: u32,
-    /// Occurrences, weighted by [`COLUMN_WEIGHTS`].
-    pub(super) freq: u32,
-}
-
-/// Postings by term.
-pub(super) type Postings = HashMap<String, Vec<Posting>>;
-
 /// The column number of a `fts5vocab` instance row's column name.
 fn column_number(name: &str) -> usize {
     match name {
@@ -192,8 +176,7 @@ pub(super) struct Fts5Index {
 }
 
 /// Every fact's terms read from `memory_facts_fts` itself through an `fts5vocab` table, in
-/// one snapshot (nothing is tokenized again: about four times quicker than the twin
-/// table).
+/// one snapshot (nothing is tokenized again).
 pub(super) fn read_fts5_index(store: &Store) -> Result<Fts5Index> {
     store.long_snapshot_sqlite(|conn| {
         conn.execute_batch(
@@ -236,61 +219,4 @@ pub(super) fn read_fts5_index(store: &Store) -> Result<Fts5Index> {
             lengths,
         })
     })
-}
-
-/// FTS5's tokenizer, reached through a contentless FTS5 table of the same columns and
-/// tokenizer as `memory_facts_fts` in a private in-memory database: text goes in as a row
-/// and comes out as terms through an `fts5vocab` table.
-pub(super) struct Tokenizer {
-    conn: Connection,
-}
-
-impl std::fmt::Debug for Tokenizer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tokenizer").finish_non_exhaustive()
-    }
-}
-
-impl Tokenizer {
-    pub(super) fn open() -> Result<Tokenizer> {
-        let conn = Connection::open_in_memory()?;
-        conn.execute_batch(&format!(
-            "CREATE VIRTUAL TABLE terms USING fts5(title, content, tags,
-                 content = '', tokenize = '{TOKENIZER}');
-             CREATE VIRTUAL TABLE terms_instances USING fts5vocab(terms, instance);"
-        ))?;
-        Ok(Tokenizer { conn })
-    }
-
-    /// Tokenize facts' (title, content, tags): postings by term (weighted, facts numbered
-    /// in order from 0) and each fact's length in tokens.
-    pub(super) fn facts<'t>(
-        &mut self,
-        facts: impl ExactSizeIterator<Item = &'t [String; 3]>,
-    ) -> Result<(Postings, Vec<u32>)> {
-        let count = facts.len();
-        let tx = self.conn.transaction()?;
-        {
-            let mut insert = tx.prepare_cached(
-                "INSERT INTO terms(rowid, title, content, tags) VALUES (?, ?, ?, ?)",
-            )?;
-            for (doc, [title, content, tags]) in facts.enumerate() {
-                insert.execute(rusqlite::params![doc as i64, title, content, tags])?;
-            }
-        }
-        let mut terms: Postings = HashMap::new();
-        let mut lengths = vec![0u32; count];
-        {
-            let mut stmt = tx.prepare_cached("SELECT term, doc, col FROM terms_instances")?;
-            collect_instances(
-                stmt.query([])?,
-                |doc| u32::try_from(doc).ok(),
-                &mut terms,
-                &mut lengths,
-            )?;
-        }
-        tx.execute("INSERT INTO terms(terms) VALUES ('delete-all')", [])?;
-        tx.commit()?;
-        Ok((terms, lengths))
-    }
 }

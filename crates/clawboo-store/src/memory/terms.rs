@@ -1,12 +1,24 @@
 //! The terms of facts and queries as FTS5's `porter unicode61` tokenizer makes them, made
-//! in Rust ([`super::fts5_tokenizer`]) for PostgreSQL's term statistics: the same terms as
-//! SQLite's `memory_facts_fts`, so both backends rank alike, with no SQLite engine in a
-//! PostgreSQL deployment.
+//! in Rust ([`super::fts5_tokenizer`]): the same terms as SQLite's `memory_facts_fts`, for
+//! PostgreSQL's term statistics and SQLite's in-memory index alike, so both rank as FTS5
+//! does, with no SQLite engine in a PostgreSQL deployment.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::fts5_tokenizer::tokenize;
 use super::search::COLUMN_WEIGHTS;
+
+/// One fact's occurrences of one term.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Posting {
+    /// The fact's number (its place in the batch or index it belongs to).
+    pub(super) doc: u32,
+    /// Occurrences, weighted by [`COLUMN_WEIGHTS`].
+    pub(super) freq: u32,
+}
+
+/// Postings by term.
+pub(super) type Postings = HashMap<String, Vec<Posting>>;
 
 /// The terms of one fact, as PostgreSQL's term statistics store them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -51,4 +63,22 @@ pub(super) fn phrase(word: &str) -> Vec<String> {
     let mut terms = Vec::new();
     tokenize(word, |term, _| terms.push(term.to_owned()));
     terms
+}
+
+/// Facts' (title, content, tags) as the in-memory index takes them: postings by term
+/// (weighted, facts numbered in order from 0) and each fact's length in tokens.
+pub(super) fn postings<'t>(facts: impl Iterator<Item = &'t [String; 3]>) -> (Postings, Vec<u32>) {
+    let mut postings = Postings::new();
+    let mut lengths = Vec::new();
+    for (doc, [title, content, tags]) in facts.enumerate() {
+        let terms = DocTerms::of([title, content, tags]);
+        for (term, (freq, _)) in terms.terms {
+            postings.entry(term).or_default().push(Posting {
+                doc: doc as u32,
+                freq,
+            });
+        }
+        lengths.push(terms.length);
+    }
+    (postings, lengths)
 }

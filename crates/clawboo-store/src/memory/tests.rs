@@ -649,7 +649,7 @@ fn in_memory_ranking_equals_fts5_bm25() {
     for i in 0..400 {
         if i == 300 {
             // The first 300 are indexed whole from FTS5's index; the rest one by one, as a
-            // search finds them, through the twin tokenizer.
+            // search finds them, through the ported tokenizer.
             settled(&m, &["deploy".into()], &ScopeFilter::default(), 1);
         }
         m.save_fact(ranking_fact(&mut rng, i)).unwrap();
