@@ -15,7 +15,10 @@
 # Usage: scripts/install-pgvector.sh
 set -euo pipefail
 
-version=0.1.6
+# 0.1.5, not 0.1.6: 0.1.6's vector.so is compiled for CPUs with AVX-512 throughout and its
+# server dies of SIGILL at the first vector on a machine without it; 0.1.5's (the same
+# pgvector 0.8.2 and PostgreSQL 18.3) uses AVX-512 only behind pgvector's runtime check.
+version=0.1.5
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="$root/.venv-pgvector"
 cache="${TMPDIR:-/tmp}/clawboo-pgvector-$version"

@@ -204,7 +204,7 @@ pub(crate) fn calling_agent(bound: Option<&str>, args: &JsonObject) -> Option<St
 /// next call must be recorded, so most calls write nothing; a failure is logged and the
 /// next due call tries again.
 pub(crate) async fn record_call(store: &Arc<Store>, agent: Option<String>, team: Option<&str>) {
-    let Some(agent) = agent.filter(|agent| store.call_record_due(agent)) else {
+    let Some(agent) = agent.filter(|agent| store.call_record_due(agent, team)) else {
         return;
     };
     let team = team.map(str::to_owned);

@@ -34,6 +34,7 @@ pub mod stdio;
 pub mod tasks;
 pub mod teamchat;
 pub mod tools;
+pub mod waits;
 
 /// The four servers, by the short name used in URLs and binary names.
 pub const MCP_SERVER_NAMES: [&str; 4] = ["tasks", "memory", "tools", "teamchat"];

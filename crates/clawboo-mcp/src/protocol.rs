@@ -253,10 +253,15 @@ pub fn unknown_tool(name: &str) -> CallToolResult {
 
 /// An internal failure, reported to the model as a retryable tool-error.
 pub fn internal_error(e: impl std::fmt::Display) -> CallToolResult {
-    tracing::error!(error = %e, "tool call failed internally");
+    // What failed (SQL, constraint names, driver messages) goes to the log only; the
+    // caller gets the reference that finds it there (SPEC §16).
+    let reference = clawboo_store::new_id();
+    tracing::error!(%reference, error = %e, "tool call failed internally");
     tool_error(
         "internal",
-        format!("internal error: {e}; the call changed nothing, retry it once"),
+        format!(
+            "internal error (reference {reference}): the call changed nothing; retry it once, and if it fails again an operator finds the cause in the server's log under that reference"
+        ),
     )
 }
 
@@ -265,11 +270,12 @@ pub fn internal_error(e: impl std::fmt::Display) -> CallToolResult {
 /// reached (retrying once it is back will do), `internal` otherwise.
 pub fn store_failure(e: StoreError) -> CallToolResult {
     if e.code() == "backend_unavailable" {
-        tracing::warn!(error = %e, "the database is unavailable");
+        let reference = clawboo_store::new_id();
+        tracing::warn!(%reference, error = %e, "the database is unavailable");
         return tool_error(
             "backend_unavailable",
             format!(
-                "the database is unavailable ({e}); the call changed nothing, retry it once the database is back"
+                "the database is unavailable (reference {reference}); the call changed nothing, retry it once the database is back"
             ),
         );
     }
@@ -284,8 +290,8 @@ pub fn store_failure(e: StoreError) -> CallToolResult {
 /// hand-offs (wake-ups) per call, a large share of a short read's cost
 /// (docs/BENCHMARKS.md); on a multi-threaded one (`clawboo serve`) it runs inline when the
 /// connection is free and on the blocking pool otherwise. Writes go through
-/// [`blocking_write`]; operations that may wait for long (long-polls, approvals) use
-/// [`blocking_wait`] so the session keeps answering meanwhile.
+/// [`blocking_write`]. Nothing here waits for a post or a human: those waits are futures
+/// between such reads (the chat and approval bells).
 pub async fn blocking<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
 where
     T: Send + 'static,
@@ -311,7 +317,7 @@ where
     let _permit = READERS_OFF_THREAD.acquire().await.map_err(internal_error)?;
     match inline(f) {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(f)) => blocking_wait(store, f).await,
+        Ok(Err(f)) => on_blocking_pool(store, f).await,
         Err(_) => Err(internal_error("the store operation panicked")),
     }
 }
@@ -415,7 +421,7 @@ where
         // PostgreSQL: each write is a transaction of its own on a pooled connection, so the
         // writes in flight run side by side on the blocking pool, each on its connection,
         // instead of one after another behind a drainer.
-        return blocking_wait(store, f).await;
+        return on_blocking_pool(store, f).await;
     }
     let (answer, answered) = tokio::sync::oneshot::channel();
     let must_drain = store.queue_write(Box::new(move |store: &Store| -> SettleWrite {
@@ -503,8 +509,8 @@ async fn gather_group(store: &Store, expected: usize) -> bool {
     }
 }
 
-/// Run store work that may wait (long-poll, approval) on the blocking pool.
-pub async fn blocking_wait<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
+/// Run store work on the blocking pool: a read whose connection is busy, a PostgreSQL write.
+pub async fn on_blocking_pool<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
 where
     T: Send + 'static,
     F: FnOnce(&Store) -> T + Send + 'static,
@@ -526,6 +532,25 @@ pub fn result_text(result: &CallToolResult) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_failure_tells_the_caller_a_reference_not_the_drivers_words() {
+        let driver = "UNIQUE constraint failed: tool_call_audit.call_id, tool_call_audit.phase";
+        for kind in [
+            clawboo_store::BackendErrorKind::Other,
+            clawboo_store::BackendErrorKind::Unavailable,
+        ] {
+            let failure = store_failure(StoreError::Backend(clawboo_store::BackendError {
+                kind,
+                message: driver.into(),
+            }));
+            let text = result_text(&failure).unwrap_or_default();
+            assert!(text.contains("(reference "), "{text}");
+            for word in ["UNIQUE", "constraint", "tool_call_audit"] {
+                assert!(!text.contains(word), "{text}");
+            }
+        }
+    }
 
     #[derive(serde::Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields, rename_all = "camelCase")]

@@ -613,7 +613,7 @@ impl TasksServer {
             match target {
                 Move::Release => s.release_task(&task_id, actor, scope),
                 Move::Unblock => s.unblock_task(&task_id, actor, scope),
-                Move::SetStatus(status) => s.set_status(&task_id, status, actor, scope),
+                Move::SetStatus(status) => s.set_status(&task_id, status, actor, actor, scope),
             }
         })
         .await?;

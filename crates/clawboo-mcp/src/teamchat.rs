@@ -11,13 +11,16 @@
 //! `team_delegate` is listed only when both team and agent are bound and `delegate` is set.
 
 use std::sync::{Arc, LazyLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clawboo_store::chat::{
-    ChatQuery, DelegateError, Delegation, MAX_READ_LIMIT, MAX_WAIT, PostKind, team_room,
+    ChatPage, ChatQuery, DelegateError, Delegation, MAX_READ_LIMIT, MAX_WAIT, POLL_INTERVAL,
+    PostKind, team_room,
 };
 use clawboo_store::{Store, StoreError};
+use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ProgressNotificationParam};
+use rmcp::service::RequestContext;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -26,9 +29,10 @@ use crate::binding::Binding;
 use crate::envelope::{PeerPost, format_peer_post};
 use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
 use crate::protocol::{
-    Effect, blocking_wait, blocking_write, invalid_args, json_result, store_failure, tool_error,
+    Effect, blocking, blocking_write, invalid_args, json_result, store_failure, tool_error,
     unknown_tool,
 };
+use crate::waits::{WaitLimit, WaitOwner, WaitPermit};
 
 /// How many posts a subscribe returns when `limit` is absent.
 pub const DEFAULT_LIMIT: u64 = 100;
@@ -46,12 +50,19 @@ const DELEGATE_NEEDS_BOTH: &str =
 pub struct TeamChatServer {
     store: Arc<Store>,
     binding: Binding,
+    /// The process's count of waits by caller: a long-poll holds one while it waits.
+    waits: WaitLimit,
 }
 
 impl TeamChatServer {
-    /// A TeamChat server over `store`, bound as `binding` says (unbound when empty).
-    pub fn new(store: Arc<Store>, binding: Binding) -> TeamChatServer {
-        TeamChatServer { store, binding }
+    /// A TeamChat server over `store`, bound as `binding` says (unbound when empty); its
+    /// long-polls count against `waits`.
+    pub fn new(store: Arc<Store>, binding: Binding, waits: WaitLimit) -> TeamChatServer {
+        TeamChatServer {
+            store,
+            binding,
+            waits,
+        }
     }
 
     /// The bound team and agent, when both are bound (what `team_delegate` needs).
@@ -80,6 +91,67 @@ impl TeamChatServer {
             .agent_id
             .clone()
             .or_else(|| non_blank(author_agent_id))
+    }
+}
+
+/// One long-poll on a room: reads until a post (not the caller's own) arrives or the
+/// deadline passes. Between reads it awaits the chat bell (a post in this process, or one
+/// another host announced) or the poll interval (other SQLite processes' posts): a future,
+/// holding no thread while it waits.
+struct RoomWait<'a> {
+    store: &'a Arc<Store>,
+    room: String,
+    exclude_author: Option<String>,
+    limit: usize,
+    deadline: Instant,
+    /// Held from the first read that found nothing until the answer.
+    permit: Option<WaitPermit>,
+}
+
+impl RoomWait<'_> {
+    /// The first page with posts past `since_seq`, or the empty page at the deadline (or
+    /// when the client cancelled). `begin` is asked once, when the first read found
+    /// nothing: it takes the caller's wait permit, or refuses the wait.
+    async fn until_posts(
+        &mut self,
+        mut since_seq: i64,
+        begin: impl FnOnce() -> Result<WaitPermit, CallToolResult>,
+        request: &RequestContext<RoleServer>,
+    ) -> Result<ChatPage, CallToolResult> {
+        let cancelled = &request.ct;
+        let mut bell = self.store.chat_bell();
+        let mut begin = Some(begin);
+        loop {
+            // Marked before the read, so a post committed after it still ends the wait.
+            bell.mark();
+            let page = self.read(since_seq).await?;
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            if !page.posts.is_empty() || left.is_zero() || cancelled.is_cancelled() {
+                return Ok(page);
+            }
+            since_seq = page.next_seq;
+            if let Some(begin) = begin.take() {
+                self.permit = Some(begin()?);
+            }
+            tokio::select! {
+                () = bell.rung(left.min(POLL_INTERVAL)) => {}
+                () = cancelled.cancelled() => {}
+            }
+        }
+    }
+
+    async fn read(&self, since_seq: i64) -> Result<ChatPage, CallToolResult> {
+        let (room, me, limit) = (self.room.clone(), self.exclude_author.clone(), self.limit);
+        blocking(self.store, move |s| {
+            s.read_chat(&ChatQuery {
+                room_id: &room,
+                since_seq,
+                limit,
+                exclude_author: me.as_deref(),
+            })
+        })
+        .await?
+        .map_err(store_error)
     }
 }
 
@@ -249,42 +321,33 @@ impl TeamChatServer {
         let Some(room) = self.room(a.room_id, a.team_id) else {
             return Err(tool_error("invalid_args", NO_ROOM));
         };
-        // A client that asked for progress hears when the wait begins (after a read found
-        // nothing new), so it knows the call is parked rather than lost.
-        let request = ctx.request;
-        let mut announce = request.meta.get_progress_token().map(|token| {
-            (
-                token,
-                request.peer.clone(),
-                tokio::runtime::Handle::current(),
-            )
-        });
-        let cancelled = request.ct.clone();
-        let page = blocking_wait(&self.store, move |s| {
-            let query = ChatQuery {
-                room_id: &room,
-                since_seq,
-                limit: limit as usize,
-                exclude_author: me.as_deref(),
-            };
-            if wait_ms == 0 {
-                return s.read_chat(&query);
+        let owner = WaitOwner::of(&self.binding, &ctx.request);
+        let mut wait = RoomWait {
+            store: &self.store,
+            room,
+            exclude_author: me,
+            limit: limit as usize,
+            deadline: Instant::now() + Duration::from_millis(wait_ms),
+            permit: None,
+        };
+        let page = wait.until_posts(since_seq, || {
+            let permit = self.waits.begin(owner.clone())?;
+            // A client that asked for progress hears when the wait begins (after a read
+            // found nothing new), so it knows the call is parked rather than lost.
+            let request = &ctx.request;
+            if let Some(token) = request.meta.get_progress_token() {
+                let waiting = ProgressNotificationParam::new(token, 0.0)
+                    .with_message(format!("no new posts yet; waiting up to {wait_ms} ms"));
+                let peer = request.peer.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = peer.notify_progress(waiting).await {
+                        tracing::debug!(error = %e, "could not send a progress notification");
+                    }
+                });
             }
-            s.wait_chat(&query, Duration::from_millis(wait_ms), || {
-                if let Some((token, peer, runtime)) = announce.take() {
-                    let waiting = ProgressNotificationParam::new(token, 0.0)
-                        .with_message(format!("no new posts yet; waiting up to {wait_ms} ms"));
-                    runtime.spawn(async move {
-                        if let Err(e) = peer.notify_progress(waiting).await {
-                            tracing::debug!(error = %e, "could not send a progress notification");
-                        }
-                    });
-                }
-                !cancelled.is_cancelled()
-            })
-        })
-        .await?
-        .map_err(store_error)?;
+            Ok(permit)
+        }, &ctx.request)
+        .await?;
         let posts: Vec<_> = page
             .posts
             .iter()
@@ -367,7 +430,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(&dir.path().join("t.db")).unwrap());
         let names = |binding: Binding| -> Vec<String> {
-            TeamChatServer::new(Arc::clone(&store), binding)
+            TeamChatServer::new(Arc::clone(&store), binding, WaitLimit::default())
                 .tools()
                 .into_iter()
                 .map(|t| t.name.to_string())

@@ -10,11 +10,12 @@
 //! the retry settles the answer and waits for the decision).
 
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use clawboo_store::broker::{
-    Broker, BrokerConfig, CallOutcome, Caller, Denial, DenialClass, Executor, FirstRound,
-    MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, MAX_PATH_CHARS, MAX_QUERY_CHARS, Risk, ToolSpec,
-    WaitControl, WaitProgress,
+    ApprovalStatus, Broker, BrokerConfig, CallOutcome, Caller, Denial, DenialClass, Executor,
+    MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, MAX_PATH_CHARS, MAX_QUERY_CHARS, OpenedApproval, Risk,
+    Round, ToolSpec,
 };
 use clawboo_store::{Store, StoreError};
 use rmcp::RoleServer;
@@ -27,9 +28,12 @@ use serde_json::{Value, json};
 
 use crate::binding::Binding;
 use crate::elicit;
-use crate::protocol::{Effect, denied, described, internal_error, tool_error};
+use crate::protocol::{
+    Effect, blocking, blocking_write, denied, described, internal_error, tool_error,
+};
 use crate::server::ToolSet;
 use crate::signing::ScopeSigner;
+use crate::waits::{WaitLimit, WaitOwner, WaitPermit};
 
 /// Settings of a Tools server.
 #[derive(Debug, Clone)]
@@ -40,6 +44,8 @@ pub struct ToolsConfig {
     pub broker: BrokerConfig,
     /// Runs the builtins that act outside the store (web search, the filesystem).
     pub executor: Arc<dyn Executor>,
+    /// The process's count of waits by caller: a call waiting for approval holds one.
+    pub waits: WaitLimit,
 }
 
 /// The Tools tool set over one store.
@@ -51,6 +57,8 @@ pub struct ToolsServer {
     listed: Mutex<Option<Vec<String>>>,
     /// Seals and opens the `requestState` of 2026-07-28 approval rounds; loaded on first use.
     signer: OnceLock<ScopeSigner>,
+    binding: Binding,
+    waits: WaitLimit,
 }
 
 impl ToolsServer {
@@ -59,12 +67,14 @@ impl ToolsServer {
         ToolsServer {
             broker: Broker::new(store, config.broker, config.executor),
             caller: Caller {
-                agent_id: config.binding.agent_id,
-                team_id: config.binding.team_id,
-                tenant_id: config.binding.tenant_id,
+                agent_id: config.binding.agent_id.clone(),
+                team_id: config.binding.team_id.clone(),
+                tenant_id: config.binding.tenant_id.clone(),
             },
             listed: Mutex::new(None),
             signer: OnceLock::new(),
+            binding: config.binding,
+            waits: config.waits,
         }
     }
 
@@ -83,72 +93,134 @@ impl ToolsServer {
         Ok(self.signer.get_or_init(|| signer).clone())
     }
 
-    /// Run `work` (the broker's blocking call) off the executor: while it waits for a
-    /// human, report progress when the client sent a token, ask a session's client in a form
-    /// when it declared one, and abandon the wait when the client goes away. Then tell the
-    /// client when the tool list changed, and map the outcome to the wire.
-    async fn run_waiting<W>(
+    /// One round of the call (`resume`: the one naming that approval) on the blocking
+    /// pool: the pipeline's checks, reads and writes, and the executor. It never waits for
+    /// a human. Also reads which tools are available now.
+    async fn round(
+        &self,
+        name: &str,
+        args: &JsonObject,
+        resume: Option<&str>,
+    ) -> Result<RoundAnswer, CallToolResult> {
+        let broker = self.broker.clone();
+        let caller = self.caller.clone();
+        let (tool, call_args) = (name.to_owned(), args.clone());
+        let resume = resume.map(str::to_owned);
+        tokio::task::spawn_blocking(move || {
+            let round = match resume {
+                None => broker.call(&caller, &tool, &call_args),
+                Some(id) => broker.resume_call(&caller, &tool, &call_args, &id),
+            };
+            (round, broker.available_tools().map(|specs| names(&specs)))
+        })
+        .await
+        .map_err(internal_error)
+    }
+
+    /// Run the call's rounds to its end, starting with a fresh call (`resume: None`) or the
+    /// round naming an approval an earlier round opened. While its approval is pending the
+    /// call waits as a future ([`ToolsServer::await_decision`]), holding one of the
+    /// caller's waits; past the caller's limit it is refused and its approval abandoned.
+    async fn drive(
         &self,
         name: &str,
         args: &JsonObject,
         ctx: &RequestContext<RoleServer>,
-        work: W,
-    ) -> CallToolResult
-    where
-        W: FnOnce(
-                &Broker,
-                &Caller,
-                &mut dyn FnMut(&WaitProgress) -> WaitControl,
-            ) -> Result<CallOutcome, StoreError>
-            + Send
-            + 'static,
-    {
-        let progress_token = ctx.meta.get_progress_token();
-        let cancelled = ctx.ct.clone();
-        let broker = self.broker.clone();
-        let caller = self.caller.clone();
-        let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
-        let run = tokio::task::spawn_blocking(move || {
-            let outcome = work(&broker, &caller, &mut |progress| {
-                if progress.report {
-                    // The receiver lives until this call ends; a send cannot outlive it.
-                    let _sent = progress_tx.send(progress.clone());
+        mut resume: Option<String>,
+    ) -> CallToolResult {
+        let mut permit: Option<WaitPermit> = None;
+        loop {
+            let (round, available) = match self.round(name, args, resume.as_deref()).await {
+                Ok(done) => done,
+                Err(refusal) => return refusal,
+            };
+            let opened = match round {
+                Ok(Round::Pending(opened)) => opened,
+                Ok(Round::Done(outcome)) => {
+                    return self.finish(Ok(outcome), available, args, ctx).await;
                 }
-                if cancelled.is_cancelled() {
-                    WaitControl::Abandon
-                } else {
-                    WaitControl::Continue
+                Err(error) => return self.finish(Err(error), available, args, ctx).await,
+            };
+            if permit.is_none() {
+                match self.waits.begin(WaitOwner::of(&self.binding, ctx)) {
+                    Ok(held) => permit = Some(held),
+                    Err(refusal) => {
+                        abandon(self.broker.store(), &opened.approval_id).await;
+                        return refusal;
+                    }
                 }
-            });
-            let available = broker.available_tools().map(|specs| names(&specs));
-            (outcome, available)
-        });
-        // The sender is dropped when the blocking call returns, which ends this loop.
-        let mut asking = None;
-        while let Some(progress) = progress_rx.recv().await {
-            tracing::debug!(tool = name, approval = %progress.approval_id, "waiting for approval");
-            if asking.is_none() {
-                asking = elicit::ask(ctx, self.broker.store(), &progress.approval_id, name);
             }
-            if let Some(token) = &progress_token {
-                let param =
-                    ProgressNotificationParam::new(token.clone(), progress.waited_ms as f64)
-                        .with_total(progress.total_ms as f64)
-                        .with_message(progress_message(name, &progress));
-                if let Err(error) = ctx.peer.notify_progress(param).await {
-                    tracing::debug!(%error, "progress notification not delivered");
+            self.await_decision(&opened, name, ctx).await;
+            resume = Some(opened.approval_id);
+        }
+    }
+
+    /// Wait, as a future, until approval `opened` is decided or its time is up: between
+    /// reads of its row it awaits the approval bell (a decision in this process, or one
+    /// another host announced) or the poll interval (other SQLite processes). Meanwhile it
+    /// reports progress when the client sent a token and asks a session's client in a form
+    /// when it declared one. A client that goes away (cancels, or drops the request)
+    /// abandons the approval.
+    async fn await_decision(
+        &self,
+        opened: &OpenedApproval,
+        name: &str,
+        ctx: &RequestContext<RoleServer>,
+    ) {
+        let store = self.broker.store();
+        let config = self.broker.config();
+        let id = &opened.approval_id;
+        let mut unless_decided = AbandonOnDrop {
+            store: Some(Arc::clone(store)),
+            approval_id: id.clone(),
+        };
+        let progress_token = ctx.meta.get_progress_token();
+        let mut bell = store.approval_bell();
+        let mut asking = None;
+        let mut reported: Option<Instant> = None;
+        loop {
+            bell.mark();
+            let approval_id = id.clone();
+            let row = match blocking(store, move |s| s.approval(&approval_id)).await {
+                Ok(Ok(row)) => row,
+                // The round that follows reads it again and says what went wrong.
+                Ok(Err(_)) | Err(_) => break,
+            };
+            let now = store.now_ms();
+            if row.status != ApprovalStatus::Pending || now >= row.expires_at {
+                break;
+            }
+            if reported.is_none_or(|at| at.elapsed() >= config.progress_interval) {
+                reported = Some(Instant::now());
+                tracing::debug!(tool = name, approval = %id, "waiting for approval");
+                if asking.is_none() {
+                    asking = elicit::ask(ctx, store, id, name);
+                }
+                if let Some(token) = &progress_token {
+                    let waited = (now - row.created_at).max(0) as f64;
+                    let total = (row.expires_at - row.created_at).max(0) as f64;
+                    let param = ProgressNotificationParam::new(token.clone(), waited)
+                        .with_total(total)
+                        .with_message(progress_message(name, id));
+                    if let Err(error) = ctx.peer.notify_progress(param).await {
+                        tracing::debug!(%error, "progress notification not delivered");
+                    }
+                }
+            }
+            let left = Duration::from_millis((row.expires_at - now).max(1).unsigned_abs());
+            tokio::select! {
+                () = bell.rung(left.min(config.poll_interval)) => {}
+                () = ctx.ct.cancelled() => {
+                    abandon(store, id).await;
+                    break;
                 }
             }
         }
+        unless_decided.store = None;
         // Decided (or expired) elsewhere: the form's answer no longer matters.
         if let Some(form) = asking {
             form.abort();
         }
-        let (outcome, available) = match run.await {
-            Ok(done) => done,
-            Err(error) => return internal_error(error),
-        };
-        self.finish(outcome, available, args, ctx).await
     }
 
     /// The wire answer of a finished call; tells the client when availability changed and
@@ -191,21 +263,12 @@ impl ToolsServer {
             Ok(signer) => signer,
             Err(refusal) => return refusal.into(),
         };
-        let broker = self.broker.clone();
-        let caller = self.caller.clone();
-        let (tool, call_args) = (name.clone(), args.clone());
-        let opened = tokio::task::spawn_blocking(move || {
-            let round = broker.open_call(&caller, &tool, &call_args);
-            let available = broker.available_tools().map(|specs| names(&specs));
-            (round, available)
-        })
-        .await;
-        let (round, available) = match opened {
+        let (round, available) = match self.round(&name, &args, None).await {
             Ok(done) => done,
-            Err(error) => return internal_error(error).into(),
+            Err(refusal) => return refusal.into(),
         };
         match round {
-            Ok(FirstRound::Asking(opened)) => {
+            Ok(Round::Pending(opened)) => {
                 match elicit::first_round(&signer, &opened, &name, &self.caller, &args) {
                     Some(asked) => asked,
                     // No form to send: wait for the other surfaces as a plain client would.
@@ -215,7 +278,7 @@ impl ToolsServer {
                         .into(),
                 }
             }
-            Ok(FirstRound::Done(outcome)) => self
+            Ok(Round::Done(outcome)) => self
                 .finish(Ok(outcome), available, &args, &ctx)
                 .await
                 .into(),
@@ -232,11 +295,7 @@ impl ToolsServer {
         approval_id: String,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let (tool, call_args) = (name.clone(), args.clone());
-        self.run_waiting(&name, &args, &ctx, move |broker, caller, observer| {
-            broker.resume_call(caller, &tool, &call_args, &approval_id, observer)
-        })
-        .await
+        self.drive(&name, &args, &ctx, Some(approval_id)).await
     }
 
     /// Remember `names` as available; `true` when they differ from an earlier list.
@@ -247,6 +306,9 @@ impl ToolsServer {
         changed
     }
 }
+
+/// Where a round left the call, and the tools available after it.
+type RoundAnswer = (Result<Round, StoreError>, Result<Vec<String>, StoreError>);
 
 fn names(specs: &[ToolSpec]) -> Vec<String> {
     specs.iter().map(|s| s.name.to_string()).collect()
@@ -347,8 +409,38 @@ fn to_result(outcome: CallOutcome) -> CallToolResult {
     }
 }
 
-fn progress_message(tool: &str, progress: &WaitProgress) -> String {
-    let id = &progress.approval_id;
+/// Expire approval `approval_id`: its caller went away.
+async fn abandon(store: &Arc<Store>, approval_id: &str) {
+    let id = approval_id.to_owned();
+    match blocking_write(store, move |s| s.abandon_approval(&id)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(error)) => {
+            tracing::warn!(%error, approval = %approval_id, "could not abandon an approval")
+        }
+        Err(_) => tracing::warn!(approval = %approval_id, "could not abandon an approval"),
+    }
+}
+
+/// Abandons its approval when the wait it guards is dropped before it ended (the client
+/// closed the request): the board then stops offering a call nobody waits for.
+struct AbandonOnDrop {
+    /// `None` once the wait ended by itself.
+    store: Option<Arc<Store>>,
+    approval_id: String,
+}
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        if let (Some(store), Ok(runtime)) =
+            (self.store.take(), tokio::runtime::Handle::try_current())
+        {
+            let id = std::mem::take(&mut self.approval_id);
+            runtime.spawn(async move { abandon(&store, &id).await });
+        }
+    }
+}
+
+fn progress_message(tool: &str, id: &str) -> String {
     format!(
         "waiting for a human to approve {tool} (approval {id}): `clawboo approvals allow {id}`, `always {id}` or `deny {id}`"
     )
@@ -383,12 +475,7 @@ impl ToolSet for ToolsServer {
         args: JsonObject,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let tool = name.to_string();
-        let call_args = args.clone();
-        self.run_waiting(name, &args, &ctx, move |broker, caller, observer| {
-            broker.call(caller, &tool, &call_args, observer)
-        })
-        .await
+        self.drive(name, &args, &ctx, None).await
     }
 
     async fn respond(

@@ -26,6 +26,7 @@ use clawboo_mcp::server::McpServer;
 use clawboo_mcp::tasks::{TasksConfig, TasksServer};
 use clawboo_mcp::teamchat::TeamChatServer;
 use clawboo_mcp::tools::{ToolsConfig, ToolsServer};
+use clawboo_mcp::waits::WaitLimit;
 use clawboo_store::Store;
 use clawboo_store::board::{CreatePolicy, NewTask};
 use clawboo_store::broker::BrokerConfig;
@@ -591,7 +592,7 @@ fn teamchat_tools_decode_any_arguments() {
             })
             .expect("seed an agent");
     }
-    let unbound = TeamChatServer::new(store.clone(), Binding::default());
+    let unbound = TeamChatServer::new(store.clone(), Binding::default(), WaitLimit::default());
     fuzz(
         Target {
             name: "teamchat (unbound)",
@@ -611,6 +612,7 @@ fn teamchat_tools_decode_any_arguments() {
             tenant_id: None,
             delegate: true,
         },
+        WaitLimit::default(),
     );
     fuzz(
         Target {
@@ -646,6 +648,7 @@ fn tools_broker_decodes_any_arguments() {
                 tavily_base_url: "http://127.0.0.1:9".to_owned(),
                 ..Builtins::default()
             }),
+            waits: WaitLimit::default(),
         },
     );
     let target = Target {

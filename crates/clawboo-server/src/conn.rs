@@ -80,7 +80,8 @@ fn raw_request_timeout(deadlines: Deadlines) -> Vec<u8> {
 }
 
 /// Accept connections on `listener` and answer each one's requests with `answer` until
-/// the future is dropped. A request carries the socket's peer as `ConnectInfo<SocketAddr>`.
+/// the future is dropped. A request carries the socket's peer as `ConnectInfo<SocketAddr>`
+/// and, for the MCP servers, as [`clawboo_mcp::waits::Peer`].
 pub(crate) async fn serve_connections<A, Fut>(
     listener: TcpListener,
     answer: A,
@@ -124,6 +125,9 @@ pub(crate) async fn serve_connections<A, Fut>(
             let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
                 let mut req = req.map(Body::new);
                 req.extensions_mut().insert(ConnectInfo(peer));
+                // The MCP servers count an unbound caller's waits by its address.
+                req.extensions_mut()
+                    .insert(clawboo_mcp::waits::Peer(peer.ip()));
                 answer(req).map(Ok::<_, Infallible>)
             });
             let io = TokioIo::new(SharedIo {

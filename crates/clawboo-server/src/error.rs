@@ -67,8 +67,11 @@ impl From<StoreError> for AppError {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
         };
+        // What failed (SQL, constraint names, driver messages) goes to the log only; the
+        // caller gets the reference that finds it there (SPEC §16).
+        let reference = clawboo_store::new_id();
         if status == StatusCode::INTERNAL_SERVER_ERROR {
-            tracing::error!("store failure: {e}");
+            tracing::error!(%reference, "store failure: {e}");
         }
         let message = match &e {
             StoreError::Invalid(what) => format!("invalid request: {what}"),
@@ -81,11 +84,14 @@ impl From<StoreError> for AppError {
                     .into()
             }
             StoreError::Backend(_) if status == StatusCode::SERVICE_UNAVAILABLE => {
-                tracing::warn!("store unavailable: {e}");
+                tracing::warn!(%reference, "store unavailable: {e}");
                 format!(
-                    "the database is unavailable ({e}); nothing was written, retry once it is back"
+                    "the database is unavailable (reference {reference}); nothing was written, retry once it is back"
                 )
             }
+            StoreError::Backend(_) | StoreError::Io(_) => format!(
+                "internal error (reference {reference}): nothing was written; retry, and if it fails again an operator finds the cause in the server's log under that reference"
+            ),
             other => other.to_string(),
         };
         AppError::new(status, message)

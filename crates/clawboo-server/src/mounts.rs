@@ -11,6 +11,7 @@ use clawboo_mcp::signing::ScopeSigner;
 use clawboo_mcp::tasks::{TasksConfig, TasksServer};
 use clawboo_mcp::teamchat::TeamChatServer;
 use clawboo_mcp::tools::{ToolsConfig, ToolsServer};
+use clawboo_mcp::waits::WaitLimit;
 use clawboo_store::Store;
 use clawboo_store::broker::{BrokerConfig, Executor};
 use clawboo_store::memory::Memory;
@@ -18,13 +19,16 @@ use clawboo_store::memory::Memory;
 use crate::mcp_http::McpHttpConfig;
 use crate::status::McpMount;
 
-/// Every server this build can serve over HTTP.
+/// Every server this build can serve over HTTP; their waits (long-polls, approval waits)
+/// count against `waits` together.
 pub fn default_mounts(
     store: &Arc<Store>,
     memory: &Arc<Memory>,
     signer: &ScopeSigner,
     config: McpHttpConfig,
+    waits: &WaitLimit,
 ) -> Vec<McpMount> {
+    let (tools_waits, teamchat_waits) = (waits.clone(), waits.clone());
     let tasks_store = store.clone();
     let teamchat_store = store.clone();
     let tools_store = store.clone();
@@ -61,6 +65,7 @@ pub fn default_mounts(
                     binding,
                     broker: broker.clone(),
                     executor: executor.clone(),
+                    waits: tools_waits.clone(),
                 };
                 McpServer::new(ToolsServer::new(tools_store.clone(), config))
             },
@@ -69,7 +74,13 @@ pub fn default_mounts(
             McpServerName::Teamchat,
             signer.clone(),
             config,
-            move |binding| McpServer::new(TeamChatServer::new(teamchat_store.clone(), binding)),
+            move |binding| {
+                McpServer::new(TeamChatServer::new(
+                    teamchat_store.clone(),
+                    binding,
+                    teamchat_waits.clone(),
+                ))
+            },
         ),
     ]
 }

@@ -40,7 +40,8 @@ fn fixture(configure: impl FnOnce(&mut ServerOptions)) -> Fixture {
     );
     configure(&mut options);
     let memory = Arc::new(Memory::new(store.clone(), None));
-    let mounts = default_mounts(&store, &memory, &signer, options.mcp);
+    let waits = clawboo_mcp::waits::WaitLimit::default();
+    let mounts = default_mounts(&store, &memory, &signer, options.mcp, &waits);
     Fixture {
         state: AppState::new(store, memory, signer, options, mounts),
         _dir: dir,

@@ -290,6 +290,11 @@ async function loadDetail(id) {
     h('div', { class: 'description' }, task.description || h('span', { class: 'muted' }, 'No description.')),
     h('div', { class: 'moves', role: 'group', 'aria-label': 'Change status' },
       moves.length ? moves : h('span', { class: 'muted' }, 'A finished task does not move.')),
+    // Moving a task nobody holds into progress claims it: for whom?
+    !task.assigneeAgentId && moves.some((b) => b.dataset.move === 'in_progress')
+      ? h('label', { class: 'row' }, 'Assignee (for In progress) ',
+        h('input', { id: 'move-assignee', placeholder: 'agent id', autocomplete: 'off' }))
+      : null,
     h('h3', {}, 'Dependencies'),
     task.dependsOn.length ? h('ul', { class: 'links' }, task.dependsOn.map((d) => h('li', {}, taskLink(d))))
       : h('p', { class: 'muted' }, 'None.'),
@@ -310,7 +315,10 @@ async function loadDetail(id) {
 
 async function moveTask(id, to) {
   await attempt(async () => {
-    await api(`/api/board/${encodeURIComponent(id)}`, { method: 'PATCH', body: { status: to } });
+    const body = { status: to };
+    const assignee = $('move-assignee')?.value.trim();
+    if (to === 'in_progress' && assignee) body.assigneeAgentId = assignee;
+    await api(`/api/board/${encodeURIComponent(id)}`, { method: 'PATCH', body });
     await loadBoard();
   });
 }

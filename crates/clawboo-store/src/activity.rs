@@ -52,7 +52,7 @@ const MARKS_SQL: &str = "SELECT
         || '.' || CAST(CAST(coalesce(sum(lease_expires_at), 0) AS BIGINT) AS TEXT) FROM tasks)
         || '.' || CAST((SELECT count(*) FROM task_comments) AS TEXT)
         || '.' || CAST((SELECT count(*) FROM task_deps) AS TEXT)
-        || '.' || CAST((SELECT coalesce(max(last_seen_at), 0) FROM agents) AS TEXT),
+        || '.' || CAST((SELECT coalesce(max(last_seen_at), 0) FROM agent_presence) AS TEXT),
     CAST((SELECT count(*) FROM team_chat) AS TEXT)
         || '.' || CAST((SELECT coalesce(max(created_at), 0) FROM team_chat) AS TEXT),
     CAST((SELECT count(*) FROM memory_facts) AS TEXT)
@@ -133,7 +133,7 @@ mod tests {
         assert_eq!(after_create.memory, start.memory);
 
         store
-            .set_status(&task.id, Status::InProgress, None, Scope::ALL)
+            .set_status(&task.id, Status::InProgress, None, Some("a1"), Scope::ALL)
             .unwrap();
         let after_move = store.activity_marks().unwrap();
         assert_ne!(after_move.board, after_create.board, "a status move");

@@ -702,6 +702,12 @@ pub(crate) fn insert_task(
     if new.parent_task_id.as_deref() == Some("") {
         return Err(StoreError::Invalid("parentTaskId must not be empty".into()));
     }
+    // `in_progress` is entered only by a claim, which gives it a holder and a lease.
+    if new.status == Some(Status::InProgress) {
+        return Err(StoreError::Invalid(
+            "a task is not created in_progress: create it in todo, then claim it (claim_task), so that it has a holder and a lease".into(),
+        ));
+    }
     let mut team_id = scope.team_id.map(str::to_owned).or(new.team_id.clone());
     if let Some(parent_id) = new.parent_task_id.as_deref() {
         let parent = load_task(tx, parent_id, scope)?.filter(|p| !p.dropped);
@@ -802,6 +808,137 @@ pub(crate) fn insert_task(
 /// row between its read and its write (never on SQLite, whose write transactions run one
 /// at a time).
 const ROW_ATTEMPTS: usize = 4;
+
+/// Who moves a task: `actor` for the inbox note its holder gets, `claimant` for the claim
+/// a move into `in_progress` of a task nobody holds is.
+#[derive(Debug, Clone, Copy)]
+struct Mover<'a> {
+    actor: Option<&'a str>,
+    claimant: Option<&'a str>,
+}
+
+impl<'a> Mover<'a> {
+    /// A move that never enters `in_progress` (release, unblock).
+    fn acting(actor: Option<&'a str>) -> Mover<'a> {
+        Mover {
+            actor,
+            claimant: None,
+        }
+    }
+}
+
+/// Who claims a task, and from which status (`todo` for a claim; a status move into
+/// `in_progress` claims from where the task stands).
+#[derive(Debug, Clone, Copy)]
+struct Claim<'a> {
+    agent_id: &'a str,
+    runtime: Option<&'a str>,
+    from: Status,
+}
+
+/// The claim rule inside the caller's write transaction ([`Store::claim_task_in`]).
+fn claim_in(
+    tx: &dyn Tx,
+    now: i64,
+    lease: Option<i64>,
+    id: &str,
+    claim: Claim<'_>,
+    scope: Scope<'_>,
+) -> Result<Task> {
+    let Claim {
+        agent_id,
+        runtime,
+        from,
+    } = claim;
+    let from_status = from.as_str();
+    let sql = format!(
+        "UPDATE tasks SET assignee_agent_id = ?1, assignee_runtime = COALESCE(?2, assignee_runtime),
+             status = 'in_progress', updated_at = ?3, lease_expires_at = ?3 + CAST(?6 AS BIGINT), {GRANT_LEASE}
+         WHERE id = ?4 AND (CAST(?5 AS TEXT) IS NULL OR team_id = ?5) AND status = ?7
+           AND assignee_agent_id IS NULL AND dropped = 0 AND NOT {UNFINISHED_DEP}
+         RETURNING id"
+    );
+    // On PostgreSQL the row may change between a claim that changed nothing and the
+    // read that says why (another host claimed, then released it): a task found
+    // claimable after all is claimed again.
+    for attempt in 0..ROW_ATTEMPTS {
+        // Sent together (one round trip on PostgreSQL): on the first attempt the
+        // reclaim of expired leases, which a claim that meets one does first
+        // (SPEC §12); then the claim; then the task as it stands after it, which is
+        // the answer when the claim took and says why when it did not.
+        let (mut reclaimed, mut claimed, mut task) = (Vec::new(), false, None);
+        let mut batch = Vec::with_capacity(3);
+        if attempt == 0 {
+            batch.push(leases::expire_batched(tx, &now, &mut reclaimed));
+        }
+        batch.push(Batched::new(
+            &sql,
+            &[
+                &agent_id,
+                &runtime,
+                &now,
+                &id,
+                &scope.team_id,
+                &lease,
+                &from_status,
+            ],
+            |_| {
+                claimed = true;
+                Ok(())
+            },
+        ));
+        batch.push(Batched::new(
+            load_task_sql(scope),
+            &[&id, &scope.team_id],
+            |r| {
+                task = Some(task_from_row(r)?);
+                Ok(())
+            },
+        ));
+        tx.query_batch(&mut batch)?;
+        drop(batch);
+        leases::narrate_reclaimed(tx, now, &mut reclaimed)?;
+        if claimed {
+            if runtime.is_some() {
+                leases::seen_in(tx, agent_id, scope.team_id, runtime, now)?;
+            }
+            return task.ok_or_else(|| StoreError::NotFound(id.to_owned()));
+        }
+        match task.filter(|t| !t.dropped) {
+            None => return Err(StoreError::NotFound(id.to_owned())),
+            // Claiming a task you hold renews its lease (idempotent).
+            Some(t)
+                if t.status == Status::InProgress
+                    && t.assignee_agent_id.as_deref() == Some(agent_id) =>
+            {
+                // Renewed only while this agent still holds it: its lease may have
+                // expired, and another agent claimed the task, since the read.
+                let renewed = tx.execute(
+                    "UPDATE tasks SET lease_expires_at = CAST(?1 AS BIGINT) + CAST(?2 AS BIGINT) \
+                     WHERE id = ?3 AND lease_expires_at IS NOT NULL AND status = 'in_progress' \
+                       AND assignee_agent_id = ?4",
+                    &[&now, &lease, &id, &agent_id],
+                )?;
+                if renewed == 0 && t.lease_expires_at.is_some() {
+                    return Err(StoreError::Conflict);
+                }
+                return require_task(tx, id, scope);
+            }
+            Some(t) if t.status == from && t.assignee_agent_id.is_none() => {
+                let open: bool = tx.query_one(
+                    &format!("SELECT {UNFINISHED_DEP} FROM tasks WHERE id = ?1"),
+                    &[&id],
+                    |r| r.get(0),
+                )?;
+                if open {
+                    return Err(StoreError::NotReady);
+                }
+            }
+            Some(_) => return Err(StoreError::Conflict),
+        }
+    }
+    Err(StoreError::Conflict)
+}
 
 /// The key the capped creates of one team (team-less tasks share one) serialize on, so a
 /// cap's count and the insert it allows never interleave with another host's.
@@ -980,80 +1117,12 @@ impl Store {
         }
         let now = self.now_ms();
         let lease = self.lease_ms();
-        self.write(|tx| {
-            let sql = format!(
-                "UPDATE tasks SET assignee_agent_id = ?1, assignee_runtime = COALESCE(?2, assignee_runtime),
-                     status = 'in_progress', updated_at = ?3, lease_expires_at = ?3 + CAST(?6 AS BIGINT), {GRANT_LEASE}
-                 WHERE id = ?4 AND (CAST(?5 AS TEXT) IS NULL OR team_id = ?5) AND status = 'todo'
-                   AND assignee_agent_id IS NULL AND dropped = 0 AND NOT {UNFINISHED_DEP}
-                 RETURNING id"
-            );
-            // On PostgreSQL the row may change between a claim that changed nothing and the
-            // read that says why (another host claimed, then released it): a task found
-            // claimable after all is claimed again.
-            for attempt in 0..ROW_ATTEMPTS {
-                // Sent together (one round trip on PostgreSQL): on the first attempt the
-                // reclaim of expired leases, which a claim that meets one does first
-                // (SPEC §12); then the claim; then the task as it stands after it, which is
-                // the answer when the claim took and says why when it did not.
-                let (mut reclaimed, mut claimed, mut task) = (Vec::new(), false, None);
-                let mut batch = Vec::with_capacity(3);
-                if attempt == 0 {
-                    batch.push(leases::expire_batched(tx, &now, &mut reclaimed));
-                }
-                batch.push(Batched::new(
-                    &sql,
-                    &[&agent_id, &runtime, &now, &id, &scope.team_id, &lease],
-                    |_| {
-                        claimed = true;
-                        Ok(())
-                    },
-                ));
-                batch.push(Batched::new(load_task_sql(scope), &[&id, &scope.team_id], |r| {
-                    task = Some(task_from_row(r)?);
-                    Ok(())
-                }));
-                tx.query_batch(&mut batch)?;
-                drop(batch);
-                leases::narrate_reclaimed(tx, now, &mut reclaimed)?;
-                if claimed {
-                    if runtime.is_some() {
-                        leases::seen_in(tx, agent_id, scope.team_id, runtime, now)?;
-                    }
-                    return task.ok_or_else(|| StoreError::NotFound(id.to_owned()));
-                }
-                match task.filter(|t| !t.dropped) {
-                    None => return Err(StoreError::NotFound(id.to_owned())),
-                    // Claiming a task you hold renews its lease (idempotent).
-                    Some(t) if t.status == Status::InProgress && t.assignee_agent_id.as_deref() == Some(agent_id) => {
-                        // Renewed only while this agent still holds it: its lease may have
-                        // expired, and another agent claimed the task, since the read.
-                        let renewed = tx.execute(
-                            "UPDATE tasks SET lease_expires_at = CAST(?1 AS BIGINT) + CAST(?2 AS BIGINT) \
-                             WHERE id = ?3 AND lease_expires_at IS NOT NULL AND status = 'in_progress' \
-                               AND assignee_agent_id = ?4",
-                            &[&now, &lease, &id, &agent_id],
-                        )?;
-                        if renewed == 0 && t.lease_expires_at.is_some() {
-                            return Err(StoreError::Conflict);
-                        }
-                        return require_task(tx, id, scope);
-                    }
-                    Some(t) if t.status == Status::Todo && t.assignee_agent_id.is_none() => {
-                        let open: bool = tx.query_one(
-                            &format!("SELECT {UNFINISHED_DEP} FROM tasks WHERE id = ?1"),
-                            &[&id],
-                            |r| r.get(0),
-                        )?;
-                        if open {
-                            return Err(StoreError::NotReady);
-                        }
-                    }
-                    Some(_) => return Err(StoreError::Conflict),
-                }
-            }
-            Err(StoreError::Conflict)
-        })
+        let claim = Claim {
+            agent_id,
+            runtime,
+            from: Status::Todo,
+        };
+        self.write(|tx| claim_in(tx, now, lease, id, claim, scope))
     }
 
     /// [`Store::claim_task_in`] over the whole board.
@@ -1066,26 +1135,32 @@ impl Store {
     /// assignee, the assignee gets an inbox note. With an agent in `scope`, a task another
     /// agent holds is refused ([`StoreError::NotAssignee`]); so in the two below. A task
     /// other hosts keep changing under the move is [`StoreError::Conflict`].
+    ///
+    /// `in_progress` is entered only by a claim (SPEC §16): moving a task nobody holds
+    /// there claims it for `claimant` under the claim's rules (readiness, lease, a new
+    /// `claimToken`; refused as [`StoreError::NotReady`] or [`StoreError::Conflict`]),
+    /// and without a claimant it is refused as [`StoreError::Invalid`].
     pub fn set_status(
         &self,
         id: &str,
         to: Status,
         actor: Option<&str>,
+        claimant: Option<&str>,
         scope: Scope<'_>,
     ) -> Result<Task> {
-        self.transition(id, to, actor, scope, |_| true)
+        self.transition(id, to, Mover { actor, claimant }, scope, |_| true)
     }
 
     /// Release an `in_progress` task back to `todo`, clearing its assignee.
     pub fn release_task(&self, id: &str, actor: Option<&str>, scope: Scope<'_>) -> Result<Task> {
-        self.transition(id, Status::Todo, actor, scope, |from| {
+        self.transition(id, Status::Todo, Mover::acting(actor), scope, |from| {
             from == Status::InProgress
         })
     }
 
     /// Move a `blocked` task back to `todo` (only from `blocked`).
     pub fn unblock_task(&self, id: &str, actor: Option<&str>, scope: Scope<'_>) -> Result<Task> {
-        self.transition(id, Status::Todo, actor, scope, |from| {
+        self.transition(id, Status::Todo, Mover::acting(actor), scope, |from| {
             from == Status::Blocked
         })
     }
@@ -1094,10 +1169,11 @@ impl Store {
         &self,
         id: &str,
         to: Status,
-        actor: Option<&str>,
+        mover: Mover<'_>,
         scope: Scope<'_>,
         allowed_from: impl Fn(Status) -> bool,
     ) -> Result<Task> {
+        let actor = mover.actor;
         let now = self.now_ms();
         let lease = self.lease_ms();
         self.write(|tx| {
@@ -1125,6 +1201,19 @@ impl Store {
                 }
                 if task.status == to {
                     return Ok(task);
+                }
+                if to == Status::InProgress && task.assignee_agent_id.is_none() {
+                    let Some(agent_id) = mover.claimant.filter(|c| !c.trim().is_empty()) else {
+                        return Err(StoreError::Invalid(format!(
+                            "task {id} is held by nobody, so moving it to in_progress claims it: name who takes it (claim_task with assigneeAgentId, or assigneeAgentId beside the move on the board and REST)"
+                        )));
+                    };
+                    let claim = Claim {
+                        agent_id,
+                        runtime: None,
+                        from: task.status,
+                    };
+                    return claim_in(tx, now, lease, id, claim, scope);
                 }
                 let changed = tx.execute(
                     "UPDATE tasks SET status = ?1, updated_at = ?2,
@@ -1374,6 +1463,7 @@ mod race_tests {
                     &id,
                     Status::Done,
                     Some("a1"),
+                    Some("a1"),
                     Scope::bound(None, Some("a1")),
                 )
             },
@@ -1521,6 +1611,7 @@ mod postgres_tests {
                         .set_status(
                             &id,
                             Status::Cancelled,
+                            Some("y"),
                             Some("y"),
                             Scope::bound(None, Some("y")),
                         )

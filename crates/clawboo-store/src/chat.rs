@@ -11,8 +11,7 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::{Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -179,49 +178,9 @@ fn roster_hint(roster: &[Agent]) -> String {
     format!("delegate to one of: {}", names.join(", "))
 }
 
-/// The process-wide doorbell a post rings, so a waiter in the same process wakes at once.
-/// Waiters re-read the database after every ring or [`POLL_INTERVAL`], so posts written by
-/// other processes are seen too; a spurious wake costs one read.
-struct Doorbell {
-    rings: Mutex<u64>,
-    rung: Condvar,
-}
-
-static DOORBELL: Doorbell = Doorbell {
-    rings: Mutex::new(0),
-    rung: Condvar::new(),
-};
-
 /// Wake this process's waiters after a write that posted from inside another operation.
 pub(crate) fn ring_doorbell() {
-    DOORBELL.ring();
-}
-
-impl Doorbell {
-    fn rings(&self) -> u64 {
-        *self.rings.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn ring(&self) {
-        let mut rings = self.rings.lock().unwrap_or_else(|p| p.into_inner());
-        *rings = rings.wrapping_add(1);
-        self.rung.notify_all();
-    }
-
-    /// Block until the bell rings past `seen` or `timeout` passes.
-    fn wait_past(&self, seen: u64, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        let mut rings = self.rings.lock().unwrap_or_else(|p| p.into_inner());
-        while *rings == seen {
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-                return;
-            };
-            rings = match self.rung.wait_timeout(rings, left) {
-                Ok((guard, _)) => guard,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
-        }
-    }
+    crate::bell::CHAT.ring();
 }
 
 fn post_from_row(r: &dyn DbRow) -> Result<ChatPost> {
@@ -337,7 +296,7 @@ impl Store {
         check_body(body)?;
         let now = self.now_ms();
         let post = self.write(|tx| insert_post(tx, now, room_id, author, kind, body))?;
-        DOORBELL.ring();
+        ring_doorbell();
         Ok(post)
     }
 
@@ -374,39 +333,6 @@ impl Store {
             };
             Ok(ChatPage { posts, next_seq })
         })
-    }
-
-    /// [`Store::read_chat`], but when nothing is new wait up to `wait` (at most
-    /// [`MAX_WAIT`]) for a post, from this process or another. Returns as soon as a post
-    /// arrives; after the wait, an empty page whose cursor has moved only past posts the
-    /// echo guard hides. `keep_waiting` is asked after every read that found nothing (so
-    /// at least every [`POLL_INTERVAL`]); when it says no (the caller went away) the wait
-    /// ends early. Blocking: run it off the async
-    /// executor.
-    pub fn wait_chat(
-        &self,
-        query: &ChatQuery<'_>,
-        wait: Duration,
-        mut keep_waiting: impl FnMut() -> bool,
-    ) -> Result<ChatPage> {
-        let deadline = Instant::now() + wait.min(MAX_WAIT);
-        let mut query = *query;
-        loop {
-            // Note the bell before reading, so a post committed after the read still wakes us.
-            let seen = DOORBELL.rings();
-            let page = self.read_chat(&query)?;
-            if !page.posts.is_empty() {
-                return Ok(page);
-            }
-            query.since_seq = page.next_seq;
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-                return Ok(page);
-            };
-            if left.is_zero() || !keep_waiting() {
-                return Ok(page);
-            }
-            DOORBELL.wait_past(seen, left.min(POLL_INTERVAL));
-        }
     }
 
     /// Hand `task` to a teammate: resolve the assignee by id or name among the team's
@@ -515,7 +441,7 @@ impl Store {
             )?;
             Ok::<_, StoreError>((created, post))
         })?;
-        DOORBELL.ring();
+        ring_doorbell();
         Ok(Delegated {
             task: created,
             assignee: target,
@@ -629,54 +555,21 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_wait_wakes_on_a_post_from_another_thread() {
+    #[tokio::test]
+    async fn a_post_rings_the_chat_bell() {
         let (_dir, s) = store();
+        let mut bell = s.chat_bell();
+        bell.mark();
         let poster = Arc::clone(&s);
-        let waiter = std::thread::spawn(move || {
-            s.wait_chat(&query("r", 0, 10, Some("me")), MAX_WAIT, || true)
-                .unwrap()
+        let posted = std::thread::spawn(move || {
+            poster
+                .post_chat("r", "peer", PostKind::Peer, "theirs")
+                .unwrap();
         });
-        // Own posts do not end the wait; a peer's does.
-        poster.post_chat("r", "me", PostKind::Peer, "mine").unwrap();
-        poster
-            .post_chat("r", "peer", PostKind::Peer, "theirs")
-            .unwrap();
-        let page = waiter.join().unwrap();
-        assert_eq!(seqs(&page), vec![2]);
-        assert_eq!(page.next_seq, 2);
-    }
-
-    #[test]
-    fn a_wait_ends_when_the_caller_stops_waiting() {
-        let (_dir, s) = store();
-        let asked = std::cell::Cell::new(0);
-        let page = s
-            .wait_chat(&query("r", 0, 10, None), MAX_WAIT, || {
-                asked.set(asked.get() + 1);
-                false
-            })
-            .unwrap();
-        assert_eq!(asked.get(), 1);
-        assert!(page.posts.is_empty());
-    }
-
-    #[test]
-    fn an_empty_wait_returns_nothing_and_keeps_the_cursor() {
-        let (_dir, s) = store();
-        s.post_chat("r", "a", PostKind::Peer, "old").unwrap();
-        let page = s
-            .wait_chat(&query("r", 1, 10, None), Duration::from_millis(120), || {
-                true
-            })
-            .unwrap();
-        assert_eq!(
-            page,
-            ChatPage {
-                posts: vec![],
-                next_seq: 1
-            }
-        );
+        let before = std::time::Instant::now();
+        bell.rung(MAX_WAIT).await;
+        assert!(before.elapsed() < MAX_WAIT, "the post woke the listener");
+        posted.join().unwrap();
     }
 
     #[test]

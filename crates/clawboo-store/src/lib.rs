@@ -18,6 +18,7 @@
 //! ```
 
 pub mod activity;
+mod bell;
 pub mod board;
 pub mod broker;
 pub mod chat;
@@ -39,6 +40,7 @@ pub mod teams;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
+pub use bell::BellListener;
 pub use error::{BackendError, BackendErrorKind, CapReason, StoreError};
 pub use store::{Clock, QueuedWrite, SettleWrite, Store, StoreConfig};
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).

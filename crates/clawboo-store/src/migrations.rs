@@ -43,6 +43,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0012_audit_decided_by",
         include_str!("../migrations/0012_audit_decided_by.sql"),
     ),
+    (
+        "0013_agent_presence",
+        include_str!("../migrations/0013_agent_presence.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).

@@ -25,7 +25,8 @@ pub(crate) fn deliver(topic: &str) {
         crate::chat::ring_doorbell();
     } else if topic == ACTIVITY {
         crate::activity::announce();
-    } else if let Some(id) = topic.strip_prefix(APPROVAL) {
-        crate::broker::approvals::wake(id);
+    } else if topic.starts_with(APPROVAL) {
+        // Every waiting call of this process reads its own approval again.
+        crate::broker::approvals::wake();
     }
 }

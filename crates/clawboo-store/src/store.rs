@@ -87,9 +87,9 @@ pub struct Store {
     clock: Clock,
     /// [`StoreConfig::lease`] in milliseconds.
     lease_ms: Option<i64>,
-    /// When each agent's next call must be recorded (its last-seen time and lease
+    /// When each (team, agent)'s next call must be recorded (its last-seen time and lease
     /// renewal): most calls fall before it and write nothing.
-    seen_due: Mutex<HashMap<String, i64>>,
+    seen_due: Mutex<HashMap<(Option<String>, String), i64>>,
     /// PostgreSQL with pgvector enabled: the extension's version.
     pub(crate) pgvector: Option<String>,
 }
@@ -166,7 +166,7 @@ impl Store {
     }
 
     /// The per-agent due times of [`Store::record_call`].
-    pub(crate) fn seen_due(&self) -> &Mutex<HashMap<String, i64>> {
+    pub(crate) fn seen_due(&self) -> &Mutex<HashMap<(Option<String>, String), i64>> {
         &self.seen_due
     }
 

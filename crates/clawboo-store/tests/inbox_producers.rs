@@ -35,7 +35,7 @@ fn the_assignees_own_moves_queue_nothing() {
     let store = Store::open(&dir.path().join("inbox.db")).unwrap();
     let id = claimed_task(&store);
     store
-        .set_status(&id, Status::InReview, Some("owner"), Scope::ALL)
+        .set_status(&id, Status::InReview, Some("owner"), None, Scope::ALL)
         .unwrap();
     store
         .add_comment(&id, comment(Some("owner"), "done, please look"), Scope::ALL)
@@ -54,7 +54,7 @@ fn others_status_changes_and_comments_reach_the_assignee_once() {
     let store = Store::open(&dir.path().join("inbox.db")).unwrap();
     let id = claimed_task(&store);
     store
-        .set_status(&id, Status::Blocked, Some("lead"), Scope::ALL)
+        .set_status(&id, Status::Blocked, Some("lead"), None, Scope::ALL)
         .unwrap();
     store
         .add_comment(

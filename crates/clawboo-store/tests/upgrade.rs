@@ -230,10 +230,16 @@ fn board_works(store: &Store) {
     ));
     // The old claim moves on; its dependent becomes claimable.
     store
-        .set_status(CLAIMED, Status::InReview, Some(AGENT_ALICE), Scope::ALL)
+        .set_status(
+            CLAIMED,
+            Status::InReview,
+            Some(AGENT_ALICE),
+            None,
+            Scope::ALL,
+        )
         .unwrap();
     let finished = store
-        .set_status(CLAIMED, Status::Done, Some(AGENT_BOB), Scope::ALL)
+        .set_status(CLAIMED, Status::Done, Some(AGENT_BOB), None, Scope::ALL)
         .unwrap();
     assert!(finished.completed_at.is_some());
     store.claim_task(WAITING, AGENT_BOB, None).unwrap();

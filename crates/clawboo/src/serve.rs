@@ -60,7 +60,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         // The address actually bound (its real port, when asked for 0).
         options.bind = local;
         options.base_url = clawboo_server::base_url_for(local);
-        let mounts = default_mounts(&store, &memory, &signer, options.mcp);
+        let waits = clawboo_mcp::waits::WaitLimit::from_env().map_err(anyhow::Error::msg)?;
+        let mounts = default_mounts(&store, &memory, &signer, options.mcp, &waits);
         let state = AppState::new(store, memory, signer, options, mounts);
         let banner = banner(
             &clawboo_server::base_url_for(local),

@@ -138,7 +138,7 @@ pub fn serve_memory(args: StdioArgs) -> anyhow::Result<()> {
 pub fn serve_teamchat(args: StdioArgs) -> anyhow::Result<()> {
     check_flags("teamchat", &args)?;
     let store = crate::open_db(args.db.as_deref(), crate::STDIO_PG_POOL)?;
-    let teamchat = clawboo_mcp::teamchat::TeamChatServer::new(store, args.binding());
+    let teamchat = clawboo_mcp::teamchat::TeamChatServer::new(store, args.binding(), wait_limit()?);
     serve_on_this_thread(McpServer::new(teamchat))
 }
 
@@ -150,8 +150,14 @@ pub fn serve_tools(args: StdioArgs) -> anyhow::Result<()> {
         binding: args.binding(),
         broker: clawboo_store::broker::BrokerConfig::from_env(),
         executor: Arc::new(clawboo_exec::Builtins::from_env()),
+        waits: wait_limit()?,
     };
     serve_on_this_thread(McpServer::new(ToolsServer::new(store, config)))
+}
+
+/// The most waits the client holds at once (`CLAWBOO_MAX_WAITS`).
+fn wait_limit() -> anyhow::Result<clawboo_mcp::waits::WaitLimit> {
+    clawboo_mcp::waits::WaitLimit::from_env().map_err(anyhow::Error::msg)
 }
 
 #[derive(Parser)]

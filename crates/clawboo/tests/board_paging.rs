@@ -82,9 +82,10 @@ fn pages_neither_skip_nor_repeat_a_task_while_other_processes_write() {
             json!({"title": format!("late {pages}"), "parentTaskId": late_root, "priority": pages % 5}),
         );
         let moved = &before[(pages * 7) % before.len()];
+        // A move into in_progress is a claim (SPEC §16).
         writer.call_ok(
-            "update_task_status",
-            json!({"taskId": moved, "status": "in_progress"}),
+            "claim_task",
+            json!({"taskId": moved, "assigneeAgentId": "writer"}),
         );
         match page.get("nextCursor") {
             Some(next) => cursor = Some(next.as_str().unwrap().to_owned()),

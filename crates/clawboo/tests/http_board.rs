@@ -126,3 +126,46 @@ async fn the_live_feed_reports_another_processs_write_in_its_own_area() {
         assert_eq!(second[area], first[area], "{area} did not change");
     }
 }
+
+#[tokio::test]
+async fn moving_a_task_nobody_holds_into_progress_claims_it_for_someone_named() {
+    let server = Server::start(&[]);
+    let task = http_support::create_task(&server, "paint the fence", "red").await;
+    let id = task["id"].as_str().unwrap();
+    let patch = |body: Value| {
+        let url = server.url(&format!("/api/board/{id}"));
+        async move { client().patch(url).json(&body).send().await.unwrap() }
+    };
+    // The operator must say who takes it.
+    let refused = patch(json!({"status": "in_progress"})).await;
+    assert_eq!(refused.status(), 400);
+    let error = refused.json::<Value>().await.unwrap()["error"].clone();
+    assert!(
+        error.as_str().unwrap().contains("assigneeAgentId"),
+        "{error}"
+    );
+    let moved = patch(json!({"status": "in_progress", "assigneeAgentId": "erin"})).await;
+    assert_eq!(moved.status(), 200);
+    let moved = moved.json::<Value>().await.unwrap()["task"].clone();
+    assert_eq!(moved["assigneeAgentId"], "erin");
+    assert_eq!(moved["claimToken"], 1);
+    assert!(moved["leaseExpiresAt"].as_i64().is_some(), "{moved}");
+
+    // Over 2026-07-28, the bound agent moving it becomes its holder.
+    let other = http_support::create_task(&server, "sand the deck", "red").await;
+    let url = http_support::signed_tasks_url(&server, "red", "frank");
+    let answer = http_support::post_modern(
+        &client(),
+        &url,
+        1,
+        "tools/call",
+        json!({"name": "update_task_status",
+               "arguments": {"taskId": other["id"], "status": "in_progress"}}),
+    )
+    .await;
+    let result = &answer.message["result"];
+    assert_ne!(result["isError"], true, "{result}");
+    let task: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(task["task"]["assigneeAgentId"], "frank");
+    assert_eq!(task["task"]["claimToken"], 1);
+}

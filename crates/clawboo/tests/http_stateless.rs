@@ -358,3 +358,52 @@ async fn get_and_delete_at_2026_are_not_allowed_and_sessions_keep_their_answers(
         assert_eq!(r.status(), 400, "{method}");
     }
 }
+
+#[tokio::test]
+async fn concurrent_replays_of_one_round_run_the_call_once_and_fail_none() {
+    let server = Server::start(&[("TAVILY_API_KEY", "")]);
+    let config = attach(
+        &server.db,
+        &[
+            "--server",
+            "tools",
+            "--team",
+            "t1",
+            "--agent",
+            "a1",
+            "--url",
+            &server.base,
+        ],
+    );
+    let url = config["structured"]["clawboo-tools"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let state = first_round(&url, 1, "/srv/raced").await;
+    let retries: Vec<_> = (0..5)
+        .map(|i| {
+            let (url, extra) = (url.clone(), answered(&state, accept("allow_once")));
+            tokio::spawn(async move { delete_path(&url, 10 + i, "/srv/raced", extra).await })
+        })
+        .collect();
+    let mut ran = 0;
+    for retry in retries {
+        let result = retry.await.unwrap();
+        let text = result["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(!text.contains("internal"), "{result}");
+        if result["isError"] == true {
+            assert_eq!(result["_meta"]["denied"], "approval:used", "{result}");
+        } else {
+            ran += 1;
+        }
+    }
+    assert_eq!(ran, 1, "the call ran once");
+    let audit = get_json(&server.url("/api/tools/audit?toolName=delete_path")).await;
+    let results = audit["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["phase"] == "after")
+        .count();
+    assert_eq!(results, 1, "{audit}");
+}

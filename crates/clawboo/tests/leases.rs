@@ -164,6 +164,113 @@ fn a_live_agents_calls_on_other_servers_keep_its_lease_through_several_lease_len
 }
 
 #[test]
+fn an_agents_calls_on_one_team_keep_no_lease_on_another() {
+    const LEASE_SECS: u64 = 2;
+    let db = TestDb::new();
+    let lease = LEASE_SECS.to_string();
+    let mut blue = spawn(
+        TASKS_BIN,
+        &db,
+        &["--agent", "alice", "--team", "blue"],
+        &lease,
+    );
+    let id = create(&mut blue, "blue job");
+    blue.call_ok(
+        "claim_task",
+        json!({"taskId": id, "assigneeAgentId": "alice"}),
+    );
+    blue.kill();
+    // The same agent id stays busy on red, through several lease lengths.
+    let mut red = spawn(
+        TASKS_BIN,
+        &db,
+        &["--agent", "alice", "--team", "red"],
+        &lease,
+    );
+    let mut bob = spawn(
+        TASKS_BIN,
+        &db,
+        &["--agent", "bob", "--team", "blue"],
+        &lease,
+    );
+    let started = Instant::now();
+    loop {
+        red.call_ok("list_tasks", json!({}));
+        let next = bob.call_ok("claim_next", json!({}));
+        if !next["task"].is_null() {
+            assert_eq!(next["task"]["id"], id.as_str());
+            assert_eq!(next["task"]["claimToken"], 2);
+            break;
+        }
+        assert!(
+            started.elapsed() < GIVE_UP,
+            "alice's calls on red kept her lease on blue: {next}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_status_move_into_progress_is_a_claim() {
+    let db = TestDb::new();
+    let mut alice = spawn(
+        TASKS_BIN,
+        &db,
+        &["--agent", "alice", "--team", "core"],
+        "60",
+    );
+    let first = create(&mut alice, "lay the pipes");
+    let second = create(&mut alice, "fill the tank");
+    alice.call_ok(
+        "link_task",
+        json!({"taskId": second, "dependsOnTaskId": first}),
+    );
+    // Not ready: refused as a claim would be, nothing changed.
+    let refused = alice.call_tool(
+        "update_task_status",
+        json!({"taskId": second, "status": "in_progress"}),
+    );
+    assert_eq!(refused["_meta"]["error"], "not_ready", "{refused}");
+    // An unbound caller names nobody to hold it: told to claim instead.
+    let mut unbound = spawn(TASKS_BIN, &db, &[], "60");
+    let refused = unbound.call_tool(
+        "update_task_status",
+        json!({"taskId": first, "status": "in_progress"}),
+    );
+    assert_eq!(refused["_meta"]["error"], "invalid_args", "{refused}");
+    assert!(first_text(&refused).contains("claim_task"), "{refused}");
+    let untouched = unbound.call_ok("get_task", json!({"taskId": first}));
+    assert_eq!(untouched["task"]["status"], "todo");
+    assert_eq!(untouched["task"]["claimToken"], 0);
+    // Ready: the mover holds it, with a lease and a claim token.
+    let moved = alice.call_ok(
+        "update_task_status",
+        json!({"taskId": first, "status": "in_progress"}),
+    );
+    assert_eq!(moved["task"]["assigneeAgentId"], "alice");
+    assert_eq!(moved["task"]["claimToken"], 1);
+    assert!(
+        moved["task"]["leaseExpiresAt"].as_i64().is_some(),
+        "{moved}"
+    );
+    // Nor is a task created in progress.
+    let created = alice.call_tool(
+        "create_task",
+        json!({"title": "skip the queue", "status": "in_progress"}),
+    );
+    assert_eq!(created["_meta"]["error"], "invalid_args", "{created}");
+    // Another agent cannot take it by status either.
+    let mut bob = spawn(TASKS_BIN, &db, &["--agent", "bob", "--team", "core"], "60");
+    let taken = bob.call_tool(
+        "update_task_status",
+        json!({"taskId": first, "status": "in_progress"}),
+    );
+    assert_eq!(taken["isError"], true, "{taken}");
+    let held = bob.call_ok("get_task", json!({"taskId": first}));
+    assert_eq!(held["task"]["assigneeAgentId"], "alice");
+}
+
+#[test]
 fn racing_claim_next_across_four_processes_hands_every_ready_task_out_once() {
     const PROCESSES: usize = 4;
     const PER_PROCESS: usize = 30;

@@ -340,15 +340,24 @@ fn every_illegal_transition_is_refused_and_every_legal_one_accepted() {
         ("cancelled", &[]),
     ];
     let db = TestDb::new();
-    let mut c = tasks(&db, &[]);
+    // Bound, so that a move into in_progress (a claim) has an agent to hold the task.
+    let mut c = tasks(&db, &["--agent", "mover"]);
     for (from, tos) in legal {
         // A parent per source status keeps each under the child cap.
         let parent = create(&mut c, json!({"title": format!("from {from}")}));
         for to in statuses {
+            // in_progress is entered only by a claim: such a task starts in todo.
+            let created_as = if *from == "in_progress" { "todo" } else { from };
             let id = create(
                 &mut c,
-                json!({"title": format!("{from}->{to}"), "status": from, "parentTaskId": parent}),
+                json!({"title": format!("{from}->{to}"), "status": created_as, "parentTaskId": parent}),
             );
+            if *from == "in_progress" {
+                c.call_ok(
+                    "claim_task",
+                    json!({"taskId": id, "assigneeAgentId": "mover"}),
+                );
+            }
             let result = c.call_tool("update_task_status", json!({"taskId": id, "status": to}));
             if from == &to || tos.contains(&to) {
                 assert_ne!(

@@ -178,6 +178,8 @@ struct PatchBody {
     dropped: Option<bool>,
     /// Who made the change (the assignee is notified when it is someone else).
     actor_agent_id: Option<String>,
+    /// Who takes the task when the move to `in_progress` claims it (nobody holds it).
+    assignee_agent_id: Option<String>,
 }
 
 async fn patch(
@@ -205,8 +207,13 @@ async fn patch(
             task = Some(store.patch_task(&id, &fields, Scope::ALL)?);
         }
         if let Some(status) = status {
-            task =
-                Some(store.set_status(&id, status, body.actor_agent_id.as_deref(), Scope::ALL)?);
+            // A move into in_progress of a task nobody holds claims it for the assignee
+            // the operator names.
+            let (actor, assignee) = (
+                body.actor_agent_id.as_deref(),
+                body.assignee_agent_id.as_deref(),
+            );
+            task = Some(store.set_status(&id, status, actor, assignee, Scope::ALL)?);
         }
         if let Some(dropped) = body.dropped {
             task = Some(store.set_dropped(&id, dropped, Scope::ALL)?);

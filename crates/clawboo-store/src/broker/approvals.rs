@@ -2,11 +2,8 @@
 //! decides from any process (CLI, REST, web board). A decision made in this process wakes
 //! the waiter at once; decisions from other processes are seen by polling.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -263,117 +260,29 @@ pub(crate) fn has_grant(tx: &dyn Tx, tool: &str, caller: &Caller) -> Result<bool
     .map(|found| found.is_some())
 }
 
-/// In-process wake-ups, keyed by approval id.
-struct Wake {
-    decided: Mutex<bool>,
-    signal: Condvar,
+/// Wake this process's approval waits (a decision another host announced, or one made
+/// here): each reads its own row again.
+pub(crate) fn wake() {
+    crate::bell::APPROVALS.ring();
 }
 
-fn wakers() -> &'static Mutex<HashMap<String, Arc<Wake>>> {
-    static WAKERS: OnceLock<Mutex<HashMap<String, Arc<Wake>>>> = OnceLock::new();
-    WAKERS.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Registered while a call waits; unregisters on drop.
-struct WaitRegistration {
-    id: String,
-    wake: Arc<Wake>,
-}
-
-impl WaitRegistration {
-    fn new(id: &str) -> WaitRegistration {
-        let wake = Arc::new(Wake {
-            decided: Mutex::new(false),
-            signal: Condvar::new(),
-        });
-        lock(wakers()).insert(id.to_string(), wake.clone());
-        WaitRegistration {
-            id: id.to_string(),
-            wake,
-        }
-    }
-
-    /// Sleep until woken or `timeout` passes.
-    fn sleep(&self, timeout: Duration) {
-        let decided = lock(&self.wake.decided);
-        if !*decided {
-            let _unused = self
-                .wake
-                .signal
-                .wait_timeout(decided, timeout)
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-        }
-    }
-}
-
-impl Drop for WaitRegistration {
-    fn drop(&mut self) {
-        lock(wakers()).remove(&self.id);
-    }
-}
-
-pub(crate) fn wake(id: &str) {
-    let waker = lock(wakers()).get(id).cloned();
-    if let Some(wake) = waker {
-        *lock(&wake.decided) = true;
-        wake.signal.notify_all();
-    }
-}
-
-/// Progress of a waiting call, seen on every poll.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WaitProgress {
-    /// The approval being waited on.
-    pub approval_id: String,
-    /// Milliseconds waited so far.
-    pub waited_ms: u64,
-    /// The whole wait, in milliseconds.
-    pub total_ms: u64,
-    /// Whether to tell the caller (about once a second); the observer is also asked on
-    /// every poll so an abandoned wait ends promptly.
-    pub report: bool,
-}
-
-/// What a waiting call's observer wants next.
+/// How a call's approval stands when its round reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WaitControl {
-    /// Keep waiting.
-    Continue,
-    /// The caller went away: stop waiting and expire the row.
-    Abandon,
-}
-
-/// How a wait ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WaitEnd {
+pub(crate) enum Standing {
     Allowed(Decision),
     Denied,
     Expired,
+    /// Still undecided, and its time not up.
+    Pending,
 }
 
-/// How a wait is paced.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct WaitPacing {
-    pub poll: Duration,
-    pub progress: Duration,
-}
-
-/// Wait for a decision on `approval_id` until `expires_at` (store-clock epoch ms).
-pub(crate) fn wait_for_decision(
+/// How approval `approval_id` stands now; a pending one whose time ran out by now is
+/// marked expired first (its waiter is the one asking).
+pub(crate) fn standing(
     store: &Store,
     approval_id: &str,
-    created_at: i64,
     expires_at: i64,
-    pacing: WaitPacing,
-    observer: &mut dyn FnMut(&WaitProgress) -> WaitControl,
-) -> Result<WaitEnd, StoreError> {
-    let registration = WaitRegistration::new(approval_id);
-    let total_ms = (expires_at - created_at).max(0) as u64;
-    let mut last_progress: Option<Instant> = None;
+) -> Result<Standing, StoreError> {
     loop {
         let row = store.read(|tx| {
             tx.query_opt(
@@ -383,58 +292,43 @@ pub(crate) fn wait_for_decision(
             )
         })?;
         let Some((status, decision)) = row else {
-            return Ok(WaitEnd::Expired);
+            return Ok(Standing::Expired);
         };
         match ApprovalStatus::parse(&status) {
             ApprovalStatus::Allowed => {
                 let decision = decision
                     .and_then(|d| d.parse().ok())
                     .unwrap_or(Decision::AllowOnce);
-                return Ok(WaitEnd::Allowed(decision));
+                return Ok(Standing::Allowed(decision));
             }
-            ApprovalStatus::Denied => return Ok(WaitEnd::Denied),
-            ApprovalStatus::Expired => return Ok(WaitEnd::Expired),
-            ApprovalStatus::Pending => {}
-        }
-        let now = store.now_ms();
-        if now >= expires_at {
-            if expire(store, approval_id)? {
-                return Ok(WaitEnd::Expired);
+            ApprovalStatus::Denied => return Ok(Standing::Denied),
+            ApprovalStatus::Expired => return Ok(Standing::Expired),
+            ApprovalStatus::Pending if store.now_ms() < expires_at => return Ok(Standing::Pending),
+            ApprovalStatus::Pending => {
+                if expire(store, approval_id)? {
+                    return Ok(Standing::Expired);
+                }
+                // A decision landed just in time: read it.
             }
-            continue; // a decision landed just in time: read it
         }
-        let report = last_progress.is_none_or(|at| at.elapsed() >= pacing.progress);
-        if report {
-            last_progress = Some(Instant::now());
-        }
-        let progress = WaitProgress {
-            approval_id: approval_id.to_string(),
-            waited_ms: (now - created_at).max(0) as u64,
-            total_ms,
-            report,
-        };
-        if observer(&progress) == WaitControl::Abandon {
-            if expire(store, approval_id)? {
-                return Ok(WaitEnd::Expired);
-            }
-            continue;
-        }
-        let remaining = Duration::from_millis((expires_at - now).max(1) as u64);
-        registration.sleep(remaining.min(pacing.poll));
     }
 }
 
 /// Mark a pending row expired; `false` when it was no longer pending.
 fn expire(store: &Store, approval_id: &str) -> Result<bool, StoreError> {
     let now = store.now_ms();
-    store.write(|tx| {
+    let expired = store.write::<_, StoreError>(|tx| {
         let changed = tx.execute(
             "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?2
              WHERE id = ?1 AND status = 'pending'",
             &[&approval_id, &now],
         )?;
         Ok(changed == 1)
-    })
+    })?;
+    if expired {
+        wake();
+    }
+    Ok(expired)
 }
 
 /// Why a pending row read earlier in this transaction could not be decided or expired: a
@@ -522,7 +416,7 @@ impl Store {
             Ok(Ok(row))
         })?;
         if outcome.is_ok() {
-            wake(id);
+            wake();
         }
         outcome
     }
@@ -548,6 +442,13 @@ impl Store {
             );
             tx.query_map(&sql, &[&pending_only, &limit], from_row)
         })
+    }
+
+    /// The caller of pending approval `id` went away: expire it, so the board stops
+    /// offering it and the call's next round ends as `approval:expired`. `false` when it
+    /// was already settled.
+    pub fn abandon_approval(&self, id: &str) -> Result<bool, StoreError> {
+        expire(self, id)
     }
 
     /// One approval by id.

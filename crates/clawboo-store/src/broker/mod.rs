@@ -5,14 +5,17 @@
 //! Domain logic only: the MCP server in `clawboo-mcp` turns [`CallOutcome`] into wire
 //! shapes. The builtins that act outside the store (web search, the filesystem) run behind
 //! the [`Executor`] the broker is built with, so the store itself touches neither network
-//! nor filesystem. Every method blocks (SQLite, the approval wait, the executor): run it off
-//! the async executor.
+//! nor filesystem. Every method blocks on the database (and the executor): run it off the
+//! async executor. None waits for a human: a call that needs one comes back
+//! [`Round::Pending`] with its approval opened, and the caller waits for the decision
+//! (a future on [`Store::approval_bell`], never a parked thread) before
+//! [`Broker::resume_call`].
 //!
 //! ```
 //! use std::sync::Arc;
 //! use clawboo_store::Store;
 //! use clawboo_store::broker::{
-//!     Broker, BrokerConfig, CallOutcome, Caller, Executor, Invocation, Output, WaitControl,
+//!     Broker, BrokerConfig, CallOutcome, Caller, Executor, Invocation, Output, Round,
 //! };
 //! #[derive(Debug)]
 //! struct Offline;
@@ -25,10 +28,8 @@
 //! let store = Arc::new(Store::open(&dir.path().join("clawboo.db")).unwrap());
 //! let broker = Broker::new(store, BrokerConfig::default(), Arc::new(Offline));
 //! let args = serde_json::json!({"message": "hi"});
-//! let outcome = broker
-//!     .call(&Caller::anonymous(), "echo", args.as_object().unwrap(), &mut |_| WaitControl::Continue)
-//!     .unwrap();
-//! assert!(matches!(outcome, CallOutcome::Completed { ref text, .. } if text == "hi"));
+//! let round = broker.call(&Caller::anonymous(), "echo", args.as_object().unwrap()).unwrap();
+//! assert!(matches!(round, Round::Done(CallOutcome::Completed { ref text, .. }) if text == "hi"));
 //! ```
 
 pub(crate) mod approvals;
@@ -44,7 +45,7 @@ use crate::db::DbRow;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-pub use approvals::{Approval, ApprovalError, ApprovalStatus, Decision, WaitControl, WaitProgress};
+pub use approvals::{Approval, ApprovalError, ApprovalStatus, Decision};
 pub use exec::{
     Executor, Invocation, MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, MAX_PATH_CHARS, MAX_QUERY_CHARS,
     Output,
@@ -53,7 +54,7 @@ pub use registry::{Requirement, Risk, ToolSpec};
 
 use crate::scrub::{scrub_json, scrub_text};
 use crate::{Store, StoreError, new_id};
-use approvals::{NewApproval, WaitEnd, WaitPacing};
+use approvals::{NewApproval, Standing};
 use inspect::SecurityVerdict;
 
 /// The environment variable setting the approval wait (and row expiry) in milliseconds.
@@ -211,7 +212,7 @@ impl Denial {
     }
 }
 
-/// An approval a call opened without waiting for it ([`Broker::open_call`]).
+/// The approval a call waits for ([`Round::Pending`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenedApproval {
     /// The pending approval: the client's human, the board, the CLI or REST decides it.
@@ -220,25 +221,23 @@ pub struct OpenedApproval {
     pub expires_at: i64,
 }
 
-/// The first round of a call whose client answers approvals itself
-/// ([`Broker::open_call`]).
+/// Where a round of a call ([`Broker::call`], [`Broker::resume_call`]) left it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FirstRound {
-    /// No human was needed (or the pipeline refused it): the call is over.
+pub enum Round {
+    /// No human was needed, one decided, or the pipeline refused it: the call is over.
     Done(CallOutcome),
-    /// The call needs a human: ask the client's, then [`Broker::resume_call`].
-    Asking(OpenedApproval),
+    /// The call needs a human's decision, not made yet: ask the client's human or wait for
+    /// the board, the CLI or REST, then [`Broker::resume_call`]. Nothing is audited until
+    /// the call ends.
+    Pending(OpenedApproval),
 }
 
 /// How the approval step of a call gets its decision.
 enum Asking<'a> {
-    /// Open a pending approval and wait for it, telling the observer (a session's call).
-    Wait(&'a mut dyn FnMut(&WaitProgress) -> WaitControl),
-    /// Open a pending approval and return at once: the client asks its human, then calls
-    /// again with the answer (a 2026-07-28 multi-round-trip call).
+    /// Open a pending approval (or find a remembered grant).
     Open,
-    /// Wait for the approval an earlier round of this call opened.
-    Resume(&'a str, &'a mut dyn FnMut(&WaitProgress) -> WaitControl),
+    /// Read the decision on the approval an earlier round of this call opened.
+    Resume(&'a str),
 }
 
 /// How the approval step ended.
@@ -253,6 +252,26 @@ enum Admission {
     Run(exec::Validated),
     Refuse(Denial),
     Opened(OpenedApproval),
+}
+
+/// The refusal of a round whose call already ended (its approval was used).
+fn used(approval_id: &str, tool: &str) -> Denial {
+    Denial::new(
+        DenialClass::Approval,
+        "approval:used".to_string(),
+        format!(
+            "approval {approval_id} already ended its {tool} call; call the tool again without requestState to be asked anew"
+        ),
+    )
+}
+
+/// A round that lost the race to end its call to another round of the same call.
+fn replayed(record: &CallRecord<'_>) -> CallOutcome {
+    let approval_id = record.approval_id.as_deref().unwrap_or_default();
+    CallOutcome::Denied(Denial {
+        approval_id: record.approval_id.clone(),
+        ..used(approval_id, record.tool)
+    })
 }
 
 /// `decided_by` of an audit row whose call no human decided: the pipeline's own checks.
@@ -398,6 +417,11 @@ impl Broker {
         &self.store
     }
 
+    /// Its settings (a waiting caller paces its reads and progress by them).
+    pub fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+
     /// Every builtin with its availability and, when unavailable, why.
     pub fn tools(&self) -> Result<Vec<ToolStatus>, StoreError> {
         let disabled = self.disabled_tools()?;
@@ -491,57 +515,30 @@ impl Broker {
         Ok(self.executor.execute(&invocation, caller))
     }
 
-    /// Run one call through the whole pipeline. `observer` hears about an approval wait
-    /// about once a second and may abandon it (the caller went away).
+    /// Run one call through the whole pipeline. A call that needs a human's approval, and
+    /// has no remembered grant, comes back [`Round::Pending`] with the approval opened: wait
+    /// for it to be decided (or to expire), then [`Broker::resume_call`].
     pub fn call(
         &self,
         caller: &Caller,
         tool: &str,
         args: &Map<String, Value>,
-        observer: &mut dyn FnMut(&WaitProgress) -> WaitControl,
-    ) -> Result<CallOutcome, StoreError> {
-        match self.call_with(caller, tool, args, Asking::Wait(observer))? {
-            FirstRound::Done(outcome) => Ok(outcome),
-            // Only `Asking::Open` returns before a decision.
-            FirstRound::Asking(opened) => Err(StoreError::Invalid(format!(
-                "approval {} was opened by a waiting call",
-                opened.approval_id
-            ))),
-        }
-    }
-
-    /// The first round of a call whose client asks its own human (2026-07-28's
-    /// multi-round-trip requests): the whole pipeline, except that an approval is opened
-    /// and returned at once rather than waited for. Nothing is audited for an opened
-    /// approval until [`Broker::resume_call`] ends the call.
-    pub fn open_call(
-        &self,
-        caller: &Caller,
-        tool: &str,
-        args: &Map<String, Value>,
-    ) -> Result<FirstRound, StoreError> {
+    ) -> Result<Round, StoreError> {
         self.call_with(caller, tool, args, Asking::Open)
     }
 
-    /// The call again, after its client asked its human about approval `approval_id`
-    /// (which [`Broker::open_call`] opened for this caller and tool): every check runs
-    /// again, then the call waits for that approval's decision (already made, or still to
-    /// come from the board, the CLI or REST) as [`Broker::call`] waits.
+    /// The call again, naming approval `approval_id` (which [`Broker::call`] opened for
+    /// this caller and tool): every check runs again, then the approval's decision is read.
+    /// Still undecided (and not expired): [`Round::Pending`] again. A round after the call
+    /// ended (a replayed retry) is refused with `approval:used` and runs nothing.
     pub fn resume_call(
         &self,
         caller: &Caller,
         tool: &str,
         args: &Map<String, Value>,
         approval_id: &str,
-        observer: &mut dyn FnMut(&WaitProgress) -> WaitControl,
-    ) -> Result<CallOutcome, StoreError> {
-        match self.call_with(caller, tool, args, Asking::Resume(approval_id, observer))? {
-            FirstRound::Done(outcome) => Ok(outcome),
-            FirstRound::Asking(opened) => Err(StoreError::Invalid(format!(
-                "approval {} was opened by a resumed call",
-                opened.approval_id
-            ))),
-        }
+    ) -> Result<Round, StoreError> {
+        self.call_with(caller, tool, args, Asking::Resume(approval_id))
     }
 
     fn call_with(
@@ -550,7 +547,7 @@ impl Broker {
         tool: &str,
         args: &Map<String, Value>,
         asking: Asking<'_>,
-    ) -> Result<FirstRound, StoreError> {
+    ) -> Result<Round, StoreError> {
         let mut record = CallRecord {
             call_id: new_id(),
             tool,
@@ -561,9 +558,11 @@ impl Broker {
             decided_by: DECIDED_BY_POLICY.to_string(),
         };
         let outcome = match self.admit(&mut record, asking)? {
-            Admission::Opened(opened) => return Ok(FirstRound::Asking(opened)),
+            Admission::Opened(opened) => return Ok(Round::Pending(opened)),
             Admission::Refuse(denial) => {
-                self.audit_before(&record, "deny", Some(&denial.reason))?;
+                if !self.audit_before(&record, "deny", Some(&denial.reason))? {
+                    return Ok(Round::Done(replayed(&record)));
+                }
                 CallOutcome::Denied(Denial {
                     approval_id: record.approval_id.clone(),
                     ..denial
@@ -574,7 +573,9 @@ impl Broker {
                     .approval_id
                     .as_ref()
                     .map(|_| "approval:allow".to_string());
-                self.audit_before(&record, "allow", reason.as_deref())?;
+                if !self.audit_before(&record, "allow", reason.as_deref())? {
+                    return Ok(Round::Done(replayed(&record)));
+                }
                 let output = self.run(caller, invocation)?;
                 let text = compact::compact(&output.text);
                 self.audit_after(&record, &text, output.is_error)?;
@@ -585,7 +586,7 @@ impl Broker {
                 }
             }
         };
-        Ok(FirstRound::Done(outcome))
+        Ok(Round::Done(outcome))
     }
 
     /// Every step before execution.
@@ -693,8 +694,8 @@ impl Broker {
         record: &mut CallRecord<'_>,
         asking: Asking<'_>,
     ) -> Result<Gate, StoreError> {
-        let (approval_id, created_at, expires_at, observer) = match asking {
-            Asking::Resume(id, observer) => {
+        let (approval_id, expires_at) = match asking {
+            Asking::Resume(id) => {
                 let Some(row) = self.approval_of(id, spec, record.caller)? else {
                     return Ok(Gate::Refuse(Denial::new(
                         DenialClass::Approval,
@@ -707,18 +708,11 @@ impl Broker {
                 };
                 // A round after the call ended (a replayed retry) must not run it again.
                 if self.call_audited(&row.call_id)? {
-                    return Ok(Gate::Refuse(Denial::new(
-                        DenialClass::Approval,
-                        "approval:used".to_string(),
-                        format!(
-                            "approval {id} already ended its {} call; call the tool again without requestState to be asked anew",
-                            spec.name
-                        ),
-                    )));
+                    return Ok(Gate::Refuse(used(id, spec.name)));
                 }
                 // The rounds are one call: its audit rows share the approval's call id.
                 record.call_id = row.call_id;
-                (row.id, row.created_at, row.expires_at, observer)
+                (row.id, row.expires_at)
             }
             Asking::Open => {
                 return Ok(match self.open_approval(spec, record)? {
@@ -726,44 +720,31 @@ impl Broker {
                     Some(opened) => Gate::Opened(opened),
                 });
             }
-            Asking::Wait(observer) => {
-                let created_at = self.store.now_ms();
-                let Some(opened) = self.open_approval(spec, record)? else {
-                    return Ok(Gate::Pass);
-                };
-                (opened.approval_id, created_at, opened.expires_at, observer)
-            }
         };
         record.approval_id = Some(approval_id.clone());
-        tracing::info!(approval = %approval_id, tool = spec.name, "waiting for approval");
-        let pacing = WaitPacing {
-            poll: self.config.poll_interval,
-            progress: self.config.progress_interval,
-        };
-        let end = approvals::wait_for_decision(
-            &self.store,
-            &approval_id,
-            created_at,
-            expires_at,
-            pacing,
-            observer,
-        )?;
+        let end = approvals::standing(&self.store, &approval_id, expires_at)?;
         record.decided_by = match end {
-            WaitEnd::Expired => DECIDED_BY_EXPIRY.to_string(),
-            WaitEnd::Allowed(_) | WaitEnd::Denied => self
+            Standing::Pending => {
+                return Ok(Gate::Opened(OpenedApproval {
+                    approval_id,
+                    expires_at,
+                }));
+            }
+            Standing::Expired => DECIDED_BY_EXPIRY.to_string(),
+            Standing::Allowed(_) | Standing::Denied => self
                 .store
                 .approval(&approval_id)?
                 .decided_by
                 .unwrap_or_else(|| DECIDED_BY_EXPIRY.to_string()),
         };
         Ok(match end {
-            WaitEnd::Allowed(decision) => {
+            Standing::Allowed(decision) => {
                 record
                     .observations
                     .push(format!("approval:{}", decision.as_str()));
                 Gate::Pass
             }
-            WaitEnd::Denied => Gate::Refuse(Denial::new(
+            Standing::Denied => Gate::Refuse(Denial::new(
                 DenialClass::Approval,
                 "approval:deny".to_string(),
                 format!(
@@ -771,7 +752,7 @@ impl Broker {
                     spec.name
                 ),
             )),
-            WaitEnd::Expired => Gate::Refuse(Denial::new(
+            Standing::Expired | Standing::Pending => Gate::Refuse(Denial::new(
                 DenialClass::Approval,
                 "approval:expired".to_string(),
                 format!(
@@ -834,9 +815,8 @@ impl Broker {
         }))
     }
 
-    /// Whether call `call_id` has its decision audited (it ended). The unique index of
-    /// migration 12 on (call_id, phase) makes a second decision row fail even when two
-    /// rounds race past this check.
+    /// Whether call `call_id` has its decision audited (it ended). Rounds that race past
+    /// this check meet again at the decision row ([`Broker::audit_before`]).
     fn call_audited(&self, call_id: &str) -> Result<bool, StoreError> {
         self.store.read(|tx| {
             let found = tx.query_opt(
@@ -867,12 +847,15 @@ impl Broker {
         Ok(same.then_some(row))
     }
 
+    /// Write the call's decision row; `false` when another round of the same call wrote it
+    /// first (replays of one `requestState` racing each other): that round ended the call,
+    /// so this one must not run it (the unique index on `(call_id, phase)` decides).
     fn audit_before(
         &self,
         record: &CallRecord<'_>,
         decision: &str,
         reason: Option<&str>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let args = truncate_for_audit(&scrub_json(&Value::Object(record.args.clone())).to_string());
         self.insert_audit(record, "before", decision, reason, Some(&args), None, None)
     }
@@ -893,8 +876,10 @@ impl Broker {
             Some(&result),
             Some(is_error),
         )
+        .map(drop)
     }
 
+    /// One audit row; `false` when the call already has its row of `phase`.
     #[allow(clippy::too_many_arguments)]
     fn insert_audit(
         &self,
@@ -905,18 +890,19 @@ impl Broker {
         args_json: Option<&str>,
         result_text: Option<&str>,
         is_error: Option<bool>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let now = self.store.now_ms();
         let tool: String = scrub_text(&record.tool.chars().take(200).collect::<String>());
         let reason = reason.map(scrub_text);
         let observations =
             serde_json::to_string(&record.observations).unwrap_or_else(|_| "[]".into());
         self.store.write(|tx| {
-            tx.execute(
+            let inserted = tx.execute(
                 "INSERT INTO tool_call_audit(id, call_id, phase, tool_name, agent_id, team_id, decision,
                      reason, observations, args_json, result_text, is_error, approval_id, created_at,
                      decided_by)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+                 ON CONFLICT (call_id, phase) DO NOTHING",
                 &[
                     &new_id(),
                     &record.call_id,
@@ -935,7 +921,7 @@ impl Broker {
                     &record.decided_by,
                 ],
             )?;
-            Ok(())
+            Ok(inserted == 1)
         })
     }
 }

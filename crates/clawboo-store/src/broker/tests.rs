@@ -98,16 +98,53 @@ fn agent(id: &str) -> Caller {
     }
 }
 
-fn call(broker: &Broker, caller: &Caller, tool: &str, args: Value) -> CallOutcome {
-    broker
-        .call(caller, tool, args.as_object().unwrap(), &mut |_| {
-            panic!("no approval expected")
-        })
-        .unwrap()
+/// The outcome of a round that ended the call.
+fn done(round: Round) -> CallOutcome {
+    match round {
+        Round::Done(outcome) => outcome,
+        Round::Pending(opened) => panic!("the call still waits for {opened:?}"),
+    }
 }
 
-/// Run a call, answering its approval from the observer with `decision` (as another
-/// surface of this process would).
+fn call(broker: &Broker, caller: &Caller, tool: &str, args: Value) -> CallOutcome {
+    done(
+        broker
+            .call(caller, tool, args.as_object().unwrap())
+            .unwrap(),
+    )
+}
+
+/// Run a call to its end as a waiting client does: each time its approval is still
+/// pending, `meanwhile` runs (another surface deciding it, the caller going away), then
+/// the call resumes. Returns the outcome and how many rounds found the approval pending.
+fn call_waiting(
+    broker: &Broker,
+    caller: &Caller,
+    tool: &str,
+    args: Value,
+    mut meanwhile: impl FnMut(&OpenedApproval),
+) -> (CallOutcome, usize) {
+    let args = args.as_object().unwrap();
+    let mut round = broker.call(caller, tool, args).unwrap();
+    let mut pending = 0;
+    loop {
+        match round {
+            Round::Done(outcome) => return (outcome, pending),
+            Round::Pending(opened) => {
+                pending += 1;
+                assert!(pending < 10_000, "the approval never ended");
+                meanwhile(&opened);
+                std::thread::sleep(Duration::from_millis(2));
+                round = broker
+                    .resume_call(caller, tool, args, &opened.approval_id)
+                    .unwrap();
+            }
+        }
+    }
+}
+
+/// Run a call, answering its approval with `decision` (as another surface of this
+/// process would) the first time a round finds it pending.
 fn call_deciding(
     broker: &Broker,
     caller: &Caller,
@@ -116,19 +153,10 @@ fn call_deciding(
     decision: Decision,
 ) -> (CallOutcome, usize) {
     let store = broker.store().clone();
-    let mut asked = 0;
-    let outcome = broker
-        .call(caller, tool, args.as_object().unwrap(), &mut |progress| {
-            asked += 1;
-            if asked == 1 {
-                store
-                    .resolve_approval(&progress.approval_id, decision, "test")
-                    .unwrap();
-            }
-            WaitControl::Continue
-        })
-        .unwrap();
-    (outcome, asked)
+    call_waiting(broker, caller, tool, args, |opened| {
+        // A decision another surface already made stands.
+        let _settled = store.resolve_approval(&opened.approval_id, decision, "test");
+    })
 }
 
 /// A `delete_path` approval row created at time 1, written as a waiting call would.
@@ -497,14 +525,13 @@ fn approval_allow_deny_and_expiry() {
         poll_interval: Duration::from_millis(5),
         ..BrokerConfig::default()
     });
-    let outcome = quick
-        .call(
-            &agent("a1"),
-            "delete_path",
-            json!({"path": "/tmp/y"}).as_object().unwrap(),
-            &mut |_| WaitControl::Continue,
-        )
-        .unwrap();
+    let (outcome, _) = call_waiting(
+        &quick,
+        &agent("a1"),
+        "delete_path",
+        json!({"path": "/tmp/y"}),
+        |_| {},
+    );
     let d = denial(outcome);
     assert_eq!(d.reason, "approval:expired");
     let id = d.approval_id.unwrap();
@@ -537,14 +564,13 @@ fn approval_allow_deny_and_expiry() {
 fn an_abandoned_wait_expires_its_row() {
     let h = harness();
     let broker = h.default_broker();
-    let outcome = broker
-        .call(
-            &agent("a1"),
-            "delete_path",
-            json!({"path": "/p"}).as_object().unwrap(),
-            &mut |_| WaitControl::Abandon,
-        )
-        .unwrap();
+    let (outcome, _) = call_waiting(
+        &broker,
+        &agent("a1"),
+        "delete_path",
+        json!({"path": "/p"}),
+        |opened| assert!(h.store.abandon_approval(&opened.approval_id).unwrap()),
+    );
     let d = denial(outcome);
     assert_eq!(d.reason, "approval:expired");
     assert_eq!(
@@ -641,41 +667,36 @@ fn allow_always_is_remembered_for_a_bound_agent_only() {
     assert_eq!(asked, 1);
 }
 
-#[test]
-fn a_decision_from_another_thread_wakes_the_waiter_without_polling() {
+#[tokio::test]
+async fn a_decision_from_another_thread_rings_the_approval_bell() {
     let h = harness();
-    // Polling is slowed to minutes: only the in-process wake can end this wait quickly.
-    let broker = h.broker(BrokerConfig {
-        env: no_env,
-        poll_interval: Duration::from_secs(300),
-        progress_interval: Duration::from_secs(300),
-        approval_wait: Duration::from_secs(600),
+    let broker = h.default_broker();
+    let args = json!({"path": "/w"});
+    let args = args.as_object().unwrap();
+    let mut bell = h.store.approval_bell();
+    bell.mark();
+    let Round::Pending(opened) = broker.call(&agent("a1"), "delete_path", args).unwrap() else {
+        panic!("delete_path needs a human");
+    };
+    let store = h.store.clone();
+    let id = opened.approval_id.clone();
+    let decider = std::thread::spawn(move || {
+        store
+            .resolve_approval(&id, Decision::AllowOnce, "op")
+            .unwrap();
     });
-    let (tx, rx) = std::sync::mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        broker
-            .call(
-                &agent("a1"),
-                "delete_path",
-                json!({"path": "/w"}).as_object().unwrap(),
-                &mut |p| {
-                    tx.send(p.approval_id.clone()).unwrap();
-                    WaitControl::Continue
-                },
-            )
-            .unwrap()
-    });
-    let id = rx.recv().unwrap();
+    // Only the ring can end this wait quickly.
     let started = Instant::now();
-    h.store
-        .resolve_approval(&id, Decision::AllowOnce, "op")
-        .unwrap();
-    let outcome = waiter.join().unwrap();
-    completed(outcome);
+    bell.rung(Duration::from_secs(300)).await;
     assert!(
         started.elapsed() < Duration::from_secs(60),
-        "woke by polling, not by the in-process signal"
+        "the decision did not ring the bell"
     );
+    decider.join().unwrap();
+    let round = broker
+        .resume_call(&agent("a1"), "delete_path", args, &opened.approval_id)
+        .unwrap();
+    completed(done(round));
 }
 
 #[test]
@@ -909,14 +930,14 @@ fn the_audit_records_who_decided_each_call() {
         ..BrokerConfig::default()
     });
     let expired = denial(
-        quick
-            .call(
-                &agent("a2"),
-                "delete_path",
-                json!({"path": "/c"}).as_object().unwrap(),
-                &mut |_| WaitControl::Continue,
-            )
-            .unwrap(),
+        call_waiting(
+            &quick,
+            &agent("a2"),
+            "delete_path",
+            json!({"path": "/c"}),
+            |_| {},
+        )
+        .0,
     );
     assert_eq!(expired.reason, "approval:expired");
     assert_eq!(
@@ -935,12 +956,11 @@ fn an_opened_approval_is_decided_in_a_later_round_of_the_same_call() {
     let echo = json!({"message": "hi"});
     assert!(matches!(
         broker
-            .open_call(&agent("a1"), "echo", echo.as_object().unwrap())
+            .call(&agent("a1"), "echo", echo.as_object().unwrap())
             .unwrap(),
-        FirstRound::Done(CallOutcome::Completed { .. })
+        Round::Done(CallOutcome::Completed { .. })
     ));
-    let FirstRound::Asking(opened) = broker.open_call(&agent("a1"), "delete_path", args).unwrap()
-    else {
+    let Round::Pending(opened) = broker.call(&agent("a1"), "delete_path", args).unwrap() else {
         panic!("delete_path needs a human");
     };
     // Nothing runs, nothing is audited, the approval waits for any surface.
@@ -956,50 +976,90 @@ fn an_opened_approval_is_decided_in_a_later_round_of_the_same_call() {
     assert_eq!(pending.expires_at, opened.expires_at);
 
     // Another caller (or tool) cannot resume it.
-    let foreign = denial(
+    let foreign = denial(done(
         broker
-            .resume_call(
-                &agent("a2"),
-                "delete_path",
-                args,
-                &opened.approval_id,
-                &mut |_| panic!("not waited for"),
-            )
+            .resume_call(&agent("a2"), "delete_path", args, &opened.approval_id)
             .unwrap(),
+    ));
+    // Undecided, the owner's round finds it still pending.
+    assert_eq!(
+        broker
+            .resume_call(&agent("a1"), "delete_path", args, &opened.approval_id)
+            .unwrap(),
+        Round::Pending(opened.clone())
     );
     assert_eq!(foreign.reason, "approval:unknown");
 
     h.store
         .resolve_approval(&opened.approval_id, Decision::AllowOnce, "elicitation")
         .unwrap();
-    let done = broker
-        .resume_call(
-            &agent("a1"),
-            "delete_path",
-            args,
-            &opened.approval_id,
-            &mut |_| WaitControl::Continue,
-        )
-        .unwrap();
+    let ended = done(
+        broker
+            .resume_call(&agent("a1"), "delete_path", args, &opened.approval_id)
+            .unwrap(),
+    );
     assert!(
-        matches!(done, CallOutcome::Completed { approval_id: Some(ref id), .. } if *id == opened.approval_id)
+        matches!(ended, CallOutcome::Completed { approval_id: Some(ref id), .. } if *id == opened.approval_id)
     );
     let rows = h.store.tool_audit(Some("delete_path"), 10).unwrap();
     let before = rows.iter().find(|r| r.phase == "before").unwrap();
     assert_eq!(before.call_id, pending.call_id, "the rounds are one call");
     assert_eq!(before.decided_by.as_deref(), Some("elicitation"));
     // A replayed round does not run the call a second time.
-    let again = denial(
+    let again = denial(done(
         broker
-            .resume_call(
-                &agent("a1"),
-                "delete_path",
-                args,
-                &opened.approval_id,
-                &mut |_| WaitControl::Continue,
-            )
+            .resume_call(&agent("a1"), "delete_path", args, &opened.approval_id)
             .unwrap(),
-    );
+    ));
     assert_eq!(again.reason, "approval:used");
     assert_eq!(h.executor.seen.lock().len(), 1);
+}
+
+#[test]
+fn replays_of_one_round_racing_each_other_run_the_call_once_and_fail_none() {
+    let h = harness();
+    let broker = Arc::new(h.default_broker());
+    let args = json!({"path": "/srv/raced"});
+    let Round::Pending(opened) = broker
+        .call(&agent("a1"), "delete_path", args.as_object().unwrap())
+        .unwrap()
+    else {
+        panic!("delete_path needs a human");
+    };
+    h.store
+        .resolve_approval(&opened.approval_id, Decision::AllowOnce, "elicitation")
+        .unwrap();
+    let start = Arc::new(std::sync::Barrier::new(5));
+    let rounds: Vec<_> = (0..5)
+        .map(|_| {
+            let (broker, start, args) = (broker.clone(), start.clone(), args.clone());
+            let id = opened.approval_id.clone();
+            std::thread::spawn(move || {
+                start.wait();
+                broker.resume_call(&agent("a1"), "delete_path", args.as_object().unwrap(), &id)
+            })
+        })
+        .collect();
+    let mut ran = 0;
+    for round in rounds {
+        match done(round.join().unwrap().expect("no round fails")) {
+            CallOutcome::Completed { .. } => ran += 1,
+            CallOutcome::Denied(d) => assert_eq!(d.reason, "approval:used", "{d:?}"),
+        }
+    }
+    assert_eq!(ran, 1);
+    assert_eq!(h.executor.seen.lock().len(), 1);
+    // One allowed decision and one result. (A replay refused before the race is audited
+    // as a refused call of its own; one that lost the race at the decision row is not.)
+    let rows = h.store.tool_audit(Some("delete_path"), 20).unwrap();
+    let count = |phase: &str, decision: &str| {
+        rows.iter()
+            .filter(|r| r.phase == phase && r.decision == decision)
+            .count()
+    };
+    assert_eq!(
+        (count("before", "allow"), count("after", "executed")),
+        (1, 1),
+        "{rows:?}"
+    );
 }

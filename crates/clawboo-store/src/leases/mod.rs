@@ -210,19 +210,23 @@ fn narrate(tx: &dyn Tx, now: i64, task: &Reclaimed) -> Result<()> {
     Ok(())
 }
 
-/// The renewal rule, inside the caller's write transaction: every lease `agent` holds with
-/// less than half of `lease` left (and not yet run out) starts again from `now`.
-fn renew_in(tx: &dyn Tx, agent: &str, now: i64, lease: i64) -> Result<usize> {
+/// The renewal rule, inside the caller's write transaction: every lease `agent` holds on
+/// `team` (on every team when bound to none, as its scope is) with less than half of
+/// `lease` left (and not yet run out) starts again from `now`. Leases belong to the team
+/// and agent together (SPEC §16): the same agent id active on another team renews nothing.
+fn renew_in(tx: &dyn Tx, agent: &str, team: Option<&str>, now: i64, lease: i64) -> Result<usize> {
     tx.execute(
         "UPDATE tasks SET lease_expires_at = ?2 + CAST(?3 AS BIGINT)
          WHERE assignee_agent_id = ?1 AND status = 'in_progress'
+           AND (CAST(?4 AS TEXT) IS NULL OR team_id = ?4)
            AND lease_expires_at > ?2 AND lease_expires_at < ?2 + CAST(?3 AS BIGINT) / 2",
-        &[&agent, &now, &lease],
+        &[&agent, &now, &lease, &team],
     )
 }
 
-/// Record `agent`'s call at `now` (its last-seen time and, when given, its runtime) inside
-/// the caller's write transaction; an agent never seen before gets a row named by its id.
+/// Record `agent`'s call on `team` at `now` (its last-seen time there and, when given, its
+/// runtime) inside the caller's write transaction; an agent never seen before joins the
+/// roster under its id, on this team.
 pub(crate) fn seen_in(
     tx: &dyn Tx,
     agent: &str,
@@ -231,27 +235,40 @@ pub(crate) fn seen_in(
     now: i64,
 ) -> Result<()> {
     tx.execute(
-        "INSERT INTO agents(id, name, team_id, runtime, created_at, last_seen_at)
-         VALUES (?1, ?1, ?2, ?3, ?4, ?4)
-         ON CONFLICT(id) DO UPDATE SET last_seen_at = excluded.last_seen_at,
-             runtime = COALESCE(excluded.runtime, agents.runtime)",
+        "INSERT INTO agents(id, name, team_id, runtime, created_at)
+         VALUES (?1, ?1, ?2, ?3, ?4)
+         ON CONFLICT(id) DO UPDATE SET runtime = COALESCE(excluded.runtime, agents.runtime)",
+        &[&agent, &team, &runtime, &now],
+    )?;
+    tx.execute(
+        "INSERT INTO agent_presence(agent_id, team_key, runtime, last_seen_at)
+         VALUES (?1, COALESCE(CAST(?2 AS TEXT), ''), ?3, ?4)
+         ON CONFLICT(agent_id, team_key) DO UPDATE SET last_seen_at = excluded.last_seen_at,
+             runtime = COALESCE(excluded.runtime, agent_presence.runtime)",
         &[&agent, &team, &runtime, &now],
     )?;
     Ok(())
 }
 
-/// When `agent`'s next call must be recorded: before its soonest lease (renewed or not)
-/// falls under half, and at the latest [`SEEN_EVERY_MS`] from `now`. A claim made later
-/// (in any process) starts a full lease, so it never needs an earlier one.
-fn next_due(tx: &dyn Tx, agent: &str, now: i64, lease: Option<i64>) -> Result<i64> {
+/// When `agent`'s next call on `team` must be recorded: before its soonest lease there
+/// (renewed or not) falls under half, and at the latest [`SEEN_EVERY_MS`] from `now`. A
+/// claim made later (in any process) starts a full lease, so it never needs an earlier one.
+fn next_due(
+    tx: &dyn Tx,
+    agent: &str,
+    team: Option<&str>,
+    now: i64,
+    lease: Option<i64>,
+) -> Result<i64> {
     let seen = now + SEEN_EVERY_MS.min(lease.map_or(SEEN_EVERY_MS, |l| l / 2));
     let Some(lease) = lease else {
         return Ok(seen);
     };
     let soonest: Option<i64> = tx.query_one(
         "SELECT min(lease_expires_at) FROM tasks
-         WHERE assignee_agent_id = ?1 AND status = 'in_progress' AND lease_expires_at > ?2",
-        &[&agent, &now],
+         WHERE assignee_agent_id = ?1 AND status = 'in_progress' AND lease_expires_at > ?2
+           AND (CAST(?3 AS TEXT) IS NULL OR team_id = ?3)",
+        &[&agent, &now, &team],
         |r| r.get(0),
     )?;
     Ok(soonest.map_or(seen, |at| seen.min(at - lease / 2)))
@@ -403,31 +420,32 @@ impl Store {
         Ok(reclaimed)
     }
 
-    /// Whether `agent`'s call now must be recorded ([`Store::record_call`]): no database
-    /// work, so most calls of a live agent stay what they are.
-    pub fn call_record_due(&self, agent: &str) -> bool {
+    /// Whether `agent`'s call on `team` now must be recorded ([`Store::record_call`]): no
+    /// database work, so most calls of a live agent stay what they are.
+    pub fn call_record_due(&self, agent: &str, team: Option<&str>) -> bool {
         let now = self.now_ms();
         let due = self.seen_due().lock().unwrap_or_else(|e| e.into_inner());
-        due.get(agent).is_none_or(|at| now >= *at)
+        due.get(&(team.map(str::to_owned), agent.to_owned()))
+            .is_none_or(|at| now >= *at)
     }
 
-    /// Record a call by `agent` (of `team`): its last-seen time, and every lease it holds
-    /// with less than half left starts again. Remembers when the next call must be
-    /// recorded; until then [`Store::call_record_due`] says no.
+    /// Record a call by `agent` on `team`: its last-seen time there, and every lease it
+    /// holds there with less than half left starts again. Remembers when the next call must
+    /// be recorded; until then [`Store::call_record_due`] says no.
     pub fn record_call(&self, agent: &str, team: Option<&str>) -> Result<()> {
         let now = self.now_ms();
         let lease = self.lease_ms();
         let due = self.write(|tx| {
             seen_in(tx, agent, team, None, now)?;
             if let Some(lease) = lease {
-                renew_in(tx, agent, now, lease)?;
+                renew_in(tx, agent, team, now, lease)?;
             }
-            next_due(tx, agent, now, lease)
+            next_due(tx, agent, team, now, lease)
         })?;
         self.seen_due()
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(agent.to_owned(), due);
+            .insert((team.map(str::to_owned), agent.to_owned()), due);
         Ok(())
     }
 
@@ -455,15 +473,26 @@ impl Store {
         })
     }
 
-    /// Every agent (known ones and any holding a task) with its last call, whether it is
-    /// alive and what it holds, by name.
+    /// Every agent on each team it is known or seen on (the roster's agents, those seen
+    /// calling on a team, any holding a task) with its last call there, whether it is alive
+    /// there and what it holds there, by name.
     pub fn agents_seen(&self, team: Option<&str>) -> Result<Vec<AgentSeen>> {
         let now = self.now_ms();
         let seen_every = SEEN_EVERY_MS.min(self.lease_ms().map_or(SEEN_EVERY_MS, |l| l / 2));
         self.snapshot(|tx| {
+            // The roster's rows with their presence on their own team, then the presences on
+            // other teams.
             let mut agents = tx.query_map(
-                "SELECT id, name, team_id, runtime, last_seen_at FROM agents
-                 WHERE CAST(?1 AS TEXT) IS NULL OR team_id = ?1",
+                "SELECT a.id, a.name, a.team_id, COALESCE(p.runtime, a.runtime), p.last_seen_at
+                 FROM agents a LEFT JOIN agent_presence p
+                   ON p.agent_id = a.id AND p.team_key = COALESCE(a.team_id, '')
+                 WHERE CAST(?1 AS TEXT) IS NULL OR a.team_id = ?1
+                 UNION ALL
+                 SELECT p.agent_id, COALESCE(a.name, p.agent_id), NULLIF(p.team_key, ''),
+                        p.runtime, p.last_seen_at
+                 FROM agent_presence p LEFT JOIN agents a ON a.id = p.agent_id
+                 WHERE (CAST(?1 AS TEXT) IS NULL OR p.team_key = ?1)
+                   AND (a.id IS NULL OR p.team_key <> COALESCE(a.team_id, ''))",
                 &[&team],
                 |r| {
                     let last_seen_at: Option<i64> = r.get(4)?;
@@ -503,7 +532,17 @@ impl Store {
                 },
             )?;
             for (holder, team_id, task) in rows {
-                match agents.iter_mut().find(|a| a.id == holder) {
+                // Its holder on the task's team, else the holder bound to no team (whose
+                // scope is every team).
+                let on_team = agents
+                    .iter()
+                    .position(|a| a.id == holder && a.team_id == team_id)
+                    .or_else(|| {
+                        agents
+                            .iter()
+                            .position(|a| a.id == holder && a.team_id.is_none())
+                    });
+                match on_team.and_then(|at| agents.get_mut(at)) {
                     Some(agent) => agent.held.push(task),
                     None => agents.push(AgentSeen {
                         id: holder.clone(),

@@ -74,7 +74,7 @@ fn a_claim_is_a_lease_with_a_growing_token_and_reclaiming_your_own_renews_it() {
     let reclaimed = store.claim_task(&t.id, "bob", None).unwrap();
     assert_eq!(reclaimed.claim_token, 2);
     let done = store
-        .set_status(&t.id, Status::Done, None, Scope::ALL)
+        .set_status(&t.id, Status::Done, None, None, Scope::ALL)
         .unwrap();
     assert_eq!(
         done.lease_expires_at, None,
@@ -159,7 +159,7 @@ fn calls_renew_leases_only_once_less_than_half_remains() {
     let (_dir, store) = store();
     let t = task(&store, "a", None);
     store.claim_task(&t.id, "alice", None).unwrap();
-    assert!(store.call_record_due("alice"), "never recorded");
+    assert!(store.call_record_due("alice", None), "never recorded");
     store.record_call("alice", None).unwrap();
     let lease = |s: &Store| {
         s.get_task(&t.id, Scope::ALL)
@@ -172,9 +172,9 @@ fn calls_renew_leases_only_once_less_than_half_remains() {
         Some(T0 + LEASE_MS),
         "more than half left: kept"
     );
-    assert!(!store.call_record_due("alice"));
+    assert!(!store.call_record_due("alice", None));
     advance(LEASE_MS / 2 + 1);
-    assert!(store.call_record_due("alice"));
+    assert!(store.call_record_due("alice", None));
     store.record_call("alice", None).unwrap();
     assert_eq!(lease(&store), Some(clock() + LEASE_MS));
     let seen = store.agents_seen(None).unwrap();
@@ -202,7 +202,7 @@ fn a_stale_claim_token_is_refused_and_changes_nothing() {
     let second = store.claim_task(&t.id, "bob", None).unwrap().claim_token;
     let stale = Scope::ALL.fenced(Some(first));
     let err = store
-        .set_status(&t.id, Status::Done, Some("alice"), stale)
+        .set_status(&t.id, Status::Done, Some("alice"), Some("alice"), stale)
         .unwrap_err();
     assert_eq!(err.code(), "stale_claim");
     assert!(err.to_string().contains("held by bob"), "{err}");
@@ -233,7 +233,7 @@ fn a_stale_claim_token_is_refused_and_changes_nothing() {
     store.release_task(&t.id, None, current).unwrap();
     assert_eq!(
         store
-            .set_status(&t.id, Status::Blocked, None, current)
+            .set_status(&t.id, Status::Blocked, None, None, current)
             .unwrap_err()
             .code(),
         "stale_claim",
@@ -302,7 +302,7 @@ fn claim_next_takes_the_first_ready_task_in_scope_and_skips_other_runtimes() {
         Some("codex")
     );
     store
-        .set_status(&low.id, Status::Done, None, Scope::ALL)
+        .set_status(&low.id, Status::Done, None, None, Scope::ALL)
         .unwrap();
     assert_eq!(next(claude("e")), Some(waiting.id));
 }
@@ -395,4 +395,148 @@ fn lease_times_read_as_utc_iso() {
     assert_eq!(utc_iso(951_868_800_000), "2000-03-01T00:00:00Z");
     assert_eq!(utc_iso(1_709_208_000_000), "2024-02-29T12:00:00Z");
     assert_eq!(utc_iso(-1), "1969-12-31T23:59:59Z");
+}
+
+#[test]
+fn entering_in_progress_by_status_is_a_claim() {
+    let (_dir, store) = store();
+    let dep = task(&store, "first", Some("red"));
+    let t = task(&store, "second", Some("red"));
+    store.link_task(&t.id, &dep.id, Scope::ALL).unwrap();
+    let alice = Scope::bound(Some("red"), Some("alice"));
+    let to_progress = |who: Option<&str>, scope: Scope<'_>| {
+        store.set_status(&t.id, Status::InProgress, who, who, scope)
+    };
+    // Not ready: refused with the claim's own reason, nothing changed.
+    assert!(matches!(
+        to_progress(Some("alice"), alice),
+        Err(StoreError::NotReady)
+    ));
+    // Nobody to hold it: refused, saying how to name one.
+    let nobody = to_progress(None, Scope::ALL).unwrap_err();
+    assert!(
+        matches!(&nobody, StoreError::Invalid(text) if text.contains("assigneeAgentId")),
+        "{nobody}"
+    );
+    let untouched = store.get_task(&t.id, Scope::ALL).unwrap().unwrap();
+    assert_eq!(
+        (
+            untouched.status,
+            untouched.assignee_agent_id,
+            untouched.claim_token
+        ),
+        (Status::Todo, None, 0)
+    );
+    // Ready: the mover holds it, with a lease and a new claim token.
+    store.claim_task(&dep.id, "dora", None).unwrap();
+    store
+        .set_status(&dep.id, Status::Done, None, None, Scope::ALL)
+        .unwrap();
+    let held = to_progress(Some("alice"), alice).unwrap();
+    assert_eq!(
+        (
+            held.status,
+            held.assignee_agent_id.as_deref(),
+            held.claim_token,
+            held.lease_expires_at
+        ),
+        (Status::InProgress, Some("alice"), 1, Some(T0 + LEASE_MS))
+    );
+    // Reclaimed after its lease ran out, the stale holder's fenced move is refused; an
+    // unfenced one is a claim anew like anyone's.
+    advance(LEASE_MS);
+    assert_eq!(store.expire_leases().unwrap().len(), 1);
+    let stale = alice.fenced(Some(held.claim_token));
+    assert_eq!(
+        to_progress(Some("alice"), stale).unwrap_err().code(),
+        "stale_claim"
+    );
+    let bob = store
+        .set_status(
+            &t.id,
+            Status::InProgress,
+            Some("op"),
+            Some("bob"),
+            Scope::ALL,
+        )
+        .unwrap();
+    assert_eq!(
+        (bob.assignee_agent_id.as_deref(), bob.claim_token),
+        (Some("bob"), 2)
+    );
+    // A blocked task nobody holds is claimed the same way when it goes back to work.
+    let blocked = task(&store, "third", Some("red"));
+    store
+        .set_status(&blocked.id, Status::Blocked, None, None, Scope::ALL)
+        .unwrap();
+    let resumed = store
+        .set_status(
+            &blocked.id,
+            Status::InProgress,
+            None,
+            Some("carol"),
+            Scope::ALL,
+        )
+        .unwrap();
+    assert_eq!(
+        (
+            resumed.assignee_agent_id.as_deref(),
+            resumed.lease_expires_at.is_some()
+        ),
+        (Some("carol"), true)
+    );
+}
+
+#[test]
+fn a_call_on_one_team_renews_no_lease_on_another() {
+    let (_dir, store) = store();
+    let blue = task(&store, "blue work", Some("blue"));
+    let red = task(&store, "red work", Some("red"));
+    store
+        .claim_task_in(
+            &blue.id,
+            "alice",
+            None,
+            Scope::bound(Some("blue"), Some("alice")),
+        )
+        .unwrap();
+    store
+        .claim_task_in(
+            &red.id,
+            "alice",
+            None,
+            Scope::bound(Some("red"), Some("alice")),
+        )
+        .unwrap();
+    // alice keeps calling on red only.
+    for _ in 0..4 {
+        advance(LEASE_MS / 2 + 1);
+        store.record_call("alice", Some("red")).unwrap();
+    }
+    let reclaimed = store.expire_leases().unwrap();
+    assert_eq!(
+        reclaimed
+            .iter()
+            .map(|r| r.task_id.as_str())
+            .collect::<Vec<_>>(),
+        [blue.id.as_str()],
+        "red's lease was renewed, blue's ran out"
+    );
+    // Liveness is per team too.
+    let on = |team: &str| {
+        store
+            .agents_seen(Some(team))
+            .unwrap()
+            .into_iter()
+            .find(|a| a.id == "alice")
+            .map(|a| (a.alive, a.held.len()))
+    };
+    assert_eq!(on("red"), Some((true, 1)));
+    assert_eq!(
+        on("blue"),
+        None,
+        "never seen on blue, holding nothing there"
+    );
+    store.record_call("alice", Some("blue")).unwrap();
+    assert_eq!(on("blue"), Some((true, 0)));
 }

@@ -23,6 +23,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0004_memory_scale",
         include_str!("../../migrations/postgres/0004_memory_scale.sql"),
     ),
+    (
+        "0005_agent_presence",
+        include_str!("../../migrations/postgres/0005_agent_presence.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated PostgreSQL database reports.
