@@ -56,9 +56,10 @@ cargo build --workspace --bins --locked "${MINILM[@]}"
 cargo test --workspace --locked "${MINILM[@]}"
 if [ -n "${CLAWBOO_TEST_POSTGRES_URL:-}" ]; then
   echo "== the clawboo integration suites again, on PostgreSQL"
-  # The store's tests that take their backend from CLAWBOO_TEST_BACKEND (SQLite's own
-  # engine tests ran in the first pass).
-  CLAWBOO_TEST_BACKEND=postgres cargo test -p clawboo-store --locked "${MINILM[@]}" -- --skip sqlite::
+  # The store's and memory's tests that take their backend from CLAWBOO_TEST_BACKEND
+  # (SQLite's own engine tests ran in the first pass).
+  CLAWBOO_TEST_BACKEND=postgres cargo test -p clawboo-store -p clawboo-memory --locked \
+    "${MINILM[@]}" -- --skip sqlite::
   CLAWBOO_TEST_BACKEND=postgres cargo test -p clawboo --test '*' --locked "${MINILM[@]}"
 else
   echo "== SKIPPED the PostgreSQL run: no CLAWBOO_TEST_POSTGRES_URL and no PostgreSQL" \
@@ -67,7 +68,7 @@ fi
 if [ -n "$PGVECTOR_URL" ]; then
   echo "== the memory suites again, on PostgreSQL with pgvector"
   CLAWBOO_TEST_BACKEND=postgres CLAWBOO_TEST_POSTGRES_URL="$PGVECTOR_URL" \
-    CLAWBOO_TEST_PGVECTOR=1 cargo test -p clawboo-store --locked "${MINILM[@]}" -- memory::
+    CLAWBOO_TEST_PGVECTOR=1 cargo test -p clawboo-memory --locked "${MINILM[@]}"
   CLAWBOO_TEST_BACKEND=postgres CLAWBOO_TEST_POSTGRES_URL="$PGVECTOR_URL" \
     CLAWBOO_TEST_PGVECTOR=1 cargo test -p clawboo --locked "${MINILM[@]}" \
     --test memory_stdio --test memory_quality --test memory_index

@@ -224,9 +224,11 @@ impl Drop for BenchDb {
     }
 }
 
-/// The store at `location` with the default settings.
+/// The store at `location` with the default settings and memory's extension, as the
+/// binaries open it.
 pub fn open(location: &DbLocation) -> anyhow::Result<Store> {
-    Store::open_location(location, StoreConfig::default())
+    let config = StoreConfig::default().with_extension(clawboo_memory::EXTENSION);
+    Store::open_location(location, config)
         .with_context(|| format!("cannot open the bench database {location}"))
 }
 

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use clawboo_store::memory::{Memory, ScopeFilter, SearchMode, TeamFilter};
+use clawboo_memory::{Memory, ScopeFilter, SearchMode, TeamFilter};
 
 use crate::Env;
 use crate::seed::{self, TEAM};

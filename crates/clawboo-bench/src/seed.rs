@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use clawboo_embed::Embedder;
 use clawboo_embed::select::{EMBEDDINGS_ENV, EmbedConfig};
+use clawboo_memory::{Memory, NewFact};
 use clawboo_store::DbLocation;
 use clawboo_store::board::{CreatePolicy, NewTask};
 use clawboo_store::chat::{PostKind, team_room};
-use clawboo_store::memory::{Memory, NewFact};
 
 use crate::db::{self, Backend, BenchDb};
 
@@ -144,7 +144,7 @@ pub fn memory_db(
             })?;
         }
         // What a running server does once idle for a second after writing facts.
-        store.merge_search_index()?;
+        clawboo_memory::merge_search_index(&store)?;
         Ok(())
     })
 }

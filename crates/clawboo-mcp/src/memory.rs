@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use clawboo_store::memory::{
+use clawboo_memory::{
     ENTIRELY_REDACTED, Memory, NewFact, NewProcedure, ScopeFilter, SearchMode, TITLE_REQUIRED,
     TeamFilter,
 };
@@ -152,7 +152,7 @@ fn store_error(e: StoreError) -> CallToolResult {
 
 fn check_limit(limit: Option<u32>, max: u32) -> Result<u32, CallToolResult> {
     match limit {
-        None => Ok(clawboo_store::memory::DEFAULT_LIMIT),
+        None => Ok(clawboo_memory::DEFAULT_LIMIT),
         Some(n) if (1..=max).contains(&n) => Ok(n),
         Some(n) => Err(invalid_args(format!(
             "limit must be between 1 and {max} (got {n})"
@@ -282,7 +282,7 @@ impl MemoryServer {
     }
 
     async fn memory_search(&self, ctx: &CallContext<'_>, a: SearchArgs) -> Outcome {
-        let limit = check_limit(a.limit, clawboo_store::memory::MAX_SEARCH_LIMIT)?;
+        let limit = check_limit(a.limit, clawboo_memory::MAX_SEARCH_LIMIT)?;
         if a.query.trim().is_empty() {
             return Err(invalid_args("query must be a non-empty string"));
         }
@@ -308,7 +308,7 @@ impl MemoryServer {
     }
 
     async fn memory_browse(&self, ctx: &CallContext<'_>, a: BrowseArgs) -> Outcome {
-        let limit = check_limit(a.limit, clawboo_store::memory::MAX_BROWSE_LIMIT)?;
+        let limit = check_limit(a.limit, clawboo_memory::MAX_BROWSE_LIMIT)?;
         let scope = read_scope(ctx.binding, a.scope_team_id, a.scope_agent_id);
         let with_procedures = a.include_procedures.unwrap_or(false);
         let answer = blocking(&self.memory, move |m| {
@@ -327,7 +327,7 @@ impl MemoryServer {
 
 #[cfg(test)]
 mod tests {
-    use clawboo_store::Store;
+    use clawboo_store::{Store, StoreConfig};
 
     use super::*;
     use crate::server::ToolSet;
@@ -335,7 +335,8 @@ mod tests {
     #[test]
     fn schemas_match_the_seed_fields() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(Store::open(&dir.path().join("m.db")).unwrap());
+        let config = StoreConfig::default().with_extension(clawboo_memory::EXTENSION);
+        let store = Arc::new(Store::open_with(&dir.path().join("m.db"), config).unwrap());
         let memory = Arc::new(Memory::new(store, None));
         let tools = MemoryServer::new(memory, MemoryConfig::default()).tools();
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();

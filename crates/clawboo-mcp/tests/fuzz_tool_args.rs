@@ -27,11 +27,11 @@ use clawboo_mcp::tasks::{TasksConfig, TasksServer};
 use clawboo_mcp::teamchat::TeamChatServer;
 use clawboo_mcp::tools::{ToolsConfig, ToolsServer};
 use clawboo_mcp::waits::WaitLimit;
-use clawboo_store::Store;
+use clawboo_memory::Memory;
 use clawboo_store::board::{CreatePolicy, NewTask};
 use clawboo_store::broker::BrokerConfig;
-use clawboo_store::memory::Memory;
 use clawboo_store::teams::NewAgent;
+use clawboo_store::{Store, StoreConfig};
 use fuzz_support::{LineSession, arbitrary_json, config};
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
@@ -497,7 +497,8 @@ fn check_call(
 }
 
 fn temp_store(dir: &tempfile::TempDir) -> Arc<Store> {
-    Arc::new(Store::open(&dir.path().join("clawboo.db")).expect("open the store"))
+    let config = StoreConfig::default().with_extension(clawboo_memory::EXTENSION);
+    Arc::new(Store::open_with(&dir.path().join("clawboo.db"), config).expect("open the store"))
 }
 
 /// Ids that exist in `store` (tasks), so some calls get past decoding and reach the rules.

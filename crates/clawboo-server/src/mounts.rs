@@ -12,9 +12,9 @@ use clawboo_mcp::tasks::{TasksConfig, TasksServer};
 use clawboo_mcp::teamchat::TeamChatServer;
 use clawboo_mcp::tools::{ToolsConfig, ToolsServer};
 use clawboo_mcp::waits::WaitLimit;
+use clawboo_memory::Memory;
 use clawboo_store::Store;
 use clawboo_store::broker::{BrokerConfig, Executor};
-use clawboo_store::memory::Memory;
 
 use crate::mcp_http::McpHttpConfig;
 use crate::status::McpMount;

@@ -14,11 +14,11 @@ use axum::http::{Request, StatusCode};
 use clawboo_mcp::attach::{McpServerName, SignedScope, StdioLauncher, mcp_http_url};
 use clawboo_mcp::binding::Binding;
 use clawboo_mcp::signing::ScopeSigner;
+use clawboo_memory::Memory;
 use clawboo_server::mounts::default_mounts;
 use clawboo_server::rate_limit::RateLimitConfig;
 use clawboo_server::{AppState, ServerOptions, app};
-use clawboo_store::memory::Memory;
-use clawboo_store::{DbLocation, Store};
+use clawboo_store::{DbLocation, Store, StoreConfig};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -31,7 +31,8 @@ struct Fixture {
 fn fixture(configure: impl FnOnce(&mut ServerOptions)) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("c.db");
-    let store = Arc::new(Store::open(&db).unwrap());
+    let config = StoreConfig::default().with_extension(clawboo_memory::EXTENSION);
+    let store = Arc::new(Store::open_with(&db, config).unwrap());
     let signer = ScopeSigner::from_store(&store).unwrap();
     let mut options = ServerOptions::new(
         "127.0.0.1:18790".parse().unwrap(),

@@ -10,6 +10,8 @@
 //! truly differ (full-text search, SQLite's `INDEXED BY` hints) a module asks
 //! [`Tx::dialect`] and writes each form.
 //!
+//! Public because the domain crates over the store (memory) write their rules on it too.
+//!
 //! This is hand-written rather than an ORM or `sqlx`: `sqlx`'s SQLite driver links its own
 //! `libsqlite3-sys` beside rusqlite's, and the SQLite backend keeps rusqlite's cached
 //! statements and group commit, which an abstraction over both engines' async drivers
@@ -21,7 +23,7 @@ use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 
 /// Which SQL engine a [`Tx`] runs on, for the few statements written once per engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dialect {
+pub enum Dialect {
     Sqlite,
     Postgres,
 }
@@ -29,7 +31,7 @@ pub(crate) enum Dialect {
 /// One SQL value, borrowed: a parameter to bind or a column of a row being read.
 /// Booleans travel as `Int` (0 or 1) on both engines.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Value<'a> {
+pub enum Value<'a> {
     Null,
     Int(i64),
     Real(f64),
@@ -50,7 +52,8 @@ impl Value<'_> {
 }
 
 /// A Rust value that binds as a statement parameter.
-pub(crate) trait ToValue {
+pub trait ToValue {
+    /// The value as bound.
     fn to_value(&self) -> Value<'_>;
 }
 
@@ -139,7 +142,8 @@ impl ToValue for Value<'_> {
 }
 
 /// A Rust value read from a column.
-pub(crate) trait FromValue: Sized {
+pub trait FromValue: Sized {
+    /// The value read, or why it is not a `Self`.
     fn from_value(value: Value<'_>) -> std::result::Result<Self, String>;
 }
 
@@ -229,14 +233,14 @@ impl<T: FromValue> FromValue for Option<T> {
 }
 
 /// One row of a result, read column by column (0-based).
-pub(crate) trait DbRow {
+pub trait DbRow {
     /// Column `index`'s value; an error when there is no such column.
     fn value(&self, index: usize) -> Result<Value<'_>>;
 }
 
 impl dyn DbRow + '_ {
     /// Column `index` as a `T`; a type mismatch is a backend error naming the column.
-    pub(crate) fn get<T: FromValue>(&self, index: usize) -> Result<T> {
+    pub fn get<T: FromValue>(&self, index: usize) -> Result<T> {
         let value = self.value(index)?;
         T::from_value(value).map_err(|why| {
             StoreError::Backend(BackendError {
@@ -248,13 +252,13 @@ impl dyn DbRow + '_ {
 }
 
 /// The parameters of one statement, bound in order to `?1`, `?2`, ….
-pub(crate) type Params<'p> = &'p [&'p dyn ToValue];
+pub type Params<'p> = &'p [&'p dyn ToValue];
 
 /// What takes the rows of one query of a batch.
 type TakeRow<'a> = Box<dyn FnMut(&dyn DbRow) -> Result<()> + 'a>;
 
 /// One query of a [`Tx::query_batch`]: its statement, parameters, and what takes its rows.
-pub(crate) struct Batched<'a> {
+pub struct Batched<'a> {
     sql: &'a str,
     params: Vec<&'a dyn ToValue>,
     each: TakeRow<'a>,
@@ -289,7 +293,7 @@ impl<'a> Batched<'a> {
 
 /// A connection inside a transaction (or, for reads, a connection whose every statement
 /// sees one committed state): what domain code runs its SQL on.
-pub(crate) trait Tx {
+pub trait Tx {
     /// Which engine this is, for the statements written once per engine.
     fn dialect(&self) -> Dialect;
 
@@ -331,7 +335,7 @@ pub(crate) trait Tx {
 
 impl dyn Tx + '_ {
     /// Every row, each mapped by `f`.
-    pub(crate) fn query_map<T>(
+    pub fn query_map<T>(
         &self,
         sql: &str,
         params: Params<'_>,
@@ -346,7 +350,7 @@ impl dyn Tx + '_ {
     }
 
     /// The first row mapped by `f`, or `None` when there is none.
-    pub(crate) fn query_opt<T>(
+    pub fn query_opt<T>(
         &self,
         sql: &str,
         params: Params<'_>,
@@ -365,7 +369,7 @@ impl dyn Tx + '_ {
 
     /// The first row mapped by `f`; a statement that returns no row is a backend error
     /// (use it where the SQL always returns one, as `SELECT count(*)` does).
-    pub(crate) fn query_one<T>(
+    pub fn query_one<T>(
         &self,
         sql: &str,
         params: Params<'_>,

@@ -22,11 +22,11 @@ mod bell;
 pub mod board;
 pub mod broker;
 pub mod chat;
-mod db;
+pub mod db;
 mod error;
+pub mod extension;
 pub mod inbox;
 pub mod leases;
-pub mod memory;
 mod migrations;
 pub mod normalize;
 mod notices;
@@ -42,7 +42,7 @@ pub mod testing;
 
 pub use bell::BellListener;
 pub use error::{BackendError, BackendErrorKind, CapReason, StoreError};
-pub use store::{Clock, QueuedWrite, SettleWrite, Store, StoreConfig};
+pub use store::{ChangeToken, Clock, QueuedWrite, SettleWrite, Store, StoreConfig};
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = migrations::LATEST;
 
@@ -59,15 +59,16 @@ impl Store {
         Store::open_with(path, StoreConfig::default())
     }
 
-    /// [`Store::open`] with explicit settings. The domain modules that attach work to the
-    /// backend's commits register it here, so the backend itself knows none of them.
+    /// [`Store::open`] with explicit settings. The crates over the store that attach work
+    /// to the backend's commits name it in [`StoreConfig::extensions`], so the backend
+    /// itself knows none of them.
     pub fn open_with(path: &std::path::Path, config: StoreConfig) -> Result<Store, StoreError> {
-        let mut hooks = sqlite::hooks::Hooks::default();
-        memory::register_sqlite_hooks(&mut hooks);
+        let mut hooks = extension::SqliteHooks::default();
+        for extension in &config.extensions {
+            (extension.sqlite_hooks)(&mut hooks);
+        }
         let db = sqlite::SqliteDb::open(path, &config, hooks)?;
-        let store = Store::from_backend(store::Backend::Sqlite(db), &config);
-        store.lease_unleased_claims()?;
-        Ok(store)
+        Store::from_backend(store::Backend::Sqlite(db), &config).opened(&config)
     }
 
     /// Open the store `location` names: a SQLite file (created on first use) or a
@@ -77,17 +78,25 @@ impl Store {
         match location {
             DbLocation::File(path) => Store::open_with(path, config),
             DbLocation::Postgres(url) => {
-                let db = postgres::PgDb::open(
-                    url,
-                    &config,
-                    notices::deliver,
-                    &memory::postgres_session_settings(),
-                )?;
-                let mut store = Store::from_backend(store::Backend::Postgres(db), &config);
-                store.pgvector = memory::prepare_pgvector(&store);
-                store.lease_unleased_claims()?;
-                Ok(store)
+                let session_settings: Vec<(&str, String)> = config
+                    .extensions
+                    .iter()
+                    .flat_map(|extension| (extension.postgres_session_settings)())
+                    .collect();
+                let db = postgres::PgDb::open(url, &config, notices::deliver, &session_settings)?;
+                Store::from_backend(store::Backend::Postgres(db), &config).opened(&config)
             }
         }
+    }
+
+    /// The last step of opening: each extension's [`extension::Extension::opened`], its
+    /// result kept with the store, then the claims made without a lease get one.
+    fn opened(mut self, config: &StoreConfig) -> Result<Store, StoreError> {
+        for extension in &config.extensions {
+            let state = (extension.opened)(&self)?;
+            self.extension_state.push(state);
+        }
+        self.lease_unleased_claims()?;
+        Ok(self)
     }
 }

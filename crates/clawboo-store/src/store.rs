@@ -2,6 +2,7 @@
 //! the data. Each method hands the domain a [`Tx`]; the backend behind it is SQLite (one
 //! file, `sqlite/`) or PostgreSQL (one server for many hosts, `postgres/`).
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use crate::db::Tx;
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
+use crate::extension::{Extension, ExtensionState};
 use crate::postgres::PgDb;
 use crate::sqlite::SqliteDb;
 use crate::sqlite::tx::SqliteTx;
@@ -36,6 +38,8 @@ pub struct StoreConfig {
     pub lease: Option<Duration>,
     /// How many connections a PostgreSQL store keeps open at most (SQLite ignores it).
     pub pg_pool_size: usize,
+    /// The work crates over the store attach to it as it opens (none by default).
+    pub extensions: Vec<Extension>,
 }
 
 impl Default for StoreConfig {
@@ -45,7 +49,16 @@ impl Default for StoreConfig {
             clock: system_clock,
             lease: Some(crate::leases::DEFAULT_LEASE),
             pg_pool_size: 16,
+            extensions: Vec::new(),
         }
+    }
+}
+
+impl StoreConfig {
+    /// These settings with `extension` added to [`StoreConfig::extensions`].
+    pub fn with_extension(mut self, extension: Extension) -> StoreConfig {
+        self.extensions.push(extension);
+        self
     }
 }
 
@@ -59,9 +72,10 @@ pub type SettleWrite = Box<dyn FnOnce(std::result::Result<(), &StoreError>) + Se
 
 /// A value that changes whenever the database may have changed: a commit through this
 /// store or through any other connection (another process included). Caches compare it
-/// to skip reloading when nothing happened; each backend says what it is made of.
+/// to skip reloading when nothing happened; each backend says what it is made of. Public
+/// for the caches kept by crates over the store ([`Store::change_token`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ChangeToken {
+pub struct ChangeToken {
     database: i64,
     local: u64,
 }
@@ -79,8 +93,8 @@ pub(crate) enum Backend {
     Postgres(PgDb),
 }
 
-/// The store: every domain operation (`Store::claim_task`, `Store::memory_save`, …) runs
-/// through it. Cheap to share behind an `Arc`; every method is blocking and must run off
+/// The store: every domain operation (`Store::claim_task`, `Store::create_task`, …) runs
+/// through it, the domain crates over it included. Cheap to share behind an `Arc`; every method is blocking and must run off
 /// the async executor's hot path (`clawboo_mcp::protocol::blocking` says where).
 pub struct Store {
     pub(crate) backend: Backend,
@@ -90,8 +104,8 @@ pub struct Store {
     /// When each (team, agent)'s next call must be recorded (its last-seen time and lease
     /// renewal): most calls fall before it and write nothing.
     seen_due: Mutex<HashMap<(Option<String>, String), i64>>,
-    /// PostgreSQL with pgvector enabled: the extension's version.
-    pub(crate) pgvector: Option<String>,
+    /// What each of [`StoreConfig::extensions`] kept at open, in their order.
+    pub(crate) extension_state: Vec<ExtensionState>,
 }
 
 impl std::fmt::Debug for Store {
@@ -123,7 +137,7 @@ impl Store {
                 .filter(|lease| !lease.is_zero())
                 .map(|lease| i64::try_from(lease.as_millis()).unwrap_or(i64::MAX)),
             seen_due: Mutex::new(HashMap::new()),
-            pgvector: None,
+            extension_state: Vec::new(),
         }
     }
 
@@ -135,16 +149,12 @@ impl Store {
         }
     }
 
-    /// How memory's vector search finds the nearest facts on this store.
-    pub fn vector_search(&self) -> crate::memory::VectorSearchPath {
-        use crate::memory::VectorSearchPath;
-        match (&self.backend, &self.pgvector) {
-            (Backend::Sqlite(_), _) => VectorSearchPath::InProcess,
-            (Backend::Postgres(_), Some(version)) => VectorSearchPath::PgvectorHnsw {
-                version: version.clone(),
-            },
-            (Backend::Postgres(_), None) => VectorSearchPath::ExactScan,
-        }
+    /// The state of type `T` an extension kept when this store opened
+    /// ([`crate::extension::Extension::opened`]); `None` when none of that type was kept.
+    pub fn extension_state<T: Any>(&self) -> Option<&T> {
+        self.extension_state
+            .iter()
+            .find_map(|state| state.downcast_ref::<T>())
     }
 
     /// The SQLite file this store writes; `None` on PostgreSQL.
@@ -173,8 +183,8 @@ impl Store {
     /// Run `f` inside one write transaction: committed when `f` returns `Ok`, rolled back
     /// otherwise. Every read-modify-write of a domain rule runs here. A write inside a
     /// write on the same thread joins it (as a savepoint, so a failing inner write still
-    /// changes nothing).
-    pub(crate) fn write<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
+    /// changes nothing). Public for the domain crates over the store (memory).
+    pub fn write<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
     where
         E: From<StoreError>,
     {
@@ -186,8 +196,8 @@ impl Store {
 
     /// Run read-only `f`; each statement sees a committed state (and, inside a write on
     /// this thread, that write's own changes). Use [`Store::snapshot`] when several
-    /// statements must agree.
-    pub(crate) fn read<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
+    /// statements must agree. Public for the domain crates over the store (memory).
+    pub fn read<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
     where
         E: From<StoreError>,
     {
@@ -198,7 +208,8 @@ impl Store {
     }
 
     /// Run read-only `f` in one read transaction, so every statement sees one snapshot.
-    pub(crate) fn snapshot<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
+    /// Public for the domain crates over the store (memory).
+    pub fn snapshot<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
     where
         E: From<StoreError>,
     {
@@ -254,8 +265,9 @@ impl Store {
     }
 
     /// [`Store::snapshot`] for a read that takes long, on a SQLite read-only connection
-    /// (kept off the writer's), for SQLite-only work.
-    pub(crate) fn long_snapshot_sqlite<T, E>(
+    /// (kept off the writer's), for SQLite-only work. Public for the crates over the
+    /// store that read SQLite itself (memory reads FTS5's index whole).
+    pub fn long_snapshot_sqlite<T, E>(
         &self,
         f: impl FnOnce(&rusqlite::Connection) -> Result<T, E>,
     ) -> Result<T, E>
@@ -268,8 +280,6 @@ impl Store {
         }
     }
 
-    /// The current [`ChangeToken`]: read it before loading what a cache holds, compare it
-    /// before trusting the cache again.
     /// The SQLite backend, for its own tests.
     #[cfg(test)]
     pub(crate) fn sqlite_db(&self) -> Option<&SqliteDb> {
@@ -279,10 +289,12 @@ impl Store {
         }
     }
 
-    /// The token the in-process caches of memory search are checked against. Those exist on
-    /// SQLite only: on PostgreSQL searches read the database, and no write pays to keep a
-    /// token (migration 0001's `clawboo_changes` is no longer written), so asking is a bug.
-    pub(crate) fn change_token(&self) -> Result<ChangeToken> {
+    /// The current [`ChangeToken`]: read it before loading what a cache holds, compare it
+    /// before trusting the cache again. The in-process caches of memory search are checked
+    /// against it. Those exist on SQLite only: on PostgreSQL searches read the database,
+    /// and no write pays to keep a token (migration 0001's `clawboo_changes` is no longer
+    /// written), so asking is a bug.
+    pub fn change_token(&self) -> Result<ChangeToken> {
         match &self.backend {
             Backend::Sqlite(db) => db.change_token(),
             Backend::Postgres(_) => Err(StoreError::Backend(BackendError {
@@ -292,8 +304,9 @@ impl Store {
         }
     }
 
-    /// Run the backend's idle work (SQLite's full-text index merge) to its end now.
-    pub(crate) fn run_idle_work(&self) -> Result<()> {
+    /// Run the backend's idle work (the [`crate::extension::IdleStep`]s extensions
+    /// registered) to its end now, for whoever must not wait for the store to be idle.
+    pub fn run_idle_work(&self) -> Result<()> {
         match &self.backend {
             Backend::Sqlite(db) => db.run_idle_work(),
             Backend::Postgres(_) => Ok(()),

@@ -4,9 +4,9 @@
 //! behind the `testing` feature for integration tests elsewhere. The server URL must not
 //! ask for TLS (the database is created over a plain connection).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use crate::{DbLocation, Store, StoreConfig, StoreError};
+use crate::{DbLocation, QueuedWrite, Store, StoreConfig, StoreError};
 
 /// The server the PostgreSQL tests run on (test.sh starts a throwaway cluster).
 pub const POSTGRES_URL_ENV: &str = "CLAWBOO_TEST_POSTGRES_URL";
@@ -176,6 +176,34 @@ impl Drop for TestStore {
             }
         }
     }
+}
+
+/// What a queued write reported ([`queue`]): its own result, or the group's failure.
+pub type Outcome<T> = Arc<Mutex<Option<Result<T, String>>>>;
+
+/// Queue `op` for the next group commit ([`Store::queue_write`]); its outcome lands in the
+/// returned slot once its group settled it. For tests of what a group commit does to the
+/// writes in it, here and in the crates over the store.
+pub fn queue<T: Send + 'static>(
+    store: &Store,
+    op: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+) -> Outcome<T> {
+    let slot: Outcome<T> = Arc::new(Mutex::new(None));
+    let settled = Arc::clone(&slot);
+    let write: QueuedWrite = Box::new(move |store| {
+        let result = op(store).map_err(|e| e.to_string());
+        Box::new(move |group| {
+            let outcome = group.map_err(|e| format!("group failed: {e}")).and(result);
+            *settled.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
+        })
+    });
+    store.queue_write(write);
+    slot
+}
+
+/// The outcome [`queue`]'s slot holds, taken out; `None` while its group is unsettled.
+pub fn taken<T>(slot: &Outcome<T>) -> Option<Result<T, String>> {
+    slot.lock().unwrap_or_else(|p| p.into_inner()).take()
 }
 
 #[test]

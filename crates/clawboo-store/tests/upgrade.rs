@@ -1,61 +1,20 @@
 //! Upgrade safety: a database made by every earlier schema version (the fixtures in
 //! `tests/fixtures/upgrade`, see its README) opens with the current store, migrates to the
-//! latest version with its data intact, and the current code works on it.
+//! latest version with its data intact, and the current code works on it. Memory's facts
+//! and procedures are checked by `crates/clawboo-memory/tests/upgrade.rs`, on the same
+//! fixtures.
 #![allow(clippy::unwrap_used)]
 
 mod upgrade_data;
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use clawboo_embed::HashedEmbedder;
 use clawboo_store::board::{CreatePolicy, NewTask, Scope, Status, TaskFilter};
 use clawboo_store::broker::{Broker, BrokerConfig, Caller, Executor, Invocation, Output, Subject};
 use clawboo_store::chat::{ChatQuery, PostKind};
-use clawboo_store::memory::{Memory, NewFact, NewProcedure, ScopeFilter, SearchMode, TeamFilter};
 use clawboo_store::{SCHEMA_VERSION, Store, StoreError};
 use rusqlite::Connection;
 use upgrade_data::*;
-
-fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upgrade")
-}
-
-/// Every fixture, by the schema version that made it.
-fn fixtures() -> Vec<(i64, PathBuf)> {
-    let mut found: Vec<(i64, PathBuf)> = std::fs::read_dir(fixture_dir())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter_map(|p| {
-            let name = p.file_name()?.to_str()?;
-            let version = name.strip_prefix('v')?.strip_suffix(".db")?.parse().ok()?;
-            Some((version, p))
-        })
-        .collect();
-    found.sort();
-    found
-}
-
-fn user_version(conn: &Connection) -> i64 {
-    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap()
-}
-
-fn assert_sound(path: &Path) {
-    let conn = Connection::open(path).unwrap();
-    let integrity: String = conn
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(integrity, "ok");
-    let mut stmt = conn.prepare("PRAGMA foreign_key_check").unwrap();
-    let violations = stmt.query_map([], |_| Ok(())).unwrap().count();
-    assert_eq!(violations, 0, "foreign key violations");
-    conn.execute(
-        "INSERT INTO memory_facts_fts(memory_facts_fts) VALUES ('integrity-check')",
-        [],
-    )
-    .unwrap();
-}
 
 #[test]
 fn there_is_a_fixture_for_every_earlier_schema_version() {
@@ -75,25 +34,11 @@ fn every_fixture_migrates_with_its_data_intact_and_the_current_code_works_on_it(
     assert!(!all.is_empty());
     for (version, fixture) in all {
         let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("clawboo.db");
-        std::fs::copy(&fixture, &db).unwrap();
-        assert_eq!(
-            user_version(&Connection::open(&db).unwrap()),
-            version,
-            "{}",
-            fixture.display()
-        );
-        let store = Arc::new(Store::open(&db).unwrap());
-        assert_eq!(
-            user_version(&Connection::open(&db).unwrap()),
-            SCHEMA_VERSION
-        );
-        assert_sound(&db);
+        let (db, store) = open_migrated(dir.path(), &fixture, version, |db| {
+            Arc::new(Store::open(db).unwrap())
+        });
 
         board_is_intact(&store, version);
-        if version >= 2 {
-            memory_is_intact(&store, version);
-        }
         if version >= 3 {
             chat_is_intact(&store);
         }
@@ -102,17 +47,10 @@ fn every_fixture_migrates_with_its_data_intact_and_the_current_code_works_on_it(
         }
 
         board_works(&store);
-        memory_works(&store, version);
         chat_works(&store, version);
         tools_work(&store, version);
         drop(store);
-        assert_sound(&db);
-        // Reopening a migrated file changes nothing.
-        drop(Store::open(&db).unwrap());
-        assert_eq!(
-            user_version(&Connection::open(&db).unwrap()),
-            SCHEMA_VERSION
-        );
+        reopens_unchanged(&db, |db| Store::open(db).unwrap());
     }
 }
 
@@ -207,6 +145,12 @@ fn board_is_intact(store: &Store, version: i64) {
         .map(|a| a.name)
         .collect();
     assert_eq!(names, ["alice", "bob"]);
+    // A last call recorded under schema 11 is the agent's presence on its team since
+    // migration 13 (liveness per team and agent).
+    let seen = store.agents_seen(Some(TEAM_ALPHA)).unwrap();
+    let alice = seen.iter().find(|a| a.id == AGENT_ALICE).unwrap();
+    let expected = (version >= 11).then_some(T0 + 800);
+    assert_eq!(alice.last_seen_at, expected, "{seen:?}");
     assert_eq!(
         store.setting(SECRET_KEY).unwrap().as_deref(),
         Some(SECRET_VALUE)
@@ -270,93 +214,6 @@ fn board_works(store: &Store) {
         store.link_task(CLAIMED, GRANDCHILD, Scope::ALL),
         Ok(())
     ));
-}
-
-fn memory_is_intact(store: &Arc<Store>, version: i64) {
-    let memory = Memory::new(store.clone(), Some(Arc::new(HashedEmbedder::default())));
-    let everything = ScopeFilter::default();
-    let facts = if version >= 5 { 4 } else { 3 };
-    assert_eq!(memory.browse(&everything, 50).unwrap().len(), facts);
-    if version >= 5 {
-        // Left unindexed by plain SQL under schema 5; opening the store indexed it, and a
-        // search in its team's scope finds it (the scope test reads migration 6's index).
-        let found_in = |team: &str| -> Vec<String> {
-            let scope = ScopeFilter {
-                team: TeamFilter::TeamOrGlobal(team.into()),
-                ..ScopeFilter::default()
-            };
-            let outcome = memory
-                .search("zanzibar train", Some(SearchMode::Fts), &scope, 10)
-                .unwrap();
-            outcome.hits.into_iter().map(|h| h.fact.id).collect()
-        };
-        assert_eq!(found_in(TEAM_BETA), [FACT_PENDING]);
-        assert!(found_in(TEAM_ALPHA).is_empty());
-    }
-    let team_fact = memory.get_fact(FACT_TEAM, &everything).unwrap().unwrap();
-    assert_eq!(team_fact.content, FACT_TEAM_CONTENT);
-    assert_eq!(team_fact.tags, ["infra"]);
-    assert_eq!(team_fact.team_id.as_deref(), Some(TEAM_ALPHA));
-    let agent_fact = memory.get_fact(FACT_AGENT, &everything).unwrap().unwrap();
-    assert_eq!(agent_fact.agent_id.as_deref(), Some(AGENT_ALICE));
-    assert_eq!(agent_fact.tenant_id.as_deref(), Some("tenant-1"));
-
-    // The full-text index written by the old triggers still answers.
-    let fts = memory
-        .search("kubernetes cluster", Some(SearchMode::Fts), &everything, 10)
-        .unwrap();
-    assert_eq!(fts.hits[0].fact.id, FACT_TEAM);
-    // The stored vector is still read and compared.
-    let vector = memory
-        .search(
-            "blue-green deploy switch",
-            Some(SearchMode::Vector),
-            &everything,
-            10,
-        )
-        .unwrap();
-    assert_eq!(vector.mode, SearchMode::Vector);
-    assert_eq!(vector.hits[0].fact.id, FACT_EMBEDDED);
-
-    let versions: Vec<(String, i64)> = memory
-        .procedure_versions(PROCEDURE_NAME, &everything)
-        .unwrap()
-        .into_iter()
-        .map(|p| (p.id, p.version))
-        .collect();
-    assert_eq!(
-        versions,
-        [(PROCEDURE_V1.to_owned(), 1), (PROCEDURE_V2.to_owned(), 2)]
-    );
-}
-
-fn memory_works(store: &Arc<Store>, version: i64) {
-    let memory = Memory::new(store.clone(), Some(Arc::new(HashedEmbedder::default())));
-    let saved = memory
-        .save_fact(NewFact {
-            title: "Upgrades keep data".into(),
-            content: "a migrated database accepts new zeppelin facts".into(),
-            tags: vec!["upgrade".into()],
-            team_id: Some(TEAM_ALPHA.into()),
-            ..NewFact::default()
-        })
-        .unwrap();
-    let everything = ScopeFilter::default();
-    let found = memory
-        .search("zeppelin", Some(SearchMode::Fts), &everything, 10)
-        .unwrap();
-    assert_eq!(found.hits.len(), 1);
-    assert_eq!(found.hits[0].fact.id, saved.id);
-    let procedure = memory
-        .save_procedure(NewProcedure {
-            name: PROCEDURE_NAME.into(),
-            content: "1. build\n2. smoke test\n3. deploy\n4. announce".into(),
-            team_id: Some(TEAM_ALPHA.into()),
-            ..NewProcedure::default()
-        })
-        .unwrap();
-    let expected = if version >= 2 { 3 } else { 1 };
-    assert_eq!(procedure.version, expected);
 }
 
 fn chat_is_intact(store: &Store) {
@@ -445,6 +302,15 @@ fn tools_are_intact(store: &Arc<Store>, version: i64) {
     assert_eq!(
         audit[0].result_text.as_deref(),
         Some("would delete /tmp/build")
+    );
+    // Rows written under schema 12 say who decided.
+    let decided = store.tool_audit(Some("echo"), 10).unwrap();
+    assert_eq!(decided.len(), if version >= 12 { 2 } else { 0 });
+    assert!(
+        decided
+            .iter()
+            .all(|row| row.call_id == DECIDED_CALL && row.decided_by.as_deref() == Some("policy")),
+        "{decided:?}"
     );
     let conn = Connection::open(store.path().expect("a SQLite store")).unwrap();
     // A grant keyed by agent alone cannot say which team it was for: migration 10 drops it;

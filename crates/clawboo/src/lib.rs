@@ -48,10 +48,12 @@ pub fn open_db(db: Option<&Path>, default_pool: usize) -> anyhow::Result<Arc<Sto
 /// PostgreSQL, a pool of `CLAWBOO_PG_POOL` connections (else `default_pool`) and the
 /// password libpq would use when the URL has none (`PGPASSWORD` or `~/.pgpass`).
 pub fn open_store(location: &DbLocation, default_pool: usize) -> anyhow::Result<Arc<Store>> {
+    // Memory's upkeep runs on every store a binary opens, whichever server it serves.
     let mut config = StoreConfig {
         lease: clawboo_store::leases::lease_from_env()?,
         ..StoreConfig::default()
-    };
+    }
+    .with_extension(clawboo_memory::EXTENSION);
     if location.is_postgres() {
         config.pg_pool_size = pg_pool_size(default_pool)?;
     }
@@ -79,7 +81,7 @@ fn pg_pool_size(default: usize) -> anyhow::Result<usize> {
 /// Shared memory over `store` with the embedder the environment selects
 /// (`CLAWBOO_EMBEDDINGS`, else MiniLM, Ollama, OpenAI, built-in). A configuration that
 /// cannot be honoured is logged and memory runs without vectors (full-text search).
-pub fn open_memory(store: Arc<Store>) -> Arc<clawboo_store::memory::Memory> {
+pub fn open_memory(store: Arc<Store>) -> Arc<clawboo_memory::Memory> {
     let embedder = clawboo_embed::select::EmbedConfig::from_env()
         .and_then(|config| clawboo_embed::select::select(&config));
     let embedder = match embedder {
@@ -93,5 +95,5 @@ pub fn open_memory(store: Arc<Store>) -> Arc<clawboo_store::memory::Memory> {
             None
         }
     };
-    Arc::new(clawboo_store::memory::Memory::new(store, embedder))
+    Arc::new(clawboo_memory::Memory::new(store, embedder))
 }

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Args;
 use clawboo_mcp::signing::ScopeSigner;
+use clawboo_memory::VectorSearchPath;
 use clawboo_server::mounts::default_mounts;
 use clawboo_server::{ALLOW_INSECURE_ENV, AppState, ServerOptions, check_exposure};
 use clawboo_store::DbLocation;
-use clawboo_store::memory::VectorSearchPath;
 
 /// Flags of `clawboo serve`.
 #[derive(Debug, Clone, Args)]

@@ -3,7 +3,7 @@
 use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
-use clawboo_store::memory::{ScopeFilter, SearchMode, TeamFilter};
+use clawboo_memory::{ScopeFilter, SearchMode, TeamFilter};
 use serde::Deserialize;
 use serde_json::{Value, json};
 

@@ -25,8 +25,8 @@ pub(super) const INLINE_CHECKPOINT_PAGES: u32 = 4_000;
 /// milliseconds (see docs/BENCHMARKS.md). The checkpoint is PASSIVE: it never waits for,
 /// nor blocks, readers or writers of any process.
 ///
-/// The same thread runs the registered idle work ([`Hooks::when_idle`]; memory merges its
-/// full-text index) once this store has committed nothing for a whole round
+/// The same thread runs the registered idle work ([`Hooks::when_idle`], such as a
+/// full-text index merge) once this store has committed nothing for a whole round
 /// ([`IDLE_ROUND`]) after commits that left some, a bounded step at a time, stopping as
 /// soon as this store commits again: no write ever waits for the whole of it.
 pub(super) struct Checkpointer {

@@ -1,5 +1,6 @@
-//! Work other modules attach to the SQLite backend's transactions, so the backend runs it
-//! without knowing what it is (memory's full-text index registers here).
+//! Work other crates attach to the SQLite backend's transactions
+//! ([`crate::extension::Extension::sqlite_hooks`]), so the backend runs it without knowing
+//! what it is.
 
 use rusqlite::Connection;
 
@@ -8,7 +9,7 @@ use crate::error::Result;
 /// Work run inside every write transaction just before its `COMMIT` (a group commit's once
 /// for all its writes), and once when the store opens for work left by plain SQL.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct PreCommitHook {
+pub struct PreCommitHook {
     /// Whether anything waits for [`PreCommitHook::run`]; read outside a write transaction
     /// at open, so opening takes no write lock when nothing waits.
     pub pending: fn(&Connection) -> Result<bool>,
@@ -18,24 +19,24 @@ pub(crate) struct PreCommitHook {
 
 /// Work run once the store is idle after commits whose pre-commit work left some, one
 /// bounded step per short transaction; a step returns `true` while more remains.
-pub(crate) type IdleStep = fn(&Connection) -> Result<bool>;
+pub type IdleStep = fn(&Connection) -> Result<bool>;
 
-/// The hooks a store runs, registered where the store is opened.
+/// The hooks a store runs, registered by its extensions as it opens.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Hooks {
+pub struct Hooks {
     pre_commit: Vec<PreCommitHook>,
     idle: Vec<IdleStep>,
 }
 
 impl Hooks {
     /// Run `hook` before every commit.
-    pub(crate) fn before_commit(&mut self, hook: PreCommitHook) -> &mut Hooks {
+    pub fn before_commit(&mut self, hook: PreCommitHook) -> &mut Hooks {
         self.pre_commit.push(hook);
         self
     }
 
     /// Run `step` (until it reports nothing left) when the store is idle.
-    pub(crate) fn when_idle(&mut self, step: IdleStep) -> &mut Hooks {
+    pub fn when_idle(&mut self, step: IdleStep) -> &mut Hooks {
         self.idle.push(step);
         self
     }

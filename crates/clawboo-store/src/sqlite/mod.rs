@@ -105,12 +105,12 @@ pub(crate) struct SqliteDb {
     readers: Readers,
 }
 
-/// Where the memory caches have long imported the token from.
-pub(crate) use crate::store::ChangeToken;
+use crate::store::ChangeToken;
 
 impl SqliteDb {
     /// Open (creating when missing) the SQLite file at `path`, apply pending migrations and
-    /// run `hooks`' pre-commit work left by plain SQL ([`Store::open_with`] registers them).
+    /// run `hooks`' pre-commit work left by plain SQL (the extensions [`Store::open_with`]
+    /// is given register them).
     pub(crate) fn open(path: &Path, config: &StoreConfig, hooks: Hooks) -> Result<SqliteDb> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)?;

@@ -1,5 +1,7 @@
 //! The data the upgrade fixtures hold, shared by the generator
-//! (`examples/make_upgrade_fixture.rs`) and the test that checks it (`tests/upgrade.rs`).
+//! (`examples/make_upgrade_fixture.rs`) and the tests that check it (`tests/upgrade.rs`,
+//! and memory's, `crates/clawboo-memory/tests/upgrade.rs`), with how those tests find the
+//! fixtures and check a migrated file.
 //!
 //! [`insert`] writes, with raw SQL as the code of that time did, the rows of the tables a
 //! migration introduced. A fixture for schema version N holds the data of versions 1..=N.
@@ -9,6 +11,87 @@
 
 use clawboo_embed::{Embedder, HashedEmbedder};
 use rusqlite::{Connection, params};
+use std::path::{Path, PathBuf};
+
+/// The fixtures' folder, from the store's tests or another crate's.
+pub fn fixture_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../clawboo-store/tests/fixtures/upgrade")
+}
+
+/// Every fixture, by the schema version that made it.
+pub fn fixtures() -> Vec<(i64, PathBuf)> {
+    let mut found: Vec<(i64, PathBuf)> = std::fs::read_dir(fixture_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?;
+            let version = name.strip_prefix('v')?.strip_suffix(".db")?.parse().ok()?;
+            Some((version, p))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// The schema version a SQLite file reports.
+pub fn user_version(conn: &Connection) -> i64 {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// The file passes SQLite's integrity and foreign-key checks and FTS5's own.
+pub fn assert_sound(path: &Path) {
+    let conn = Connection::open(path).unwrap();
+    let integrity: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(integrity, "ok");
+    let mut stmt = conn.prepare("PRAGMA foreign_key_check").unwrap();
+    let violations = stmt.query_map([], |_| Ok(())).unwrap().count();
+    assert_eq!(violations, 0, "foreign key violations");
+    conn.execute(
+        "INSERT INTO memory_facts_fts(memory_facts_fts) VALUES ('integrity-check')",
+        [],
+    )
+    .unwrap();
+}
+
+/// `fixture` (made by schema `version`) copied into `dir` and opened with `open`: the
+/// copy's path and the store, the copy checked to be of `version` before and of the latest
+/// version after, and sound.
+pub fn open_migrated<S>(
+    dir: &Path,
+    fixture: &Path,
+    version: i64,
+    open: impl Fn(&Path) -> S,
+) -> (PathBuf, S) {
+    let db = dir.join("clawboo.db");
+    std::fs::copy(fixture, &db).unwrap();
+    assert_eq!(
+        user_version(&Connection::open(&db).unwrap()),
+        version,
+        "{}",
+        fixture.display()
+    );
+    let store = open(&db);
+    assert_eq!(
+        user_version(&Connection::open(&db).unwrap()),
+        clawboo_store::SCHEMA_VERSION
+    );
+    assert_sound(&db);
+    (db, store)
+}
+
+/// Once its store is dropped, the migrated file at `db` is still sound, and reopening it
+/// with `open` changes nothing.
+pub fn reopens_unchanged<S>(db: &Path, open: impl Fn(&Path) -> S) {
+    assert_sound(db);
+    drop(open(db));
+    assert_eq!(
+        user_version(&Connection::open(db).unwrap()),
+        clawboo_store::SCHEMA_VERSION
+    );
+}
 
 /// When the fixture rows were written (June 2024, far outside any rate window).
 pub const T0: i64 = 1_719_000_000_000;
@@ -101,6 +184,7 @@ pub fn insert(conn: &Connection, version: i64) {
         6..=9 => {}
         10 => grant_per_identity(conn),
         11 => leased_claim(conn),
+        12 => decided_call(conn),
         other => panic!("no fixture data for schema version {other}: add it here"),
     }
 }
@@ -422,6 +506,39 @@ fn leased_claim(conn: &Connection) {
         params![AGENT_ALICE, T0 + 800],
     )
     .unwrap();
+}
+
+/// An `echo` call of schema 12, its two audit rows saying who decided it.
+pub const DECIDED_CALL: &str = "call-12";
+
+fn decided_call(conn: &Connection) {
+    for (i, (phase, decision, result)) in [
+        ("before", "allow", None),
+        ("after", "executed", Some("hello")),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        conn.execute(
+            "INSERT INTO tool_call_audit(id, call_id, phase, tool_name, agent_id, team_id, decision,
+                 reason, observations, args_json, result_text, is_error, approval_id, created_at,
+                 decided_by)
+             VALUES (?1, ?2, ?3, 'echo', ?4, ?5, ?6, NULL, '[]', '{\"message\":\"hello\"}',
+                 ?7, ?8, NULL, ?9, 'policy')",
+            params![
+                format!("01903a5c-0000-7000-8000-0000000012{i:02x}"),
+                DECIDED_CALL,
+                phase,
+                AGENT_ALICE,
+                TEAM_ALPHA,
+                decision,
+                result,
+                result.map(|_| 0),
+                T0 + 900 + i as i64
+            ],
+        )
+        .unwrap();
+    }
 }
 
 fn grant_per_identity(conn: &Connection) {

@@ -4,35 +4,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::board::{CreatePolicy, NewTask, Status, TaskFilter};
+use crate::testing::{queue, taken};
 use crate::{QueuedWrite, Store, StoreError};
-
-/// What a queued write reported: its own result, or the group's failure.
-type Outcome<T> = Arc<Mutex<Option<Result<T, String>>>>;
-
-/// Queue `op`; its outcome lands in the returned slot once its group settled it.
-fn queue<T: Send + 'static>(
-    store: &Store,
-    op: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
-) -> Outcome<T> {
-    let slot: Outcome<T> = Arc::new(Mutex::new(None));
-    let settled = Arc::clone(&slot);
-    let write: QueuedWrite = Box::new(move |store| {
-        let result = op(store).map_err(|e| e.to_string());
-        Box::new(move |group| {
-            let outcome = group.map_err(|e| format!("group failed: {e}")).and(result);
-            *settled.lock().unwrap() = Some(outcome);
-        })
-    });
-    store.queue_write(write);
-    slot
-}
-
-fn taken<T>(slot: &Outcome<T>) -> Option<Result<T, String>> {
-    slot.lock().unwrap().take()
-}
 
 fn open() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
@@ -194,80 +170,4 @@ fn exactly_one_caller_is_told_to_drain_until_the_queue_is_empty() {
         store.queue_write(noop()),
         "after a drain found the queue empty, the next writer drains again"
     );
-}
-
-#[test]
-fn facts_of_a_group_are_all_indexed_at_its_commit_and_a_failed_one_nowhere() {
-    use crate::memory::{Memory, NewFact, ScopeFilter};
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("facts.db");
-    let store = Arc::new(Store::open(&path).unwrap());
-    let memory = Memory::new(Arc::clone(&store), None);
-    let prepared = |title: &str| {
-        memory
-            .prepare_fact(NewFact {
-                title: title.into(),
-                content: format!("{title} runs nightly"),
-                ..NewFact::default()
-            })
-            .unwrap()
-    };
-    let saved: Vec<_> = ["alpha", "beta", "gamma"]
-        .into_iter()
-        .map(|title| {
-            let fact = prepared(title);
-            queue(&store, move |s| fact.insert(s))
-        })
-        .collect();
-    let doomed = prepared("delta");
-    let failed = queue(&store, move |s| -> Result<(), StoreError> {
-        s.write_sqlite(|_| {
-            doomed.insert(s)?;
-            Err(StoreError::Conflict)
-        })
-    });
-    store.run_queued_writes();
-    assert!(saved.iter().all(|slot| taken(slot).unwrap().is_ok()));
-    assert!(taken(&failed).unwrap().is_err());
-
-    let titles = |query: &str| -> Vec<String> {
-        memory
-            .search(query, None, &ScopeFilter::default(), 10)
-            .unwrap()
-            .hits
-            .into_iter()
-            .map(|hit| hit.fact.title)
-            .collect()
-    };
-    assert_eq!(titles("nightly").len(), 3);
-    assert_eq!(titles("beta"), ["beta"]);
-    assert!(titles("delta").is_empty());
-    drop(memory);
-    drop(store);
-
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let waiting: i64 = conn
-        .query_row("SELECT count(*) FROM memory_facts_fts_pending", [], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    assert_eq!(waiting, 0, "nothing waits to be indexed after a commit");
-    conn.execute(
-        "INSERT INTO memory_facts_fts(memory_facts_fts) VALUES ('integrity-check')",
-        [],
-    )
-    .unwrap();
-    // A fact written around the store (plain SQL) waits until the next open indexes it.
-    conn.execute(
-        "INSERT INTO memory_facts(id, title, content, created_at) VALUES ('f', 'epsilon', 'x', 0)",
-        [],
-    )
-    .unwrap();
-    drop(conn);
-    let store = Arc::new(Store::open(&path).unwrap());
-    let memory = Memory::new(store, None);
-    let found = memory
-        .search("epsilon", None, &ScopeFilter::default(), 10)
-        .unwrap();
-    assert_eq!(found.hits.len(), 1);
 }

@@ -1,6 +1,6 @@
 //! What memory's full-text search needs from SQLite itself: the upkeep of the FTS5 index
 //! (indexing the facts a transaction wrote just before it commits, merging segments when
-//! the store is idle, both registered in [`crate::sqlite::hooks`]), ranking by FTS5's own
+//! the store is idle, both registered through [`crate::EXTENSION`]), ranking by FTS5's own
 //! `bm25()`, and reading FTS5's own index whole for the in-memory one (`fulltext`).
 //! Everything here that names rusqlite stays here.
 
@@ -9,10 +9,10 @@ use rusqlite::Connection;
 use super::search::{COLUMN_WEIGHTS, ScopeKey, fts_query};
 use super::terms::{Posting, Postings};
 use super::{FACT_COLUMNS, Fact, ScopeFilter, fact_from_row};
-use crate::Store;
-use crate::db::{ToValue, Tx};
-use crate::error::Result;
-use crate::sqlite::hooks::{Hooks, PreCommitHook};
+use crate::Result;
+use clawboo_store::Store;
+use clawboo_store::db::{ToValue, Tx};
+use clawboo_store::extension::{PreCommitHook, SqliteHooks};
 
 /// Index the facts this transaction wrote, in one statement. `memory_facts`' insert
 /// trigger only notes a new fact in `memory_facts_fts_pending` (migration 0005: FTS5 would
@@ -65,7 +65,7 @@ fn has_pending_facts(conn: &Connection) -> Result<bool> {
 /// Attach memory's work to the SQLite backend's transactions (called where the store is
 /// opened): index the noted facts before every commit, merge the full-text index when the
 /// store is idle after commits that indexed some.
-pub(crate) fn register_sqlite_hooks(hooks: &mut Hooks) {
+pub(crate) fn register_sqlite_hooks(hooks: &mut SqliteHooks) {
     hooks
         .before_commit(PreCommitHook {
             pending: has_pending_facts,
@@ -74,12 +74,10 @@ pub(crate) fn register_sqlite_hooks(hooks: &mut Hooks) {
         .when_idle(merge_fts_step);
 }
 
-impl Store {
-    /// Merge the full-text index into one segment now, a bounded step per transaction
-    /// (what the store does by itself once idle after writing facts).
-    pub fn merge_search_index(&self) -> Result<()> {
-        self.run_idle_work()
-    }
+/// Merge `store`'s full-text index into one segment now, a bounded step per transaction
+/// (what the store does by itself once idle after writing facts).
+pub fn merge_search_index(store: &Store) -> Result<()> {
+    store.run_idle_work()
 }
 
 /// The best `k` matches of `words` (one FTS5 phrase each) in `scope` by FTS5's own bm25

@@ -10,10 +10,11 @@ use super::{
     MAX_PROCEDURE_NAME_CHARS, Memory, ScopeFilter, check_len, check_limit, clean_content,
     clean_tags, params_with,
 };
-use crate::db::{DbRow, Tx};
-use crate::error::{Result, StoreError};
-use crate::new_id;
-use crate::scrub::scrub_text;
+use crate::Result;
+use clawboo_store::StoreError;
+use clawboo_store::db::{DbRow, Tx};
+use clawboo_store::new_id;
+use clawboo_store::scrub::scrub_text;
 
 /// One version of a procedure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -18,9 +18,10 @@ use super::{
     FACT_COLUMNS, Fact, MAX_SEARCH_LIMIT, Memory, ScopeFilter, blob_to_vector, check_len,
     check_limit, fact_from_row, params_with, pg_fts, pgvector, read_vector_into, sqlite_fts, terms,
 };
-use crate::db::{Dialect, ToValue, Tx, Value};
-use crate::error::{Result, StoreError};
-use crate::sqlite::ChangeToken;
+use crate::Result;
+use clawboo_store::ChangeToken;
+use clawboo_store::StoreError;
+use clawboo_store::db::{Dialect, ToValue, Tx, Value};
 
 /// bm25's column weights (title, content, tags): a title match weighs double.
 pub(super) const COLUMN_WEIGHTS: [u32; 3] = [2, 1, 1];
@@ -394,7 +395,7 @@ impl Memory {
     /// Search facts in `scope`. `mode` `None` uses [`Memory::default_mode`]; vector and
     /// hybrid fall back to full text when there is no embedder or embedding the query
     /// fails (the outcome's `mode` says which ran). `limit` must be 1..=100. Not for use
-    /// inside a [`crate::Store::write`]: a hybrid search reads on a second thread, which
+    /// inside a [`clawboo_store::Store::write`]: a hybrid search reads on a second thread, which
     /// cannot share that write's connection (on an in-memory store it would wait for it
     /// forever).
     pub fn search(
@@ -680,7 +681,7 @@ impl Memory {
     /// Whether pgvector's HNSW index serves vectors of `dim` (made sure of once per
     /// process, for the embedder's dimension).
     pub(super) fn has_vector_index(&self, dim: usize) -> Result<bool> {
-        if self.store.pgvector.is_none() {
+        if !super::uses_pgvector(&self.store) {
             return Ok(false);
         }
         if let Some(ready) = self.vector_index.get() {

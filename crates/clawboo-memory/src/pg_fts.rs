@@ -3,7 +3,7 @@
 //! with FTS5's formula, constants and order of additions, so facts rank exactly as SQLite
 //! ranks them.
 //!
-//! The terms are FTS5's own, made by the store's port of its tokenizer ([`super::terms`]).
+//! The terms are FTS5's own, made by memory's port of its tokenizer ([`super::terms`]).
 //! A query word is one FTS5 phrase: usually one term, whose idf comes from the count kept
 //! at write time and whose postings (each carrying its fact's length and scope) are all a
 //! search reads; a word FTS5 splits into several terms matches where they stand
@@ -15,8 +15,9 @@ use serde::Serialize;
 use super::search::{B, COLUMN_WEIGHTS, K1};
 use super::terms::DocTerms;
 use super::{FACT_COLUMNS, Fact, ScopeFilter, fact_from_row};
-use crate::db::{ToValue, Tx};
-use crate::error::{Result, StoreError};
+use crate::Result;
+use clawboo_store::StoreError;
+use clawboo_store::db::{ToValue, Tx};
 
 /// Rows of `memory_fts_totals`, and of `memory_fts_terms` per term, writers spread over.
 const SHARDS: i64 = 16;

@@ -1,7 +1,7 @@
 //! Vector search through pgvector's HNSW index, where the PostgreSQL server has the
 //! extension.
 //!
-//! At open the store enables the extension when it can (or finds it enabled), gives
+//! At open ([`opened`]) memory enables the extension when it can (or finds it enabled), gives
 //! `memory_facts` an `embedding_vec vector` column beside the portable `embedding` bytes,
 //! fills it for facts written before, and makes sure of one HNSW index (cosine) per
 //! embedding dimension in use: a partial index over `CAST(embedding_vec AS vector(D))` for
@@ -21,9 +21,11 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::ScopeFilter;
-use crate::Store;
-use crate::db::{ToValue, Tx, Value};
-use crate::error::{Result, StoreError};
+use crate::Result;
+use clawboo_store::Store;
+use clawboo_store::StoreError;
+use clawboo_store::db::{Dialect, ToValue, Tx, Value};
+use clawboo_store::extension::ExtensionState;
 
 /// Facts whose vector column one backfill transaction fills.
 const BACKFILL_BATCH: i64 = 500;
@@ -95,10 +97,23 @@ impl std::fmt::Display for VectorSearchPath {
 /// scans exactly, and new facts get no indexed vector until a store opens without it).
 pub const PGVECTOR_ENV: &str = "CLAWBOO_PGVECTOR";
 
+/// Memory's step once a store is open ([`crate::EXTENSION`]): on PostgreSQL pgvector made
+/// ready ([`prepare`]); the vector search path that leaves, which the store keeps.
+pub(crate) fn opened(store: &Store) -> Result<ExtensionState> {
+    let path = match store.read(|tx| Ok::<_, StoreError>(tx.dialect()))? {
+        Dialect::Sqlite => VectorSearchPath::InProcess,
+        Dialect::Postgres => match prepare(store) {
+            Some(version) => VectorSearchPath::PgvectorHnsw { version },
+            None => VectorSearchPath::ExactScan,
+        },
+    };
+    Ok(Box::new(path))
+}
+
 /// Make pgvector ready on a freshly opened PostgreSQL store; its version, or `None` when
 /// the server lacks it, it cannot be enabled (logged; vector search then scans exactly) or
 /// [`PGVECTOR_ENV`] turns it off.
-pub(crate) fn prepare(store: &Store) -> Option<String> {
+fn prepare(store: &Store) -> Option<String> {
     if std::env::var(PGVECTOR_ENV).is_ok_and(|v| v == "off") {
         tracing::info!("{PGVECTOR_ENV}=off: vector search scans exactly");
         return None;

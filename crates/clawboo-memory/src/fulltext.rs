@@ -7,7 +7,7 @@
 //! few float operations.
 //!
 //! The terms are exact: the index is first filled from `memory_facts_fts` itself, through
-//! an `fts5vocab` table; facts saved later, and query words, are tokenized by the store's
+//! an `fts5vocab` table; facts saved later, and query words, are tokenized by memory's
 //! port of FTS5's tokenizer (`terms`, held to FTS5's own output by its tests). The
 //! score is bm25 as FTS5 computes it: the same formula and constants, the same order of
 //! additions, idf over the whole corpus, ties in SQLite's order. Facts are append-only
@@ -25,9 +25,9 @@ use super::search::{B, K1, ScopeKey};
 use super::sqlite_fts::{Fts5Index, read_fts5_index};
 use super::terms::{self, Posting, Postings};
 use super::{Memory, ScopeFilter};
-use crate::Store;
-use crate::error::Result;
-use crate::sqlite::ChangeToken;
+use crate::Result;
+use clawboo_store::ChangeToken;
+use clawboo_store::Store;
 
 /// Facts a search adds to the index itself at most, a bounded delay on that search. More
 /// are left to a thread of their own while searches rank in SQLite, so the first searches

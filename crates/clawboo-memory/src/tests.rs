@@ -5,7 +5,8 @@ use std::sync::Arc;
 use clawboo_embed::HashedEmbedder;
 
 use super::*;
-use crate::testing::TestStore;
+use clawboo_store::StoreConfig;
+use clawboo_store::testing::TestStore;
 
 // The contract tests open every store through `location` and `open`, so they hold on any
 // backend: with `CLAWBOO_TEST_BACKEND=postgres` each test gets a fresh PostgreSQL database
@@ -33,9 +34,14 @@ pub(super) fn sqlite_location() -> Location {
     Location(TestStore::sqlite())
 }
 
+/// What every test store opens with: memory's [`EXTENSION`].
+pub(super) fn config() -> StoreConfig {
+    StoreConfig::default().with_extension(EXTENSION)
+}
+
 /// A store (a connection of its own, as another process would have) on `at`.
 pub(super) fn open(at: &Location) -> Arc<Store> {
-    Arc::new(at.0.store())
+    Arc::new(at.0.store_with(config()))
 }
 
 pub(super) fn memory(embedder: Option<Arc<dyn Embedder>>) -> (Location, Memory) {

@@ -1,7 +1,7 @@
 //! Shared memory: declarative facts and versioned procedures, scrubbed of secrets on every
 //! save, found by full text (bm25), by vector similarity or by both fused.
 //!
-//! Facts and procedures are written once, on the neutral [`crate::db::Tx`]; only search
+//! Facts and procedures are written once, on the store's neutral [`clawboo_store::db::Tx`]; only search
 //! differs by engine. On SQLite, [`Memory`] keeps two caches in the process, kept right
 //! when other processes write the same file: every fact vector (reloading only rows whose
 //! embedding changed, by `embed_seq`), so a vector search scans memory; and the terms of
@@ -28,18 +28,43 @@ use serde::Serialize;
 
 pub use clawboo_embed::{EmbedError, Embedder};
 pub use pgvector::{PGVECTOR_ENV, VectorSearchPath};
-pub(crate) use pgvector::{
-    prepare as prepare_pgvector, session_settings as postgres_session_settings,
-};
 pub use procedures::{NewProcedure, Procedure};
 pub use search::{MAX_QUERY_CHARS, MatchedVia, SearchHit, SearchMode, SearchOutcome};
 
-use crate::db::{DbRow, Dialect, ToValue, Tx};
-use crate::error::{Result, StoreError};
-use crate::scrub::{is_only_redactions, scrub_text};
-use crate::{Store, new_id};
-pub(crate) use sqlite_fts::register_sqlite_hooks;
+use clawboo_store::db::{DbRow, Dialect, ToValue, Tx};
+use clawboo_store::extension::Extension;
+use clawboo_store::scrub::{is_only_redactions, scrub_text};
+use clawboo_store::{Store, StoreError, new_id};
+pub use sqlite_fts::merge_search_index;
 use terms::DocTerms;
+
+/// Memory's results; its errors are the store's, which the surfaces already map.
+pub(crate) type Result<T> = std::result::Result<T, StoreError>;
+
+/// What memory attaches to every store it runs on: put it in the store's
+/// [`clawboo_store::StoreConfig::extensions`]. On SQLite it indexes the facts a
+/// transaction wrote just before its commit and merges the full-text index when the store
+/// is idle; on PostgreSQL it sets pgvector's session settings and makes pgvector ready
+/// (the vector search path it finds is kept with the store, [`Memory::vector_search`]).
+pub const EXTENSION: Extension = Extension {
+    sqlite_hooks: sqlite_fts::register_sqlite_hooks,
+    postgres_session_settings: pgvector::session_settings,
+    opened: pgvector::opened,
+};
+
+/// How vector search runs on `store`, as [`EXTENSION`] found when the store opened. A
+/// store opened without it has no pgvector prepared, so its vectors are scanned.
+fn vector_path(store: &Store) -> &VectorSearchPath {
+    static UNPREPARED: VectorSearchPath = VectorSearchPath::ExactScan;
+    store
+        .extension_state::<VectorSearchPath>()
+        .unwrap_or(&UNPREPARED)
+}
+
+/// Whether facts written through `store` keep pgvector's column too.
+fn uses_pgvector(store: &Store) -> bool {
+    matches!(vector_path(store), VectorSearchPath::PgvectorHnsw { .. })
+}
 
 /// Longest accepted fact title, in characters.
 pub const MAX_TITLE_CHARS: usize = 500;
@@ -219,7 +244,7 @@ impl PreparedFact {
     /// Write the fact through `store` (its own transaction, or a savepoint of a group
     /// commit) and return it as saved. On PostgreSQL its term statistics are written in
     /// the same transaction, so full-text search never lags the committed facts (SQLite
-    /// indexes it before the commit, through `sqlite::hooks`).
+    /// indexes it before the commit, through the hooks of [`EXTENSION`]).
     pub fn insert(self, store: &Store) -> Result<Fact> {
         let PreparedFact {
             mut fact,
@@ -233,10 +258,7 @@ impl PreparedFact {
         let stored = StoredVector {
             blob: blob.as_deref(),
             dim,
-            pgvector: store
-                .pgvector
-                .is_some()
-                .then(|| vector.as_deref().map(pgvector::vector_literal)),
+            pgvector: uses_pgvector(store).then(|| vector.as_deref().map(pgvector::vector_literal)),
         };
         store.write(|tx| insert_fact(tx, &fact, &tags_json, &stored, terms.as_ref()))?;
         Ok(fact)
@@ -418,8 +440,12 @@ fn clean_content(content: &str) -> Result<String> {
 
 impl Memory {
     /// Memory over `store`, embedding with `embedder` (none: vector and hybrid search fall
-    /// back to full text).
+    /// back to full text). The store must have been opened with [`EXTENSION`].
     pub fn new(store: Arc<Store>, embedder: Option<Arc<dyn Embedder>>) -> Memory {
+        debug_assert!(
+            store.extension_state::<VectorSearchPath>().is_some(),
+            "the store was opened without clawboo_memory::EXTENSION"
+        );
         Memory {
             store,
             embedder,
@@ -447,7 +473,7 @@ impl Memory {
 
     /// How vector search finds the nearest facts on this store.
     pub fn vector_search(&self) -> VectorSearchPath {
-        self.store.vector_search()
+        vector_path(&self.store).clone()
     }
 
     /// The embedder in use, if any.
@@ -609,7 +635,7 @@ impl Memory {
                 ));
             }
             // On PostgreSQL with pgvector the vector column moves with the bytes.
-            let with_vector = self.store.pgvector.is_some();
+            let with_vector = uses_pgvector(&self.store);
             let update = format!(
                 "UPDATE memory_facts SET embedding = ?2, embedding_model = ?3,
                      embedding_dim = ?4,
@@ -668,5 +694,7 @@ pub(crate) fn check_limit(limit: u32, max: u32) -> Result<()> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod text_index_tests;
 #[cfg(test)]
 mod vector_index_tests;

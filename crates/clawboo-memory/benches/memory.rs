@@ -1,8 +1,8 @@
 //! Memory benchmark: `memory_save` rate and `memory_search` latency (p50/p99) for fts,
-//! vector and hybrid on 10k and 100k facts, through the store API the MCP tools call.
+//! vector and hybrid on 10k and 100k facts, through the memory API the MCP tools call.
 //!
-//! cargo bench -p clawboo-store --bench memory            # 10k and 100k
-//! cargo bench -p clawboo-store --bench memory -- 10000   # chosen sizes
+//! cargo bench -p clawboo-memory --bench memory            # 10k and 100k
+//! cargo bench -p clawboo-memory --bench memory -- 10000   # chosen sizes
 //!
 //! Facts are synthetic sentences over a fixed vocabulary (seeded, so runs compare); vectors
 //! come from the built-in embedder at 384 dimensions, the size of MiniLM's, so the vector
@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clawboo_embed::HashedEmbedder;
-use clawboo_store::Store;
-use clawboo_store::memory::{Memory, NewFact, ScopeFilter, SearchMode, TeamFilter};
+use clawboo_memory::{EXTENSION, Memory, NewFact, ScopeFilter, SearchMode, TeamFilter};
+use clawboo_store::{Store, StoreConfig};
 
 const QUERIES: usize = 200;
 const DIM: usize = 384;
@@ -80,7 +80,8 @@ fn ms(d: Duration) -> String {
 
 fn run(size: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open(&dir.path().join("bench.db")).unwrap());
+    let config = StoreConfig::default().with_extension(EXTENSION);
+    let store = Arc::new(Store::open_with(&dir.path().join("bench.db"), config).unwrap());
     let memory = Memory::new(store, Some(Arc::new(HashedEmbedder::new(DIM))));
     let vocab = vocabulary();
     let mut rng = Rng(42);
