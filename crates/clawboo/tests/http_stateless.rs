@@ -8,8 +8,8 @@ mod common;
 mod http_support;
 
 use http_support::{
-    MODERN, ModernAnswer, Server, attach, client, create_task, get_json, message_with_id,
-    post_modern, send_modern, signed_tasks_url,
+    MODERN, ModernAnswer, Server, client, create_task, get_json, message_with_id, post_modern,
+    send_modern, signed_tasks_url, signed_url,
 };
 use serde_json::{Value, json};
 
@@ -230,23 +230,7 @@ async fn decided_by(server: &Server, id: &str) -> (Value, Value) {
 #[tokio::test]
 async fn a_2026_client_answers_approvals_in_the_calls_rounds_over_http() {
     let server = Server::start(&[("TAVILY_API_KEY", "")]);
-    let config = attach(
-        &server.db,
-        &[
-            "--server",
-            "tools",
-            "--team",
-            "t1",
-            "--agent",
-            "a1",
-            "--url",
-            &server.base,
-        ],
-    );
-    let url = config["structured"]["clawboo-tools"]["url"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let url = signed_url(&server, "tools", "t1", "a1");
     let both = |who: &str| (json!(who), json!(who));
 
     // Deny.
@@ -362,23 +346,7 @@ async fn get_and_delete_at_2026_are_not_allowed_and_sessions_keep_their_answers(
 #[tokio::test]
 async fn concurrent_replays_of_one_round_run_the_call_once_and_fail_none() {
     let server = Server::start(&[("TAVILY_API_KEY", "")]);
-    let config = attach(
-        &server.db,
-        &[
-            "--server",
-            "tools",
-            "--team",
-            "t1",
-            "--agent",
-            "a1",
-            "--url",
-            &server.base,
-        ],
-    );
-    let url = config["structured"]["clawboo-tools"]["url"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let url = signed_url(&server, "tools", "t1", "a1");
     let state = first_round(&url, 1, "/srv/raced").await;
     let retries: Vec<_> = (0..5)
         .map(|i| {

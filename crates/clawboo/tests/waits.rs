@@ -10,7 +10,7 @@ mod http_support;
 
 use std::time::{Duration, Instant};
 
-use http_support::{Server, attach, client, message_with_id, post, post_modern};
+use http_support::{Server, client, message_with_id, post, post_modern, signed_url};
 use serde_json::{Value, json};
 
 /// The default limit of waits one identity holds.
@@ -19,27 +19,6 @@ const MAX_WAITS: usize = 16;
 /// The generous bound within which a request must answer while another identity holds
 /// its waits (a stall would take the waits' 30 s); never a speed claim.
 const ANSWERS_WITHIN: Duration = Duration::from_secs(10);
-
-/// The signed URL `clawboo attach` mints for `server_name`, bound to `team` and `agent`.
-fn signed_url(server: &Server, server_name: &str, team: &str, agent: &str) -> String {
-    let config = attach(
-        &server.db,
-        &[
-            "--server",
-            server_name,
-            "--team",
-            team,
-            "--agent",
-            agent,
-            "--url",
-            &server.base,
-        ],
-    );
-    config["structured"][format!("clawboo-{server_name}")]["url"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
 
 /// The arguments of a long-poll that waits up to 30 s for a post.
 fn long_poll() -> Value {

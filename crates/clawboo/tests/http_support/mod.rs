@@ -141,11 +141,12 @@ pub fn attach(db: impl AsRef<OsStr>, args: &[&str]) -> Value {
     v["config"].clone()
 }
 
-/// The signed tasks URL `clawboo attach` mints for `team` and `agent` on `server`.
-pub fn signed_tasks_url(server: &Server, team: &str, agent: &str) -> String {
+/// The signed URL `clawboo attach` mints for `server_name` (`tasks`, `tools`, …), bound to
+/// `team` and `agent`, on `server`.
+pub fn signed_url(server: &Server, server_name: &str, team: &str, agent: &str) -> String {
     let args = [
         "--server",
-        "tasks",
+        server_name,
         "--team",
         team,
         "--agent",
@@ -154,11 +155,16 @@ pub fn signed_tasks_url(server: &Server, team: &str, agent: &str) -> String {
         &server.base,
     ];
     let config = attach(&server.db, &args);
-    let url = config["structured"]["clawboo-tasks"]["url"]
+    let url = config["structured"][format!("clawboo-{server_name}")]["url"]
         .as_str()
         .unwrap();
     assert!(url.contains("scopeSig="), "{url}");
     url.to_owned()
+}
+
+/// The signed tasks URL `clawboo attach` mints for `team` and `agent` on `server`.
+pub fn signed_tasks_url(server: &Server, team: &str, agent: &str) -> String {
+    signed_url(server, "tasks", team, agent)
 }
 
 pub fn client() -> reqwest::Client {
