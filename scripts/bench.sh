@@ -125,6 +125,9 @@ OUT="$TARGET/bench-results.txt"
     echo "## contention"
     run contention --tasks "$(scale 2000)" --stdio 4 --sessions 4
 
+    echo "## flood: one agent's 600 long-polls against everyone else's calls"
+    run flood --waits 600 --samples "$(scale 300)"
+
     echo "## soak"
     run soak --minutes "$SOAK_MINUTES" --rate 200
   fi
@@ -144,6 +147,7 @@ OUT="$TARGET/bench-results.txt"
     both stdio --tool memory-search --mode fts --facts 10000 --window 8 --calls "$(scale 3000)" --settle 1
     both stdio --tool memory-search --mode hybrid --facts 10000 --window 8 --calls "$(scale 3000)" --settle 1
     both contention --tasks "$(scale 2000)" --stdio 4 --sessions 4
+    both flood --waits 600 --samples "$(scale 300)"
     both fact-memory --facts "$(scale 10000),$(scale 100000)"
     run --pg "$PG_URL" soak --minutes "$SOAK_MINUTES" --rate 200
   else

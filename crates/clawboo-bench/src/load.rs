@@ -226,7 +226,7 @@ async fn post(
 }
 
 /// The JSON-RPC message with `id` in a JSON body or an SSE stream's `data:` lines.
-fn message_with_id(body: &str, id: u64) -> Option<Value> {
+pub(crate) fn message_with_id(body: &str, id: u64) -> Option<Value> {
     if let Ok(v) = serde_json::from_str::<Value>(body) {
         return Some(v);
     }

@@ -8,6 +8,7 @@ mod contention;
 mod db;
 mod echo;
 mod fact_memory;
+mod flood;
 mod load;
 mod peer;
 mod pg_commit;
@@ -140,6 +141,9 @@ enum BenchCommand {
     /// A steady rate of mixed calls against a real `clawboo serve` (loopback) for
     /// `--minutes`, sampling its RSS; fails on any error or RSS growth after warm-up.
     Soak(soak::SoakArgs),
+    /// Another agent's read and the board, timed on an idle `clawboo serve` and again while
+    /// one agent holds `--waits` long-polls through its own signed URL, in one run.
+    Flood(flood::FloodArgs),
     /// Serve the bench's echo tool (used by `echo`; not a product server).
     #[command(hide = true)]
     EchoServer {
@@ -291,6 +295,7 @@ fn main() -> anyhow::Result<()> {
             claim_next,
         } => contention::run(&env, tasks, stdio, sessions, window, claim_next),
         BenchCommand::Soak(args) => soak::run(&env, &args),
+        BenchCommand::Flood(args) => flood::run(&env, &args),
         BenchCommand::EchoServer { transport, bind } => match transport {
             Transport::Stdio => echo::serve_stdio(),
             Transport::Http => echo::serve_http(bind),

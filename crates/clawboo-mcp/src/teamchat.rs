@@ -134,7 +134,7 @@ impl RoomWait<'_> {
                 self.permit = Some(begin()?);
             }
             tokio::select! {
-                () = bell.rung(left.min(POLL_INTERVAL)) => {}
+                () = bell.rung(left.min(self.store.wait_poll(POLL_INTERVAL))) => {}
                 () = cancelled.cancelled() => {}
             }
         }

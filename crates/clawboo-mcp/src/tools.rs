@@ -209,7 +209,7 @@ impl ToolsServer {
             }
             let left = Duration::from_millis((row.expires_at - now).max(1).unsigned_abs());
             tokio::select! {
-                () = bell.rung(left.min(config.poll_interval)) => {}
+                () = bell.rung(left.min(store.wait_poll(config.poll_interval))) => {}
                 () = ctx.ct.cancelled() => {
                     abandon(store, id).await;
                     break;

@@ -42,7 +42,9 @@ pub mod testing;
 
 pub use bell::BellListener;
 pub use error::{BackendError, BackendErrorKind, CapReason, StoreError};
-pub use store::{ChangeToken, Clock, QueuedWrite, SettleWrite, Store, StoreConfig};
+pub use store::{
+    ChangeToken, Clock, QueuedWrite, SettleWrite, Store, StoreConfig, WAIT_SAFETY_NET,
+};
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = migrations::LATEST;
 

@@ -62,6 +62,9 @@ impl StoreConfig {
     }
 }
 
+/// How often a wait on PostgreSQL reads again when no bell rang ([`Store::wait_poll`]).
+pub const WAIT_SAFETY_NET: Duration = Duration::from_secs(1);
+
 /// A write queued for the next group commit ([`Store::queue_write`]): it runs its store
 /// operation inside the group's transaction and returns how to report the outcome.
 pub type QueuedWrite = Box<dyn FnOnce(&Store) -> SettleWrite + Send>;
@@ -351,6 +354,20 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(db) => db.run_queued_writes(self),
             Backend::Postgres(db) => db.run_queued_writes(self),
+        }
+    }
+
+    /// The longest a wait goes between reads when no bell rang ([`Store::chat_bell`],
+    /// [`Store::approval_bell`]), for a wait that would poll every `poll` where polling is
+    /// how it learns of other processes' writes (SQLite: their writes ring nothing here).
+    /// On PostgreSQL every host's posts and decisions reach this process as `NOTIFY` and
+    /// ring the bells, so a wait reads again only as a safety net, every
+    /// [`WAIT_SAFETY_NET`] at the most often: hundreds of waits polling a shared server
+    /// would load it for every other caller.
+    pub fn wait_poll(&self, poll: Duration) -> Duration {
+        match &self.backend {
+            Backend::Sqlite(_) => poll,
+            Backend::Postgres(_) => poll.max(WAIT_SAFETY_NET),
         }
     }
 

@@ -102,10 +102,10 @@ impl Listener {
                     if !listening {
                         listening = true;
                         // Whatever was sent while this process was not listening is
-                        // unknown: chat waiters and live views look again (approval
-                        // waiters poll anyway).
+                        // unknown: chat and approval waiters and live views look again.
                         (self.on_notice)(notices::CHAT);
                         (self.on_notice)(notices::ACTIVITY);
+                        (self.on_notice)(&notices::approval(""));
                     }
                 }
                 () = self.wrote.notified(), if listening && in_flight.is_none() => {
