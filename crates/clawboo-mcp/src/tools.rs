@@ -431,11 +431,23 @@ struct AbandonOnDrop {
 
 impl Drop for AbandonOnDrop {
     fn drop(&mut self) {
-        if let (Some(store), Ok(runtime)) =
-            (self.store.take(), tokio::runtime::Handle::try_current())
-        {
-            let id = std::mem::take(&mut self.approval_id);
-            runtime.spawn(async move { abandon(&store, &id).await });
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        let Some(store) = self.store.take() else {
+            return;
+        };
+        let id = std::mem::take(&mut self.approval_id);
+        match Handle::try_current() {
+            // `clawboo serve`: its runtime lives on, so the write runs as any other.
+            Ok(runtime) if runtime.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                runtime.spawn(async move { abandon(&store, &id).await });
+            }
+            // A stdio server drops its waits as it exits, its one client gone, with no
+            // runtime left to run a task: one short write here, on its only thread.
+            _ => {
+                if let Err(error) = store.abandon_approval(&id) {
+                    tracing::warn!(%error, approval = %id, "could not abandon an approval");
+                }
+            }
         }
     }
 }
