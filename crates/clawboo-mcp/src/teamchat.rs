@@ -65,6 +65,49 @@ impl TeamChatServer {
         }
     }
 
+    /// `room`'s posts past `since_seq`; when there are none yet, wait up to `wait_ms` for
+    /// one (not the caller's own). The wait is a future: between reads it awaits the chat
+    /// bell (a post in this process, or one another host announced) or the poll interval
+    /// (other SQLite processes' posts), holding no thread. The first read that finds
+    /// nothing takes one of the caller's waits (`too_many_waits` past the limit) and tells
+    /// a client that asked for progress that the call now waits; a cancelled call answers
+    /// what it has.
+    async fn read_or_wait(
+        &self,
+        room: &RoomRead,
+        mut since_seq: i64,
+        wait_ms: u64,
+        request: &RequestContext<RoleServer>,
+    ) -> Result<ChatPage, CallToolResult> {
+        let deadline = Instant::now() + Duration::from_millis(wait_ms);
+        let mut bell = self.store.chat_bell();
+        let mut held: Option<WaitPermit> = None;
+        loop {
+            // Marked before the read, so a post committed after it still ends the wait.
+            bell.mark();
+            let page = room.read(&self.store, since_seq).await?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !page.posts.is_empty() || left.is_zero() || request.ct.is_cancelled() {
+                return Ok(page);
+            }
+            since_seq = page.next_seq;
+            if held.is_none() {
+                held = Some(self.waits.begin(WaitOwner::of(&self.binding, request))?);
+                if let Some(token) = request.meta.get_progress_token() {
+                    let waiting = ProgressNotificationParam::new(token, 0.0)
+                        .with_message(format!("no new posts yet; waiting up to {wait_ms} ms"));
+                    if let Err(e) = request.peer.notify_progress(waiting).await {
+                        tracing::debug!(error = %e, "could not send a progress notification");
+                    }
+                }
+            }
+            tokio::select! {
+                () = bell.rung(left.min(self.store.wait_poll(POLL_INTERVAL))) => {}
+                () = request.ct.cancelled() => {}
+            }
+        }
+    }
+
     /// The bound team and agent, when both are bound (what `team_delegate` needs).
     fn bound_identity(&self) -> Option<(&str, &str)> {
         Some((
@@ -94,55 +137,18 @@ impl TeamChatServer {
     }
 }
 
-/// One long-poll on a room: reads until a post (not the caller's own) arrives or the
-/// deadline passes. Between reads it awaits the chat bell (a post in this process, or one
-/// another host announced) or the poll interval (other SQLite processes' posts): a future,
-/// holding no thread while it waits.
-struct RoomWait<'a> {
-    store: &'a Arc<Store>,
+/// What a subscribe reads: a room's posts, but the caller's own.
+struct RoomRead {
     room: String,
     exclude_author: Option<String>,
     limit: usize,
-    deadline: Instant,
-    /// Held from the first read that found nothing until the answer.
-    permit: Option<WaitPermit>,
 }
 
-impl RoomWait<'_> {
-    /// The first page with posts past `since_seq`, or the empty page at the deadline (or
-    /// when the client cancelled). `begin` is asked once, when the first read found
-    /// nothing: it takes the caller's wait permit, or refuses the wait.
-    async fn until_posts(
-        &mut self,
-        mut since_seq: i64,
-        begin: impl FnOnce() -> Result<WaitPermit, CallToolResult>,
-        request: &RequestContext<RoleServer>,
-    ) -> Result<ChatPage, CallToolResult> {
-        let cancelled = &request.ct;
-        let mut bell = self.store.chat_bell();
-        let mut begin = Some(begin);
-        loop {
-            // Marked before the read, so a post committed after it still ends the wait.
-            bell.mark();
-            let page = self.read(since_seq).await?;
-            let left = self.deadline.saturating_duration_since(Instant::now());
-            if !page.posts.is_empty() || left.is_zero() || cancelled.is_cancelled() {
-                return Ok(page);
-            }
-            since_seq = page.next_seq;
-            if let Some(begin) = begin.take() {
-                self.permit = Some(begin()?);
-            }
-            tokio::select! {
-                () = bell.rung(left.min(self.store.wait_poll(POLL_INTERVAL))) => {}
-                () = cancelled.cancelled() => {}
-            }
-        }
-    }
-
-    async fn read(&self, since_seq: i64) -> Result<ChatPage, CallToolResult> {
+impl RoomRead {
+    /// The page past `since_seq`: a quick store read.
+    async fn read(&self, store: &Arc<Store>, since_seq: i64) -> Result<ChatPage, CallToolResult> {
         let (room, me, limit) = (self.room.clone(), self.exclude_author.clone(), self.limit);
-        blocking(self.store, move |s| {
+        blocking(store, move |s| {
             s.read_chat(&ChatQuery {
                 room_id: &room,
                 since_seq,
@@ -321,33 +327,14 @@ impl TeamChatServer {
         let Some(room) = self.room(a.room_id, a.team_id) else {
             return Err(tool_error("invalid_args", NO_ROOM));
         };
-        let owner = WaitOwner::of(&self.binding, &ctx.request);
-        let mut wait = RoomWait {
-            store: &self.store,
+        let room = RoomRead {
             room,
             exclude_author: me,
             limit: limit as usize,
-            deadline: Instant::now() + Duration::from_millis(wait_ms),
-            permit: None,
         };
-        let page = wait.until_posts(since_seq, || {
-            let permit = self.waits.begin(owner.clone())?;
-            // A client that asked for progress hears when the wait begins (after a read
-            // found nothing new), so it knows the call is parked rather than lost.
-            let request = &ctx.request;
-            if let Some(token) = request.meta.get_progress_token() {
-                let waiting = ProgressNotificationParam::new(token, 0.0)
-                    .with_message(format!("no new posts yet; waiting up to {wait_ms} ms"));
-                let peer = request.peer.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = peer.notify_progress(waiting).await {
-                        tracing::debug!(error = %e, "could not send a progress notification");
-                    }
-                });
-            }
-            Ok(permit)
-        }, &ctx.request)
-        .await?;
+        let page = self
+            .read_or_wait(&room, since_seq, wait_ms, &ctx.request)
+            .await?;
         let posts: Vec<_> = page
             .posts
             .iter()
