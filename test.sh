@@ -56,10 +56,10 @@ cargo build --workspace --bins --locked "${MINILM[@]}"
 cargo test --workspace --locked "${MINILM[@]}"
 if [ -n "${CLAWBOO_TEST_POSTGRES_URL:-}" ]; then
   echo "== the clawboo integration suites again, on PostgreSQL"
-  # The store's and memory's tests that take their backend from CLAWBOO_TEST_BACKEND
-  # (SQLite's own engine tests ran in the first pass).
-  CLAWBOO_TEST_BACKEND=postgres cargo test -p clawboo-store -p clawboo-memory --locked \
-    "${MINILM[@]}" -- --skip sqlite::
+  # The store's, memory's and the broker's tests that take their backend from
+  # CLAWBOO_TEST_BACKEND (SQLite's own engine tests ran in the first pass).
+  CLAWBOO_TEST_BACKEND=postgres cargo test -p clawboo-store -p clawboo-memory \
+    -p clawboo-broker --locked "${MINILM[@]}" -- --skip sqlite::
   CLAWBOO_TEST_BACKEND=postgres cargo test -p clawboo --test '*' --locked "${MINILM[@]}"
 else
   echo "== SKIPPED the PostgreSQL run: no CLAWBOO_TEST_POSTGRES_URL and no PostgreSQL" \

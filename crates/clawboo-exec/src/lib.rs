@@ -7,7 +7,7 @@
 //!
 //! ```
 //! use clawboo_exec::Builtins;
-//! use clawboo_store::broker::{Caller, Executor, Invocation};
+//! use clawboo_broker::{Caller, Executor, Invocation};
 //! let dir = tempfile::tempdir().unwrap();
 //! let path = dir.path().display().to_string();
 //! let output = Builtins::default().execute(&Invocation::DeletePath { path }, &Caller::anonymous());
@@ -17,7 +17,7 @@
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
-use clawboo_store::broker::{Caller, Executor, Invocation, Output};
+use clawboo_broker::{Caller, Executor, Invocation, Output};
 use clawboo_store::scrub::scrub_text;
 use serde_json::{Value, json};
 

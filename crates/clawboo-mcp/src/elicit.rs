@@ -15,8 +15,8 @@
 
 use std::sync::Arc;
 
+use clawboo_broker::{BrokerStore, Caller, Decision, OpenedApproval};
 use clawboo_store::Store;
-use clawboo_store::broker::{Caller, Decision, OpenedApproval};
 use rmcp::RoleServer;
 use rmcp::model::{
     CallToolResponse, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,

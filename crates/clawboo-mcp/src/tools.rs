@@ -1,7 +1,7 @@
 //! The Tools server (`clawboo-tools`): the tool broker over MCP.
 //!
 //! The tool list is dynamic (only available builtins are listed) and every call runs the
-//! broker's pipeline in `clawboo_store::broker`. This module maps the outcome to the wire:
+//! broker's pipeline in `clawboo_broker`. This module maps the outcome to the wire:
 //! a denial is a tool-error `denied: <reason> — <what to do>` with `_meta.denied` (the
 //! reason) and `_meta.error` (its class); while a call waits for a human, progress
 //! notifications flow when the client sent a progress token, and a client that declared
@@ -12,10 +12,10 @@
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use clawboo_store::broker::{
-    ApprovalStatus, Broker, BrokerConfig, CallOutcome, Caller, Denial, DenialClass, Executor,
-    MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, MAX_PATH_CHARS, MAX_QUERY_CHARS, OpenedApproval, Risk,
-    Round, ToolSpec,
+use clawboo_broker::{
+    ApprovalStatus, Broker, BrokerConfig, BrokerStore, CallOutcome, Caller, Denial, DenialClass,
+    Executor, MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, MAX_PATH_CHARS, MAX_QUERY_CHARS, OpenedApproval,
+    Risk, Round, ToolSpec,
 };
 use clawboo_store::{Store, StoreError};
 use rmcp::RoleServer;
@@ -534,7 +534,7 @@ impl ToolSet for ToolsServer {
 mod tests {
     use super::*;
     use crate::protocol::result_text;
-    use clawboo_store::broker::{Denial, DenialClass};
+    use clawboo_broker::{Denial, DenialClass};
 
     #[test]
     fn denials_carry_reason_and_class_in_meta() {

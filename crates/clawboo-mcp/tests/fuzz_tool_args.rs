@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use clawboo_broker::BrokerConfig;
 use clawboo_embed::HashedEmbedder;
 use clawboo_exec::Builtins;
 use clawboo_mcp::binding::Binding;
@@ -29,7 +30,6 @@ use clawboo_mcp::tools::{ToolsConfig, ToolsServer};
 use clawboo_mcp::waits::WaitLimit;
 use clawboo_memory::Memory;
 use clawboo_store::board::{CreatePolicy, NewTask};
-use clawboo_store::broker::BrokerConfig;
 use clawboo_store::teams::NewAgent;
 use clawboo_store::{Store, StoreConfig};
 use fuzz_support::{LineSession, arbitrary_json, config};

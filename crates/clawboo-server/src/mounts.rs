@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use clawboo_broker::{BrokerConfig, Executor};
 use clawboo_exec::Builtins;
 use clawboo_mcp::attach::McpServerName;
 use clawboo_mcp::memory::{MemoryConfig, MemoryServer};
@@ -14,7 +15,6 @@ use clawboo_mcp::tools::{ToolsConfig, ToolsServer};
 use clawboo_mcp::waits::WaitLimit;
 use clawboo_memory::Memory;
 use clawboo_store::Store;
-use clawboo_store::broker::{BrokerConfig, Executor};
 
 use crate::mcp_http::McpHttpConfig;
 use crate::status::McpMount;

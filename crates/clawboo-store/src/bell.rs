@@ -74,6 +74,12 @@ impl crate::Store {
     pub fn approval_bell(&self) -> BellListener {
         APPROVALS.listen()
     }
+
+    /// Wake this process's approval waits after a decision or an expiry committed here:
+    /// each reads its own approval again.
+    pub fn ring_approval_bell(&self) {
+        APPROVALS.ring();
+    }
 }
 
 #[cfg(test)]

@@ -20,7 +20,6 @@
 pub mod activity;
 mod bell;
 pub mod board;
-pub mod broker;
 pub mod chat;
 pub mod db;
 mod error;
@@ -29,7 +28,7 @@ pub mod inbox;
 pub mod leases;
 mod migrations;
 pub mod normalize;
-mod notices;
+pub mod notices;
 mod path;
 mod postgres;
 pub mod scrub;

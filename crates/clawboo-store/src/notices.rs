@@ -14,8 +14,9 @@ pub(crate) const ACTIVITY: &str = "activity";
 /// The prefix of an approval's topic.
 const APPROVAL: &str = "approval:";
 
-/// The topic of a decision on approval `id`: the call waiting on it wakes.
-pub(crate) fn approval(id: &str) -> String {
+/// The topic of a decision on approval `id` (the tool broker sends it with
+/// [`crate::db::Tx::notify`]): the call waiting on it wakes, on every host.
+pub fn approval(id: &str) -> String {
     format!("{APPROVAL}{id}")
 }
 
@@ -27,6 +28,6 @@ pub(crate) fn deliver(topic: &str) {
         crate::activity::announce();
     } else if topic.starts_with(APPROVAL) {
         // Every waiting call of this process reads its own approval again.
-        crate::broker::approvals::wake();
+        crate::bell::APPROVALS.ring();
     }
 }

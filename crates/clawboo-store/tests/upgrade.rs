@@ -1,7 +1,8 @@
 //! Upgrade safety: a database made by every earlier schema version (the fixtures in
 //! `tests/fixtures/upgrade`, see its README) opens with the current store, migrates to the
 //! latest version with its data intact, and the current code works on it. Memory's facts
-//! and procedures are checked by `crates/clawboo-memory/tests/upgrade.rs`, on the same
+//! and procedures are checked by `crates/clawboo-memory/tests/upgrade.rs`, the broker's
+//! approvals, grants and audit by `crates/clawboo-broker/tests/upgrade.rs`, on the same
 //! fixtures.
 #![allow(clippy::unwrap_used)]
 
@@ -10,10 +11,8 @@ mod upgrade_data;
 use std::sync::Arc;
 
 use clawboo_store::board::{CreatePolicy, NewTask, Scope, Status, TaskFilter};
-use clawboo_store::broker::{Broker, BrokerConfig, Caller, Executor, Invocation, Output, Subject};
 use clawboo_store::chat::{ChatQuery, PostKind};
 use clawboo_store::{SCHEMA_VERSION, Store, StoreError};
-use rusqlite::Connection;
 use upgrade_data::*;
 
 #[test]
@@ -42,13 +41,9 @@ fn every_fixture_migrates_with_its_data_intact_and_the_current_code_works_on_it(
         if version >= 3 {
             chat_is_intact(&store);
         }
-        if version >= 4 {
-            tools_are_intact(&store, version);
-        }
 
         board_works(&store);
         chat_works(&store, version);
-        tools_work(&store, version);
         drop(store);
         reopens_unchanged(&db, |db| Store::open(db).unwrap());
     }
@@ -255,105 +250,4 @@ fn chat_works(store: &Store, version: i64) {
         .unwrap();
     let expected = if version >= 3 { 4 } else { 1 };
     assert_eq!(post.seq, expected);
-}
-
-/// The upgrade checks list tools and run none outside the store.
-#[derive(Debug)]
-struct RunsNothing;
-
-impl Executor for RunsNothing {
-    fn execute(&self, _: &Invocation, _: &Caller) -> Output {
-        Output::error("the upgrade test runs no tool outside the store".to_string())
-    }
-}
-
-fn broker(store: &Arc<Store>) -> Broker {
-    Broker::new(
-        store.clone(),
-        BrokerConfig::default(),
-        Arc::new(RunsNothing),
-    )
-}
-
-fn tools_are_intact(store: &Arc<Store>, version: i64) {
-    let broker = broker(store);
-    let tools = broker.tools().unwrap();
-    let web = tools.iter().find(|t| t.name == "web_search").unwrap();
-    assert!(!web.enabled);
-    assert!(tools.iter().find(|t| t.name == "echo").unwrap().enabled);
-    let allowed = store.approval(APPROVAL_ALLOWED).unwrap();
-    assert_eq!(allowed.status.as_str(), "allowed");
-    assert_eq!(allowed.decision.map(|d| d.as_str()), Some("allow_always"));
-    assert_eq!(allowed.args_json, "{\"path\":\"/tmp/build\"}");
-    // The old pending row's caller is long gone: listing expires it.
-    assert!(store.list_approvals(true, 10).unwrap().is_empty());
-    assert_eq!(
-        store.approval(APPROVAL_PENDING).unwrap().status.as_str(),
-        "expired"
-    );
-    let audit = store.tool_audit(Some("delete_path"), 10).unwrap();
-    assert_eq!(audit.len(), 2);
-    // Who decided was not recorded before migration 12.
-    assert!(
-        audit.iter().all(|row| row.decided_by.is_none()),
-        "{audit:?}"
-    );
-    assert_eq!(audit[0].phase, "after");
-    assert_eq!(
-        audit[0].result_text.as_deref(),
-        Some("would delete /tmp/build")
-    );
-    // Rows written under schema 12 say who decided.
-    let decided = store.tool_audit(Some("echo"), 10).unwrap();
-    assert_eq!(decided.len(), if version >= 12 { 2 } else { 0 });
-    assert!(
-        decided
-            .iter()
-            .all(|row| row.call_id == DECIDED_CALL && row.decided_by.as_deref() == Some("policy")),
-        "{decided:?}"
-    );
-    let conn = Connection::open(store.path().expect("a SQLite store")).unwrap();
-    // A grant keyed by agent alone cannot say which team it was for: migration 10 drops it;
-    // one keyed by identity (written under version 10) stays.
-    let (grants, note): (i64, String) = conn
-        .query_row(
-            "SELECT (SELECT count(*) FROM tool_approval_grants),
-                    (SELECT note FROM tool_notes WHERE id = ?1)",
-            [NOTE_ID],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
-    assert_eq!(grants, i64::from(version >= 10));
-    assert_eq!(note, NOTE_TEXT);
-    assert!(
-        store
-            .unblock_tool(&Subject::Agent(AGENT_BOB.into()), "delete_path")
-            .unwrap()
-    );
-}
-
-fn tools_work(store: &Arc<Store>, version: i64) {
-    store.set_tool_enabled("web_search", true).unwrap();
-    store
-        .block_tool(&Subject::Team(TEAM_BETA.into()), "delete_path")
-        .unwrap();
-    assert!(
-        store
-            .unblock_tool(&Subject::Team(TEAM_BETA.into()), "delete_path")
-            .unwrap()
-    );
-    let broker = broker(store);
-    assert!(broker.tools().unwrap().iter().all(|t| t.enabled));
-    let alice_in_alpha = Caller {
-        agent_id: Some(AGENT_ALICE.into()),
-        team_id: Some(TEAM_ALPHA.into()),
-        tenant_id: None,
-    };
-    assert_eq!(
-        store
-            .revoke_approval_grant("delete_path", &alice_in_alpha)
-            .unwrap(),
-        version >= 10,
-        "schema version {version}: only a grant per identity (written by version 10) survives"
-    );
 }

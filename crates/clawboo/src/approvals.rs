@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Subcommand;
-use clawboo_store::broker::{Approval, ApprovalError, ApprovalStatus, Decision};
+use clawboo_broker::{Approval, ApprovalError, ApprovalStatus, BrokerStore, Decision};
 
 /// Approval operator commands.
 #[derive(Debug, Subcommand)]

@@ -148,7 +148,7 @@ pub fn serve_tools(args: StdioArgs) -> anyhow::Result<()> {
     let store = crate::open_db(args.db.as_deref(), crate::STDIO_PG_POOL)?;
     let config = ToolsConfig {
         binding: args.binding(),
-        broker: clawboo_store::broker::BrokerConfig::from_env(),
+        broker: clawboo_broker::BrokerConfig::from_env(),
         executor: Arc::new(clawboo_exec::Builtins::from_env()),
         waits: wait_limit()?,
     };

@@ -3,7 +3,7 @@
 use axum::Router;
 use axum::extract::State;
 use axum::routing::{get, post};
-use clawboo_store::broker::{ApprovalError, Decision};
+use clawboo_broker::{ApprovalError, BrokerStore, Decision};
 use serde::Deserialize;
 use serde_json::{Value, json};
 

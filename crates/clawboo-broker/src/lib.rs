@@ -14,7 +14,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use clawboo_store::Store;
-//! use clawboo_store::broker::{
+//! use clawboo_broker::{
 //!     Broker, BrokerConfig, CallOutcome, Caller, Executor, Invocation, Output, Round,
 //! };
 //! #[derive(Debug)]
@@ -32,7 +32,7 @@
 //! assert!(matches!(round, Round::Done(CallOutcome::Completed { ref text, .. }) if text == "hi"));
 //! ```
 
-pub(crate) mod approvals;
+mod approvals;
 pub mod compact;
 mod exec;
 pub mod inspect;
@@ -41,7 +41,7 @@ pub mod registry;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::db::DbRow;
+use clawboo_store::db::DbRow;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -52,9 +52,9 @@ pub use exec::{
 };
 pub use registry::{Requirement, Risk, ToolSpec};
 
-use crate::scrub::{scrub_json, scrub_text};
-use crate::{Store, StoreError, new_id};
 use approvals::{NewApproval, Standing};
+use clawboo_store::scrub::{scrub_json, scrub_text};
+use clawboo_store::{Store, StoreError, new_id};
 use inspect::SecurityVerdict;
 
 /// The environment variable setting the approval wait (and row expiry) in milliseconds.
@@ -926,9 +926,85 @@ impl Broker {
     }
 }
 
-impl Store {
+/// The operator's side of the broker on a store: deciding approvals, remembered grants,
+/// the audit trail and tool switches, for the CLI, REST and the board. A trait because the
+/// store knows nothing of the broker: import it to call these on a [`Store`].
+pub trait BrokerStore {
+    /// Record a human's decision on a pending approval and wake its waiting call.
+    /// `allow_always` is remembered for the tool and the call's bound identity (agent, team
+    /// and tenant; never for a call bound to no agent, which it allows once).
+    fn resolve_approval(
+        &self,
+        id: &str,
+        decision: Decision,
+        decided_by: &str,
+    ) -> Result<Approval, ApprovalError>;
+
+    /// Approvals, newest first (only `pending` ones when `pending_only`). Pending rows whose
+    /// time ran out (their caller is gone) are marked `expired` first.
+    fn list_approvals(&self, pending_only: bool, limit: usize)
+    -> Result<Vec<Approval>, StoreError>;
+
+    /// The caller of pending approval `id` went away: expire it, so the board stops
+    /// offering it and the call's next round ends as `approval:expired`. `false` when it
+    /// was already settled.
+    fn abandon_approval(&self, id: &str) -> Result<bool, StoreError>;
+
+    /// One approval by id.
+    fn approval(&self, id: &str) -> Result<Approval, StoreError>;
+
+    /// Forget a remembered `allow_always` for `tool` and exactly `caller`'s identity; `true`
+    /// if one existed.
+    fn revoke_approval_grant(&self, tool: &str, caller: &Caller) -> Result<bool, StoreError>;
+
     /// Audit rows, newest first, optionally of one tool.
-    pub fn tool_audit(
+    fn tool_audit(
+        &self,
+        tool_name: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AuditRow>, StoreError>;
+
+    /// Switch a builtin on or off for every caller.
+    fn set_tool_enabled(&self, tool: &str, enabled: bool) -> Result<(), StoreError>;
+
+    /// Put `tool` on `subject`'s blocklist (idempotent).
+    fn block_tool(&self, subject: &Subject, tool: &str) -> Result<(), StoreError>;
+
+    /// Take `tool` off `subject`'s blocklist; `true` if it was there.
+    fn unblock_tool(&self, subject: &Subject, tool: &str) -> Result<bool, StoreError>;
+}
+
+impl BrokerStore for Store {
+    fn resolve_approval(
+        &self,
+        id: &str,
+        decision: Decision,
+        decided_by: &str,
+    ) -> Result<Approval, ApprovalError> {
+        approvals::resolve(self, id, decision, decided_by)
+    }
+
+    fn list_approvals(
+        &self,
+        pending_only: bool,
+        limit: usize,
+    ) -> Result<Vec<Approval>, StoreError> {
+        approvals::list(self, pending_only, limit)
+    }
+
+    fn abandon_approval(&self, id: &str) -> Result<bool, StoreError> {
+        approvals::abandon(self, id)
+    }
+
+    fn approval(&self, id: &str) -> Result<Approval, StoreError> {
+        approvals::get(self, id)
+    }
+
+    fn revoke_approval_grant(&self, tool: &str, caller: &Caller) -> Result<bool, StoreError> {
+        approvals::revoke_grant(self, tool, caller)
+    }
+
+    fn tool_audit(
         &self,
         tool_name: Option<&str>,
         limit: usize,
@@ -946,8 +1022,7 @@ impl Store {
         })
     }
 
-    /// Switch a builtin on or off for every caller.
-    pub fn set_tool_enabled(&self, tool: &str, enabled: bool) -> Result<(), StoreError> {
+    fn set_tool_enabled(&self, tool: &str, enabled: bool) -> Result<(), StoreError> {
         if registry::builtin(tool).is_none() {
             return Err(StoreError::NotFound(format!("tool {tool}")));
         }
@@ -963,8 +1038,7 @@ impl Store {
         })
     }
 
-    /// Put `tool` on `subject`'s blocklist (idempotent).
-    pub fn block_tool(&self, subject: &Subject, tool: &str) -> Result<(), StoreError> {
+    fn block_tool(&self, subject: &Subject, tool: &str) -> Result<(), StoreError> {
         let now = self.now_ms();
         self.write(|tx| {
             tx.execute(
@@ -976,8 +1050,7 @@ impl Store {
         })
     }
 
-    /// Take `tool` off `subject`'s blocklist; `true` if it was there.
-    pub fn unblock_tool(&self, subject: &Subject, tool: &str) -> Result<bool, StoreError> {
+    fn unblock_tool(&self, subject: &Subject, tool: &str) -> Result<bool, StoreError> {
         self.write(|tx| {
             Ok(tx.execute(
                 "DELETE FROM tool_blocklist WHERE subject_kind = ?1 AND subject_id = ?2 AND tool_name = ?3",

@@ -10,7 +10,7 @@ use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::registry::Risk;
-use crate::normalize::normalized;
+use clawboo_store::normalize::normalized;
 
 /// The class of a security finding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::Caller;
-use crate::scrub::scrub_text;
-use crate::{Store, new_id};
+use clawboo_store::scrub::scrub_text;
+use clawboo_store::{Store, new_id};
 
 /// `echo` arguments.
 #[derive(Debug, Deserialize)]
@@ -206,7 +206,7 @@ pub(crate) fn record_note(store: &Store, caller: &Caller, note: &str) -> Output 
              VALUES (?1, ?2, ?3, ?4, ?5)",
             &[&id, &caller.agent_id, &caller.team_id, &stored, &now],
         )?;
-        Ok::<_, crate::StoreError>(())
+        Ok::<_, clawboo_store::StoreError>(())
     });
     match written {
         Ok(()) => Output::ok(json!({ "noted": true, "id": id, "note": stored }).to_string()),

@@ -8,8 +8,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::Caller;
-use crate::db::{DbRow, Tx};
-use crate::{Store, StoreError};
+use clawboo_store::db::{DbRow, Tx};
+use clawboo_store::{Store, StoreError};
 
 /// Where an approval row stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -260,12 +260,6 @@ pub(crate) fn has_grant(tx: &dyn Tx, tool: &str, caller: &Caller) -> Result<bool
     .map(|found| found.is_some())
 }
 
-/// Wake this process's approval waits (a decision another host announced, or one made
-/// here): each reads its own row again.
-pub(crate) fn wake() {
-    crate::bell::APPROVALS.ring();
-}
-
 /// How a call's approval stands when its round reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Standing {
@@ -326,7 +320,7 @@ fn expire(store: &Store, approval_id: &str) -> Result<bool, StoreError> {
         Ok(changed == 1)
     })?;
     if expired {
-        wake();
+        store.ring_approval_bell();
     }
     Ok(expired)
 }
@@ -343,135 +337,133 @@ fn settled_meanwhile(tx: &dyn Tx, select: &str, id: &str) -> Result<ApprovalErro
     })
 }
 
-impl Store {
-    /// Record a human's decision on a pending approval and wake its waiting call.
-    /// `allow_always` is remembered for the tool and the call's bound identity (agent, team
-    /// and tenant; never for a call bound to no agent, which it allows once).
-    pub fn resolve_approval(
-        &self,
-        id: &str,
-        decision: Decision,
-        decided_by: &str,
-    ) -> Result<Approval, ApprovalError> {
-        let now = self.now_ms();
-        let outcome = self.write::<_, StoreError>(|tx| {
-            let sql = format!("SELECT {COLUMNS} FROM tool_call_approvals WHERE id = ?1");
-            let Some(row) = tx.query_opt(&sql, &[&id], from_row)? else {
-                return Ok(Err(ApprovalError::NotFound(id.to_string())));
-            };
-            if row.status != ApprovalStatus::Pending {
-                return Ok(Err(ApprovalError::AlreadySettled {
-                    id: id.to_string(),
-                    status: row.status,
-                }));
-            }
-            // Each write below holds only while the row is still `pending`: on PostgreSQL
-            // another host may have decided it, or its waiter expired it, since the read.
-            if now >= row.expires_at {
-                let expired = tx.execute(
-                    "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?2
-                     WHERE id = ?1 AND status = 'pending'",
-                    &[&id, &now],
-                )?;
-                if expired == 0 {
-                    return Ok(Err(settled_meanwhile(tx, &sql, id)?));
-                }
-                return Ok(Err(ApprovalError::Expired(id.to_string())));
-            }
-            let status = if decision == Decision::Deny {
-                "denied"
-            } else {
-                "allowed"
-            };
-            let decided = tx.query_opt(
-                &format!(
-                    "UPDATE tool_call_approvals
-                     SET status = ?2, decision = ?3, decided_by = ?4, decided_at = ?5
-                     WHERE id = ?1 AND status = 'pending' RETURNING {COLUMNS}"
-                ),
-                &[&id, &status, &decision.as_str(), &decided_by, &now],
-                from_row,
-            )?;
-            let Some(row) = decided else {
-                return Ok(Err(settled_meanwhile(tx, &sql, id)?));
-            };
-            tx.notify(&crate::notices::approval(id))?;
-            if decision == Decision::AllowAlways
-                && let Some([agent, team, tenant]) = grant_identity(
-                    row.agent_id.as_deref(),
-                    row.team_id.as_deref(),
-                    row.tenant_id.as_deref(),
-                )
-            {
-                tx.execute(
-                    "INSERT INTO tool_approval_grants(tool_name, agent_id, team_id, tenant_id,
-                                                      approval_id, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                     ON CONFLICT(tool_name, agent_id, team_id, tenant_id)
-                     DO UPDATE SET approval_id = excluded.approval_id,
-                                   created_at = excluded.created_at",
-                    &[&row.tool_name, &agent, &team, &tenant, &id, &now],
-                )?;
-            }
-            Ok(Ok(row))
-        })?;
-        if outcome.is_ok() {
-            wake();
-        }
-        outcome
-    }
-
-    /// Approvals, newest first (only `pending` ones when `pending_only`). Pending rows whose
-    /// time ran out (their caller is gone) are marked `expired` first.
-    pub fn list_approvals(
-        &self,
-        pending_only: bool,
-        limit: usize,
-    ) -> Result<Vec<Approval>, StoreError> {
-        let now = self.now_ms();
-        self.write(|tx| {
-            tx.execute(
-                "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?1
-                 WHERE status = 'pending' AND expires_at <= ?1",
-                &[&now],
-            )?;
-            let sql = format!(
-                "SELECT {COLUMNS} FROM tool_call_approvals
-                 WHERE (CAST(?1 AS BIGINT) = 0 OR status = 'pending')
-                 ORDER BY created_at DESC, id DESC LIMIT ?2"
-            );
-            tx.query_map(&sql, &[&pending_only, &limit], from_row)
-        })
-    }
-
-    /// The caller of pending approval `id` went away: expire it, so the board stops
-    /// offering it and the call's next round ends as `approval:expired`. `false` when it
-    /// was already settled.
-    pub fn abandon_approval(&self, id: &str) -> Result<bool, StoreError> {
-        expire(self, id)
-    }
-
-    /// One approval by id.
-    pub fn approval(&self, id: &str) -> Result<Approval, StoreError> {
-        self.read(|tx| {
-            let sql = format!("SELECT {COLUMNS} FROM tool_call_approvals WHERE id = ?1");
-            tx.query_opt(&sql, &[&id], from_row)?
-                .ok_or_else(|| StoreError::NotFound(id.to_string()))
-        })
-    }
-
-    /// Forget a remembered `allow_always` for `tool` and exactly `caller`'s identity; `true`
-    /// if one existed.
-    pub fn revoke_approval_grant(&self, tool: &str, caller: &Caller) -> Result<bool, StoreError> {
-        let Some([agent, team, tenant]) = caller_identity(caller) else {
-            return Ok(false);
+/// Record a human's decision on a pending approval and wake its waiting call.
+/// `allow_always` is remembered for the tool and the call's bound identity (agent, team
+/// and tenant; never for a call bound to no agent, which it allows once).
+pub(crate) fn resolve(
+    store: &Store,
+    id: &str,
+    decision: Decision,
+    decided_by: &str,
+) -> Result<Approval, ApprovalError> {
+    let now = store.now_ms();
+    let outcome = store.write::<_, StoreError>(|tx| {
+        let sql = format!("SELECT {COLUMNS} FROM tool_call_approvals WHERE id = ?1");
+        let Some(row) = tx.query_opt(&sql, &[&id], from_row)? else {
+            return Ok(Err(ApprovalError::NotFound(id.to_string())));
         };
-        self.write(|tx| {
-            Ok(tx.execute(
-                "DELETE FROM tool_approval_grants
-                 WHERE tool_name = ?1 AND agent_id = ?2 AND team_id = ?3 AND tenant_id = ?4",
-                &[&tool, &agent, &team, &tenant],
-            )? == 1)
-        })
+        if row.status != ApprovalStatus::Pending {
+            return Ok(Err(ApprovalError::AlreadySettled {
+                id: id.to_string(),
+                status: row.status,
+            }));
+        }
+        // Each write below holds only while the row is still `pending`: on PostgreSQL
+        // another host may have decided it, or its waiter expired it, since the read.
+        if now >= row.expires_at {
+            let expired = tx.execute(
+                "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?2
+                 WHERE id = ?1 AND status = 'pending'",
+                &[&id, &now],
+            )?;
+            if expired == 0 {
+                return Ok(Err(settled_meanwhile(tx, &sql, id)?));
+            }
+            return Ok(Err(ApprovalError::Expired(id.to_string())));
+        }
+        let status = if decision == Decision::Deny {
+            "denied"
+        } else {
+            "allowed"
+        };
+        let decided = tx.query_opt(
+            &format!(
+                "UPDATE tool_call_approvals
+                 SET status = ?2, decision = ?3, decided_by = ?4, decided_at = ?5
+                 WHERE id = ?1 AND status = 'pending' RETURNING {COLUMNS}"
+            ),
+            &[&id, &status, &decision.as_str(), &decided_by, &now],
+            from_row,
+        )?;
+        let Some(row) = decided else {
+            return Ok(Err(settled_meanwhile(tx, &sql, id)?));
+        };
+        tx.notify(&clawboo_store::notices::approval(id))?;
+        if decision == Decision::AllowAlways
+            && let Some([agent, team, tenant]) = grant_identity(
+                row.agent_id.as_deref(),
+                row.team_id.as_deref(),
+                row.tenant_id.as_deref(),
+            )
+        {
+            tx.execute(
+                "INSERT INTO tool_approval_grants(tool_name, agent_id, team_id, tenant_id,
+                                                  approval_id, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(tool_name, agent_id, team_id, tenant_id)
+                 DO UPDATE SET approval_id = excluded.approval_id,
+                               created_at = excluded.created_at",
+                &[&row.tool_name, &agent, &team, &tenant, &id, &now],
+            )?;
+        }
+        Ok(Ok(row))
+    })?;
+    if outcome.is_ok() {
+        store.ring_approval_bell();
     }
+    outcome
+}
+
+/// Approvals, newest first (only `pending` ones when `pending_only`). Pending rows whose
+/// time ran out (their caller is gone) are marked `expired` first.
+pub(crate) fn list(
+    store: &Store,
+    pending_only: bool,
+    limit: usize,
+) -> Result<Vec<Approval>, StoreError> {
+    let now = store.now_ms();
+    store.write(|tx| {
+        tx.execute(
+            "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?1
+             WHERE status = 'pending' AND expires_at <= ?1",
+            &[&now],
+        )?;
+        let sql = format!(
+            "SELECT {COLUMNS} FROM tool_call_approvals
+             WHERE (CAST(?1 AS BIGINT) = 0 OR status = 'pending')
+             ORDER BY created_at DESC, id DESC LIMIT ?2"
+        );
+        tx.query_map(&sql, &[&pending_only, &limit], from_row)
+    })
+}
+
+/// The caller of pending approval `id` went away: expire it, so the board stops
+/// offering it and the call's next round ends as `approval:expired`. `false` when it
+/// was already settled.
+pub(crate) fn abandon(store: &Store, id: &str) -> Result<bool, StoreError> {
+    expire(store, id)
+}
+
+/// One approval by id.
+pub(crate) fn get(store: &Store, id: &str) -> Result<Approval, StoreError> {
+    store.read(|tx| {
+        let sql = format!("SELECT {COLUMNS} FROM tool_call_approvals WHERE id = ?1");
+        tx.query_opt(&sql, &[&id], from_row)?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))
+    })
+}
+
+/// Forget a remembered `allow_always` for `tool` and exactly `caller`'s identity; `true`
+/// if one existed.
+pub(crate) fn revoke_grant(store: &Store, tool: &str, caller: &Caller) -> Result<bool, StoreError> {
+    let Some([agent, team, tenant]) = caller_identity(caller) else {
+        return Ok(false);
+    };
+    store.write(|tx| {
+        Ok(tx.execute(
+            "DELETE FROM tool_approval_grants
+             WHERE tool_name = ?1 AND agent_id = ?2 AND team_id = ?3 AND tenant_id = ?4",
+            &[&tool, &agent, &team, &tenant],
+        )? == 1)
+    })
 }

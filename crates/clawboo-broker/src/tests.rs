@@ -18,7 +18,7 @@ struct Harness {
 /// every rule here runs on either engine.
 enum Database {
     Sqlite(tempfile::TempDir),
-    Postgres(crate::testing::TestStore),
+    Postgres(clawboo_store::testing::TestStore),
 }
 
 impl Database {
@@ -33,7 +33,7 @@ impl Database {
 fn harness() -> Harness {
     let db = if std::env::var("CLAWBOO_TEST_BACKEND").is_ok_and(|b| b == "postgres") {
         Database::Postgres(
-            crate::testing::TestStore::postgres()
+            clawboo_store::testing::TestStore::postgres()
                 .expect("CLAWBOO_TEST_BACKEND=postgres needs CLAWBOO_TEST_POSTGRES_URL"),
         )
     } else {
