@@ -3,7 +3,6 @@
 //! test get the same location as `--db`, and seeding opens it through the store's own
 //! `Store::open_location`, so both backends are measured through the same code.
 
-use std::ffi::OsString;
 use std::path::Path;
 use std::time::Instant;
 
@@ -230,14 +229,6 @@ pub fn open(location: &DbLocation) -> anyhow::Result<Store> {
     let config = StoreConfig::default().with_extension(clawboo_memory::EXTENSION);
     Store::open_location(location, config)
         .with_context(|| format!("cannot open the bench database {location}"))
-}
-
-/// `location` as a server's `--db` argument (a URL with its password: the server needs it).
-pub fn db_arg(location: &DbLocation) -> OsString {
-    match location {
-        DbLocation::File(path) => path.clone().into_os_string(),
-        DbLocation::Postgres(url) => url.into(),
-    }
 }
 
 /// The CPU a PostgreSQL server on this machine spends, all its processes together, so a

@@ -44,7 +44,7 @@ fn signed_teamchat_url(
             "attach", "--server", "teamchat", "--team", "red", "--agent", agent,
         ])
         .args(["--url", base, "--json", "--db"])
-        .arg(crate::db::db_arg(db.location()))
+        .arg(crate::procs::db_arg(db.location()))
         .stderr(Stdio::inherit())
         .output()
         .context("cannot run clawboo attach")?;

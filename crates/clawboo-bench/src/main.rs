@@ -30,7 +30,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use clawboo_store::DbLocation;
 use serde_json::json;
 
-use crate::db::{Backend, db_arg};
+use crate::db::Backend;
+use crate::procs::db_arg;
 
 use crate::load::{HttpLoad, MakeCall, no_errors, round_robin, run_stdio};
 use crate::procs::{ServeProcess, StdioServer, clawboo_command, mib};

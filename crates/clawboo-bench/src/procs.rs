@@ -2,6 +2,7 @@
 //! with a reader thread timestamping every answer, and `clawboo serve`; plus their CPU time
 //! and memory from `/proc`.
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -291,7 +292,7 @@ impl ServeProcess {
     ) -> anyhow::Result<ServeProcess> {
         let mut cmd = clawboo_command(bin_dir, "clawboo", embeddings);
         cmd.args(["serve", "--bind", "127.0.0.1:0", "--db"])
-            .arg(crate::db::db_arg(db))
+            .arg(db_arg(db))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -319,5 +320,13 @@ impl Drop for ServeProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// `location` as a server's `--db` argument (a URL with its password: the server needs it).
+pub fn db_arg(location: &DbLocation) -> OsString {
+    match location {
+        DbLocation::File(path) => path.clone().into_os_string(),
+        DbLocation::Postgres(url) => url.into(),
     }
 }

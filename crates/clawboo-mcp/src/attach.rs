@@ -5,7 +5,6 @@
 //! Everything here is pure (no I/O): the caller supplies the base URL, the database, the
 //! stdio launcher and the [`ScopeSigner`].
 
-use std::fmt;
 use std::str::FromStr;
 
 use clawboo_store::DbLocation;
@@ -13,48 +12,10 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::binding::Binding;
+pub use crate::server_name::McpServerName;
 use crate::signing::ScopeSigner;
 
-/// One of the four MCP servers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum McpServerName {
-    Tasks,
-    Memory,
-    Tools,
-    Teamchat,
-}
-
-impl McpServerName {
-    /// Every server, in [`crate::MCP_SERVER_NAMES`] order.
-    pub const ALL: [McpServerName; 4] = [
-        McpServerName::Tasks,
-        McpServerName::Memory,
-        McpServerName::Tools,
-        McpServerName::Teamchat,
-    ];
-
-    /// The short name (`tasks`, …) used in URLs and commands.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            McpServerName::Tasks => "tasks",
-            McpServerName::Memory => "memory",
-            McpServerName::Tools => "tools",
-            McpServerName::Teamchat => "teamchat",
-        }
-    }
-
-    /// The attach id, `clawboo-<server>` (also the server's `serverInfo.name`).
-    pub fn attach_id(self) -> String {
-        format!("clawboo-{}", self.as_str())
-    }
-}
-
-impl fmt::Display for McpServerName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
+/// Here rather than beside the type: its error is the attach error an operator sees.
 impl FromStr for McpServerName {
     type Err = AttachError;
     fn from_str(s: &str) -> Result<Self, AttachError> {

@@ -29,6 +29,7 @@ pub mod memory;
 pub mod probe;
 pub mod protocol;
 pub mod server;
+mod server_name;
 pub mod signing;
 pub mod stdio;
 pub mod tasks;

@@ -13,8 +13,8 @@ use clawboo_store::{Store, StoreError};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-use crate::attach::McpServerName;
 use crate::binding::Binding;
+use crate::server_name::McpServerName;
 
 /// The `settings` key holding the hex signing secret.
 pub const SIGNING_SECRET_KEY: &str = "attach_signing_secret";

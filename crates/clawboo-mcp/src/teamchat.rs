@@ -14,9 +14,9 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use clawboo_store::chat::{
-    ChatPage, ChatQuery, DelegateError, Delegation, MAX_READ_LIMIT, MAX_WAIT, POLL_INTERVAL,
-    PostKind, team_room,
+    ChatPage, ChatQuery, MAX_READ_LIMIT, MAX_WAIT, POLL_INTERVAL, PostKind, team_room,
 };
+use clawboo_store::delegate::{DelegateError, Delegation};
 use clawboo_store::{Store, StoreError};
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ProgressNotificationParam};

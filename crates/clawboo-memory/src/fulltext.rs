@@ -21,7 +21,8 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 
 use parking_lot::RwLock;
 
-use super::search::{B, K1, ScopeKey};
+use super::ScopeKey;
+use super::bm25::{B, K1};
 use super::sqlite_fts::{Fts5Index, read_fts5_index};
 use super::terms::{self, Posting, Postings};
 use super::{Memory, ScopeFilter};

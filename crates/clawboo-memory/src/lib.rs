@@ -13,6 +13,7 @@
 //! (`pgvector`), else streams the vectors in pages. What needs SQLite itself (FTS5's
 //! upkeep and ranking, its tokenizer for the in-memory index) sits in `sqlite_fts`.
 
+mod bm25;
 mod fts5_tokenizer;
 mod fulltext;
 mod pg_fts;
@@ -139,6 +140,14 @@ pub enum TeamFilter {
     TeamOrGlobal(String),
     /// Global facts only (a bound caller without a team).
     GlobalOnly,
+}
+
+/// Who may see a block of facts: their team, agent and tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct ScopeKey {
+    pub(crate) team_id: Option<String>,
+    pub(crate) agent_id: Option<String>,
+    pub(crate) tenant_id: Option<String>,
 }
 
 /// The visibility scope of a read: team (see [`TeamFilter`]), agent (that agent's facts and

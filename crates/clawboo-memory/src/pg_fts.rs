@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use super::search::{B, COLUMN_WEIGHTS, K1};
+use super::bm25::{B, COLUMN_WEIGHTS, K1};
 use super::terms::DocTerms;
 use super::{FACT_COLUMNS, Fact, ScopeFilter, fact_from_row};
 use crate::Result;

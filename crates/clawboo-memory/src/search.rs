@@ -15,7 +15,7 @@ use std::sync::MutexGuard;
 use serde::Serialize;
 
 use super::{
-    FACT_COLUMNS, Fact, MAX_SEARCH_LIMIT, Memory, ScopeFilter, blob_to_vector, check_len,
+    FACT_COLUMNS, Fact, MAX_SEARCH_LIMIT, Memory, ScopeFilter, ScopeKey, blob_to_vector, check_len,
     check_limit, fact_from_row, params_with, pg_fts, pgvector, read_vector_into, sqlite_fts, terms,
 };
 use crate::Result;
@@ -23,12 +23,6 @@ use clawboo_store::ChangeToken;
 use clawboo_store::StoreError;
 use clawboo_store::db::{Dialect, ToValue, Tx, Value};
 
-/// bm25's column weights (title, content, tags): a title match weighs double.
-pub(super) const COLUMN_WEIGHTS: [u32; 3] = [2, 1, 1];
-/// bm25's term-frequency saturation (FTS5's constant).
-pub(super) const K1: f64 = 1.2;
-/// bm25's length normalisation (FTS5's constant).
-pub(super) const B: f64 = 0.75;
 /// Facts a PostgreSQL vector scan reads per statement, so neither the driver nor the
 /// process ever holds more than a page of vectors.
 const VECTOR_PAGE: usize = 512;
@@ -166,23 +160,6 @@ pub(crate) fn query_words(query: &str) -> Vec<String> {
         }
     }
     words
-}
-
-/// The FTS5 query: each word quoted, all OR-ed.
-pub(super) fn fts_query(words: &[String]) -> String {
-    words
-        .iter()
-        .map(|w| format!("\"{w}\""))
-        .collect::<Vec<_>>()
-        .join(" OR ")
-}
-
-/// Who may see a block of facts: their team, agent and tenant.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) struct ScopeKey {
-    pub(super) team_id: Option<String>,
-    pub(super) agent_id: Option<String>,
-    pub(super) tenant_id: Option<String>,
 }
 
 /// The vectors of every fact of one [`ScopeKey`], as one row-major matrix, so a search
@@ -904,7 +881,10 @@ mod tests {
                 "deploy", "and", "prod", "or", "near", "x", "y", "drop", "table"
             ]
         );
-        assert_eq!(fts_query(&query_words("a-b a")), "\"a\" OR \"b\"");
+        assert_eq!(
+            sqlite_fts::fts_query(&query_words("a-b a")),
+            "\"a\" OR \"b\""
+        );
         assert!(query_words("?!*\"").is_empty());
         let words = query_words("where is the deploy runbook");
         assert_eq!(fts_words(&words), ["deploy", "runbook"]);

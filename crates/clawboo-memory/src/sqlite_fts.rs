@@ -6,13 +6,22 @@
 
 use rusqlite::Connection;
 
-use super::search::{COLUMN_WEIGHTS, ScopeKey, fts_query};
+use super::bm25::COLUMN_WEIGHTS;
 use super::terms::{Posting, Postings};
-use super::{FACT_COLUMNS, Fact, ScopeFilter, fact_from_row};
+use super::{FACT_COLUMNS, Fact, ScopeFilter, ScopeKey, fact_from_row};
 use crate::Result;
 use clawboo_store::Store;
 use clawboo_store::db::{ToValue, Tx};
 use clawboo_store::extension::{PreCommitHook, SqliteHooks};
+
+/// The FTS5 query: each word quoted, all OR-ed.
+pub(super) fn fts_query(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| format!("\"{w}\""))
+        .collect::<Vec<_>>()
+        .join(" OR ")
+}
 
 /// Index the facts this transaction wrote, in one statement. `memory_facts`' insert
 /// trigger only notes a new fact in `memory_facts_fts_pending` (migration 0005: FTS5 would

@@ -5,8 +5,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::bm25::COLUMN_WEIGHTS;
 use super::fts5_tokenizer::tokenize;
-use super::search::COLUMN_WEIGHTS;
 
 /// One fact's occurrences of one term.
 #[derive(Debug, Clone, Copy)]

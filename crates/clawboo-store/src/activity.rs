@@ -6,23 +6,12 @@
 //! reads again when told; on SQLite, whose other processes write the file without telling
 //! anyone, it polls.
 
-use std::sync::LazyLock;
-
 use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::Store;
 use crate::error::Result;
 use crate::store::Backend;
-
-/// How many write announcements this process has heard (its own writes' included, which
-/// come back through the database like everyone else's).
-static ANNOUNCEMENTS: LazyLock<watch::Sender<u64>> = LazyLock::new(|| watch::Sender::new(0));
-
-/// Count an announcement: every receiver of [`Store::activity_changes`] wakes.
-pub(crate) fn announce() {
-    ANNOUNCEMENTS.send_modify(|heard| *heard = heard.wrapping_add(1));
-}
 
 /// What each area of the store looks like now, as opaque marks: compare two readings
 /// area by area; a different mark means that area changed in between.
@@ -72,7 +61,7 @@ impl Store {
     pub fn activity_changes(&self) -> Option<watch::Receiver<u64>> {
         match &self.backend {
             Backend::Sqlite(_) => None,
-            Backend::Postgres(_) => Some(ANNOUNCEMENTS.subscribe()),
+            Backend::Postgres(_) => Some(crate::bell::ACTIVITY.subscribe()),
         }
     }
 

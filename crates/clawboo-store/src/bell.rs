@@ -34,6 +34,11 @@ impl Bell {
             rings: self.rings.subscribe(),
         }
     }
+
+    /// The raw ring count, for a caller that hands the receiver on.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.rings.subscribe()
+    }
 }
 
 /// A room got a post.
@@ -41,6 +46,11 @@ pub(crate) static CHAT: LazyLock<Bell> = LazyLock::new(Bell::new);
 
 /// An approval was decided or expired.
 pub(crate) static APPROVALS: LazyLock<Bell> = LazyLock::new(Bell::new);
+
+/// A write was announced to every process ([`crate::Store::activity_changes`]): this
+/// process's own writes included, which come back through the database like everyone
+/// else's.
+pub(crate) static ACTIVITY: LazyLock<Bell> = LazyLock::new(Bell::new);
 
 /// One waiter's ear on a bell. Mark it before each read, so that a ring after the read
 /// (a post committed just after it) still ends the next [`BellListener::rung`].

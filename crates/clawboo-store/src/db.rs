@@ -456,3 +456,20 @@ mod tests {
         assert_eq!(f64::from_value(Value::Int(2)), Ok(2.0));
     }
 }
+
+/// A value that changes whenever the database may have changed: a commit through this
+/// store or through any other connection (another process included). Caches compare it
+/// to skip reloading when nothing happened; each backend says what it is made of. Public
+/// for the caches kept by crates over the store ([`crate::Store::change_token`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChangeToken {
+    database: i64,
+    local: u64,
+}
+
+impl ChangeToken {
+    /// A token from a database-wide change count and this process's own commit count.
+    pub(crate) fn new(database: i64, local: u64) -> ChangeToken {
+        ChangeToken { database, local }
+    }
+}

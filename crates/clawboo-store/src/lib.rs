@@ -21,7 +21,9 @@ pub mod activity;
 mod bell;
 pub mod board;
 pub mod chat;
+mod config;
 pub mod db;
+pub mod delegate;
 mod error;
 pub mod extension;
 pub mod inbox;
@@ -35,15 +37,16 @@ pub mod scrub;
 pub mod settings;
 mod sqlite;
 mod store;
+mod task;
 pub mod teams;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use bell::BellListener;
+pub use config::{Clock, StoreConfig};
+pub use db::ChangeToken;
 pub use error::{BackendError, BackendErrorKind, CapReason, StoreError};
-pub use store::{
-    ChangeToken, Clock, QueuedWrite, SettleWrite, Store, StoreConfig, WAIT_SAFETY_NET,
-};
+pub use store::{QueuedWrite, SettleWrite, Store, WAIT_SAFETY_NET};
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = migrations::LATEST;
 

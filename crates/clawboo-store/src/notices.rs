@@ -23,9 +23,9 @@ pub fn approval(id: &str) -> String {
 /// Wake this process's waiters for `topic` (one another process sent).
 pub(crate) fn deliver(topic: &str) {
     if topic == CHAT {
-        crate::chat::ring_doorbell();
+        crate::bell::CHAT.ring();
     } else if topic == ACTIVITY {
-        crate::activity::announce();
+        crate::bell::ACTIVITY.ring();
     } else if topic.starts_with(APPROVAL) {
         // Every waiting call of this process reads its own approval again.
         crate::bell::APPROVALS.ring();

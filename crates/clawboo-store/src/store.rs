@@ -8,59 +8,13 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::db::Tx;
+use crate::config::{Clock, StoreConfig};
+use crate::db::{ChangeToken, Tx};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
-use crate::extension::{Extension, ExtensionState};
+use crate::extension::ExtensionState;
 use crate::postgres::PgDb;
 use crate::sqlite::SqliteDb;
 use crate::sqlite::tx::SqliteTx;
-
-/// A source of "now" in epoch milliseconds; injectable so time-window rules are testable.
-pub type Clock = fn() -> i64;
-
-fn system_clock() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-/// How a store is opened.
-#[derive(Debug, Clone)]
-pub struct StoreConfig {
-    /// How long a writer waits for another process's lock before giving up (SQLite's busy
-    /// timeout, PostgreSQL's `lock_timeout`).
-    pub busy_timeout: Duration,
-    /// The time source (epoch milliseconds).
-    pub clock: Clock,
-    /// How long a claim holds its task before it expires back to `todo` (SPEC §12);
-    /// `None` turns leases off.
-    pub lease: Option<Duration>,
-    /// How many connections a PostgreSQL store keeps open at most (SQLite ignores it).
-    pub pg_pool_size: usize,
-    /// The work crates over the store attach to it as it opens (none by default).
-    pub extensions: Vec<Extension>,
-}
-
-impl Default for StoreConfig {
-    fn default() -> Self {
-        StoreConfig {
-            busy_timeout: Duration::from_secs(10),
-            clock: system_clock,
-            lease: Some(crate::leases::DEFAULT_LEASE),
-            pg_pool_size: 16,
-            extensions: Vec::new(),
-        }
-    }
-}
-
-impl StoreConfig {
-    /// These settings with `extension` added to [`StoreConfig::extensions`].
-    pub fn with_extension(mut self, extension: Extension) -> StoreConfig {
-        self.extensions.push(extension);
-        self
-    }
-}
 
 /// How often a wait on PostgreSQL reads again when no bell rang ([`Store::wait_poll`]).
 pub const WAIT_SAFETY_NET: Duration = Duration::from_secs(1);
@@ -73,21 +27,14 @@ pub type QueuedWrite = Box<dyn FnOnce(&Store) -> SettleWrite + Send>;
 /// committed, the error that rolled the whole group back otherwise.
 pub type SettleWrite = Box<dyn FnOnce(std::result::Result<(), &StoreError>) + Send>;
 
-/// A value that changes whenever the database may have changed: a commit through this
-/// store or through any other connection (another process included). Caches compare it
-/// to skip reloading when nothing happened; each backend says what it is made of. Public
-/// for the caches kept by crates over the store ([`Store::change_token`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ChangeToken {
-    database: i64,
-    local: u64,
-}
-
-impl ChangeToken {
-    /// A token from a database-wide change count and this process's own commit count.
-    pub(crate) fn new(database: i64, local: u64) -> ChangeToken {
-        ChangeToken { database, local }
-    }
+/// Writes waiting for a group commit, and whether someone is draining them. The store
+/// keeps the queue; each engine decides how a group of it runs (`drain_queued`).
+#[derive(Default)]
+struct WriteQueue {
+    writes: Vec<QueuedWrite>,
+    /// Set by the `queue_write` that found nobody draining, cleared by the drain that found
+    /// the queue empty (both under the queue's lock, so no write is ever left behind).
+    draining: bool,
 }
 
 /// The engine behind a store.
@@ -109,6 +56,8 @@ pub struct Store {
     seen_due: Mutex<HashMap<(Option<String>, String), i64>>,
     /// What each of [`StoreConfig::extensions`] kept at open, in their order.
     pub(crate) extension_state: Vec<ExtensionState>,
+    /// Writes waiting for the next group commit ([`Store::queue_write`]).
+    queued: Mutex<WriteQueue>,
 }
 
 impl std::fmt::Debug for Store {
@@ -141,6 +90,7 @@ impl Store {
                 .map(|lease| i64::try_from(lease.as_millis()).unwrap_or(i64::MAX)),
             seen_due: Mutex::new(HashMap::new()),
             extension_state: Vec::new(),
+            queued: Mutex::new(WriteQueue::default()),
         }
     }
 
@@ -329,10 +279,7 @@ impl Store {
 
     /// How many writes wait in the queue for the next group.
     pub fn queued_writes(&self) -> usize {
-        match &self.backend {
-            Backend::Sqlite(db) => db.queued_writes(),
-            Backend::Postgres(db) => db.queued_writes(),
-        }
+        self.write_queue().writes.len()
     }
 
     /// Queue a write for the next group commit; a write is acknowledged only after its
@@ -340,10 +287,27 @@ impl Store {
     /// call [`Store::run_queued_writes`] (now or soon); `false` when a drain in progress
     /// will reach this write, so the caller only waits for it to be settled.
     pub fn queue_write(&self, write: QueuedWrite) -> bool {
-        match &self.backend {
-            Backend::Sqlite(db) => db.queue_write(write),
-            Backend::Postgres(db) => db.queue_write(write),
+        let mut queue = self.write_queue();
+        queue.writes.push(write);
+        !std::mem::replace(&mut queue.draining, true)
+    }
+
+    fn write_queue(&self) -> std::sync::MutexGuard<'_, WriteQueue> {
+        self.queued
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The next group of at most `max` queued writes; `None`, ending the drain, when the
+    /// queue is empty (under the queue's lock: a write queued after it starts a new drain).
+    fn next_group(&self, max: usize) -> Option<Vec<QueuedWrite>> {
+        let mut queue = self.write_queue();
+        if queue.writes.is_empty() {
+            queue.draining = false;
+            return None;
         }
+        let n = queue.writes.len().min(max);
+        Some(queue.writes.drain(..n).collect())
     }
 
     /// Run every queued write. On SQLite up to a group per transaction (one
@@ -351,9 +315,12 @@ impl Store {
     /// writes cost about one commit; on PostgreSQL, whose writers run side by side, each in
     /// its own transaction. Returns once the queue was seen empty.
     pub fn run_queued_writes(&self) {
+        let _end_on_panic = EndDrainOnPanic(self);
+        let next_group = |max| self.next_group(max);
+        let run = |write: QueuedWrite| write(self);
         match &self.backend {
-            Backend::Sqlite(db) => db.run_queued_writes(self),
-            Backend::Postgres(db) => db.run_queued_writes(self),
+            Backend::Sqlite(db) => db.drain_queued(next_group, run),
+            Backend::Postgres(db) => db.drain_queued(next_group, run),
         }
     }
 
@@ -383,8 +350,22 @@ impl Store {
     /// which must not block.
     pub fn try_run_queued_writes(&self) -> bool {
         match &self.backend {
-            Backend::Sqlite(db) => db.try_run_queued_writes(self),
+            Backend::Sqlite(db) => {
+                let _end_on_panic = EndDrainOnPanic(self);
+                db.try_drain_queued(|max| self.next_group(max), |write: QueuedWrite| write(self))
+            }
             Backend::Postgres(_) => false,
+        }
+    }
+}
+
+/// Ends a drain if a group panics, so later writers start a new one.
+struct EndDrainOnPanic<'s>(&'s Store);
+
+impl Drop for EndDrainOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.write_queue().draining = false;
         }
     }
 }

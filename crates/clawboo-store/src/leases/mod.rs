@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::board::{Scope, Status, Task, UNFINISHED_DEP, require_task};
 use crate::chat::{self, PostKind};
 use crate::db::{Batched, Dialect, Tx};
 use crate::error::{Result, StoreError};
+use crate::task::{Scope, Status, Task, UNFINISHED_DEP, require_task};
 use crate::{Store, inbox};
 
 /// How long a claim lasts when `CLAWBOO_LEASE_SECS` does not say (30 minutes).
@@ -559,25 +559,6 @@ impl Store {
             agents.sort_by(|a, b| (&a.name, &a.id).cmp(&(&b.name, &b.id)));
             Ok(agents)
         })
-    }
-}
-
-/// Refuse a move or comment fenced by a claim that has ended: `token` is stale once the
-/// task was claimed again, or when nobody holds it any more.
-pub(crate) fn check_fence(task: &Task, token: Option<i64>) -> Result<()> {
-    match token {
-        Some(token) if token != task.claim_token || task.assignee_agent_id.is_none() => {
-            Err(StoreError::StaleClaim {
-                task_id: task.id.clone(),
-                token,
-                current: task.claim_token,
-                held: task
-                    .assignee_agent_id
-                    .as_deref()
-                    .map_or_else(|| ", unclaimed".to_owned(), |h| format!(", held by {h}")),
-            })
-        }
-        _ => Ok(()),
     }
 }
 

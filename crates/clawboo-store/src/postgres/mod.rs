@@ -29,10 +29,9 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::{join, join_all};
 
-use crate::Store;
+use crate::config::StoreConfig;
 use crate::db::{Batched, DbRow, Dialect, Params, Tx, Value, dollar_placeholders};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
-use crate::store::{QueuedWrite, StoreConfig};
 use codec::{Param, Raw, decode};
 use error::unavailable;
 use pool::{Pool, Pooled};
@@ -85,8 +84,6 @@ pub(crate) struct PgDb {
     pool: Arc<Pool>,
     /// `?N` statements rewritten to `$N`, by their text.
     rewritten: Arc<Mutex<HashMap<String, Arc<str>>>>,
-    /// Writes queued by [`Store::queue_write`], and whether someone is draining them.
-    queued: Mutex<(Vec<QueuedWrite>, bool)>,
     /// Told after every committed write; the listener announces them to every process.
     wrote: Arc<tokio::sync::Notify>,
     /// Set by a committed write, cleared by the announcement that covers it: a store
@@ -163,7 +160,6 @@ impl PgDb {
             runtime: Some(runtime),
             pool,
             rewritten: Arc::default(),
-            queued: Mutex::new((Vec::new(), false)),
             wrote,
             unannounced,
         };
@@ -314,32 +310,21 @@ impl PgDb {
         }
     }
 
-    pub(crate) fn queued_writes(&self) -> usize {
-        lock(&self.queued).0.len()
-    }
-
-    pub(crate) fn queue_write(&self, write: QueuedWrite) -> bool {
-        let mut queue = lock(&self.queued);
-        queue.0.push(write);
-        !std::mem::replace(&mut queue.1, true)
-    }
-
-    /// Run every queued write, each in its own transaction (its operation's own `write`),
-    /// and settle it once that committed: PostgreSQL runs writers side by side, so
-    /// grouping would only make one write's failure or lock wait everyone's.
-    pub(crate) fn run_queued_writes(&self, store: &Store) {
-        loop {
-            let writes = {
-                let mut queue = lock(&self.queued);
-                if queue.0.is_empty() {
-                    queue.1 = false;
-                    return;
-                }
-                std::mem::take(&mut queue.0)
-            };
+    /// Run queued writes as `next_group` hands them out until it has none, each in its own
+    /// transaction (its operation's own `write`, by `run`), and settle each once that
+    /// committed: PostgreSQL runs writers side by side, so grouping would only make one
+    /// write's failure or lock wait everyone's.
+    pub(crate) fn drain_queued<W, S>(
+        &self,
+        mut next_group: impl FnMut(usize) -> Option<Vec<W>>,
+        run: impl Fn(W) -> S,
+    ) where
+        S: FnOnce(std::result::Result<(), &StoreError>),
+    {
+        while let Some(writes) = next_group(usize::MAX) {
             for write in writes {
                 // A panicked write drops its settle, which tells its caller.
-                if let Ok(settle) = catch_unwind(AssertUnwindSafe(|| write(store))) {
+                if let Ok(settle) = catch_unwind(AssertUnwindSafe(|| run(write))) {
                     settle(Ok(()));
                 }
             }

@@ -22,10 +22,9 @@ use parking_lot::{ReentrantMutex, ReentrantMutexGuard};
 use rusqlite::Connection;
 use rusqlite::config::DbConfig;
 
-use crate::Store;
+use crate::config::StoreConfig;
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use crate::migrations;
-use crate::store::{QueuedWrite, StoreConfig};
 use checkpointer::{CHECKPOINT_EVERY, Checkpointer, INLINE_CHECKPOINT_PAGES};
 use hooks::Hooks;
 use readers::{Lent, Readers};
@@ -69,15 +68,6 @@ pub(super) fn retry_when_busy(attempt: i32) -> bool {
     true
 }
 
-/// Writes waiting for a group commit, and whether someone is draining them.
-#[derive(Default)]
-struct WriteQueue {
-    writes: Vec<QueuedWrite>,
-    /// Set by the `queue_write` that found nobody draining, cleared by the drain that found
-    /// the queue empty (both under the queue's lock, so no write is ever left behind).
-    draining: bool,
-}
-
 /// The most queued writes one group transaction takes.
 const MAX_GROUP: usize = 64;
 
@@ -88,8 +78,6 @@ pub(crate) struct SqliteDb {
     /// group, can run each queued operation's own `write` as a savepoint inside it. Only
     /// shared references come out: `in_transaction` needs no `&mut Connection`.
     conn: ReentrantMutex<Connection>,
-    /// Writes waiting for the next group commit.
-    queued: Mutex<WriteQueue>,
     path: PathBuf,
     /// Write transactions this store committed (its own commits do not move
     /// `PRAGMA data_version`, which counts other connections' commits).
@@ -105,7 +93,7 @@ pub(crate) struct SqliteDb {
     readers: Readers,
 }
 
-use crate::store::ChangeToken;
+use crate::db::ChangeToken;
 
 impl SqliteDb {
     /// Open (creating when missing) the SQLite file at `path`, apply pending migrations and
@@ -143,7 +131,6 @@ impl SqliteDb {
         }
         Ok(SqliteDb {
             conn: ReentrantMutex::new(conn),
-            queued: Mutex::new(WriteQueue::default()),
             path: path.to_path_buf(),
             commits: Arc::new(AtomicU64::new(0)),
             idle_work_commits: Arc::new(AtomicU64::new(0)),
@@ -248,71 +235,47 @@ impl SqliteDb {
         self.conn.try_lock().is_some() || self.readers.available()
     }
 
-    /// How many writes wait in the queue for the next group.
-    pub(crate) fn queued_writes(&self) -> usize {
-        self.write_queue().writes.len()
-    }
-
-    /// Queue a write for the next group commit; a write is acknowledged only after its
-    /// group committed. Returns `true` when nobody is draining the queue, so the caller must
-    /// call [`Store::run_queued_writes`] (now or soon); `false` when a drain in progress
-    /// will reach this write, so the caller only waits for it to be settled.
-    pub(crate) fn queue_write(&self, write: QueuedWrite) -> bool {
-        let mut queue = self.write_queue();
-        queue.writes.push(write);
-        !std::mem::replace(&mut queue.draining, true)
-    }
-
-    /// Run every queued write, up to `MAX_GROUP` per transaction: one `BEGIN IMMEDIATE`,
-    /// each write in its own savepoint, one `COMMIT`, then each write settled. Writers that
+    /// Run queued writes group by group, up to `MAX_GROUP` per transaction, as
+    /// `next_group` hands them out until it has none: one `BEGIN IMMEDIATE`, each write
+    /// (`run`) in its own savepoint, one `COMMIT`, then each write settled. Writers that
     /// arrive while a group runs queue up behind it and share the next one, so N concurrent
-    /// writes cost about one commit instead of N. Returns once the queue was seen empty
-    /// (every write queued before the call has then been settled).
-    pub(crate) fn run_queued_writes(&self, store: &Store) {
-        /// Ends the drain if a group panics, so later writers start a new one.
-        struct EndOnPanic<'s>(&'s SqliteDb);
-        impl Drop for EndOnPanic<'_> {
-            fn drop(&mut self) {
-                if std::thread::panicking() {
-                    self.0.write_queue().draining = false;
-                }
-            }
-        }
+    /// writes cost about one commit instead of N. The writer's connection is held across
+    /// the groups (the lock is reentrant, so each write's own `write` runs inside).
+    pub(crate) fn drain_queued<W, S>(
+        &self,
+        mut next_group: impl FnMut(usize) -> Option<Vec<W>>,
+        run: impl Fn(W) -> S,
+    ) where
+        S: FnOnce(std::result::Result<(), &StoreError>),
+    {
         let conn = self.lock();
-        let _end_on_panic = EndOnPanic(self);
-        loop {
-            let group: Vec<QueuedWrite> = {
-                let mut queue = self.write_queue();
-                if queue.writes.is_empty() {
-                    // Under the queue's lock: a write queued after this starts a new drain.
-                    queue.draining = false;
-                    return;
-                }
-                let n = queue.writes.len().min(MAX_GROUP);
-                queue.writes.drain(..n).collect()
-            };
-            self.run_group(store, &conn, group);
+        while let Some(group) = next_group(MAX_GROUP) {
+            self.run_group(&conn, group, &run);
         }
     }
 
-    /// [`SqliteDb::run_queued_writes`] when the writer's connection is free now; `false`,
+    /// [`SqliteDb::drain_queued`] when the writer's connection is free now; `false`,
     /// having run nothing, when another thread holds it.
-    pub(crate) fn try_run_queued_writes(&self, store: &Store) -> bool {
+    pub(crate) fn try_drain_queued<W, S>(
+        &self,
+        next_group: impl FnMut(usize) -> Option<Vec<W>>,
+        run: impl Fn(W) -> S,
+    ) -> bool
+    where
+        S: FnOnce(std::result::Result<(), &StoreError>),
+    {
         // Held across the drain (the lock is reentrant), so nobody takes it in between.
         let Some(_held) = self.conn.try_lock() else {
             return false;
         };
-        self.run_queued_writes(store);
+        self.drain_queued(next_group, run);
         true
     }
 
-    fn write_queue(&self) -> std::sync::MutexGuard<'_, WriteQueue> {
-        self.queued
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn run_group(&self, store: &Store, conn: &Connection, group: Vec<QueuedWrite>) {
+    fn run_group<W, S>(&self, conn: &Connection, group: Vec<W>, run: &impl Fn(W) -> S)
+    where
+        S: FnOnce(std::result::Result<(), &StoreError>),
+    {
         if let Err(e) = run_cached(conn, "BEGIN IMMEDIATE") {
             // No shared transaction: the loop below runs each write on its own.
             tracing::debug!(error = %e, "group commit could not begin; writing one by one");
@@ -325,7 +288,7 @@ impl SqliteDb {
             // and is settled at once.
             group_lost = group_lost || conn.is_autocommit();
             if group_lost {
-                if let Ok(settle) = catch_unwind(AssertUnwindSafe(|| write(store))) {
+                if let Ok(settle) = catch_unwind(AssertUnwindSafe(|| run(write))) {
                     settle(Ok(()));
                 }
                 continue;
@@ -333,7 +296,7 @@ impl SqliteDb {
             // Each queued write in a savepoint of its own, so a panic midway undoes all of
             // it; dropping a panicked write's settle tells its caller.
             let savepoint = run_cached(conn, "SAVEPOINT queued_write");
-            let ran = catch_unwind(AssertUnwindSafe(|| write(store)));
+            let ran = catch_unwind(AssertUnwindSafe(|| run(write)));
             if savepoint.is_ok() {
                 let ended = if ran.is_ok() {
                     run_cached(conn, "RELEASE queued_write")

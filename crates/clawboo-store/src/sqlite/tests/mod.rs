@@ -8,6 +8,7 @@ mod readers_and_merge;
 mod wal_checkpoint;
 
 use super::*;
+use crate::Store;
 use rusqlite::StatementStatus;
 use std::sync::mpsc;
 
