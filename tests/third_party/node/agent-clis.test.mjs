@@ -7,17 +7,14 @@
 // (and CODEX_HOME) so no real configuration is read or touched.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
-import { appendFileSync, mkdirSync, mkdtempSync, readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { appendFileSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
-const binDir = process.env.CLAWBOO_BIN_DIR;
-assert.ok(binDir, "CLAWBOO_BIN_DIR must name the folder with the built binaries");
-const clawboo = join(binDir, "clawboo");
-const cliBin = join(dirname(fileURLToPath(import.meta.url)), "..", "node_modules", ".bin");
+import { clawboo, cliBin, sandbox, serve } from "./cli-support.mjs";
+
 const SERVERS = ["tasks", "memory", "tools", "teamchat"];
 const tap = join(dirname(fileURLToPath(import.meta.url)), "..", "stdio-tap.mjs");
 
@@ -27,24 +24,12 @@ let db;
 
 before(async () => {
   db = join(mkdtempSync(join(tmpdir(), "clawboo-clis-")), "clawboo.db");
-  const env = { ...process.env };
-  delete env.STUDIO_ACCESS_TOKEN;
-  server = spawn(clawboo, ["serve", "--bind", "127.0.0.1:0", "--db", db], {
-    stdio: ["ignore", "pipe", "inherit"],
-    env,
-  });
-  // The first stdout line is printed once the socket is bound.
-  const lines = createInterface({ input: server.stdout });
-  const first = await new Promise((resolve, reject) => {
-    lines.once("line", resolve);
-    server.once("exit", (code) => reject(new Error(`clawboo serve exited with ${code}`)));
-  });
-  base = first.replace("clawboo listening on ", "").trim();
-  assert.match(base, /^http:\/\/127\.0\.0\.1:\d+$/);
+  server = await serve(db);
+  base = server.base;
 });
 
-after(() => {
-  server?.kill();
+after(async () => {
+  await server?.stop();
 });
 
 /// The snippet `clawboo attach` prints for one runtime, server and transport.
@@ -54,24 +39,6 @@ function snippet(runtime, name, transport) {
     ["attach", "--runtime", runtime, "--server", name, "--transport", transport, "--db", db, "--url", base],
     { encoding: "utf8" },
   );
-}
-
-/// A fresh HOME (and project folder, and CODEX_HOME) and the environment the CLIs run in:
-/// the installed CLIs first on PATH, no update checks or telemetry.
-function sandbox(label) {
-  const root = mkdtempSync(join(tmpdir(), `clawboo-${label}-`));
-  const dirs = { home: join(root, "home"), project: join(root, "project"), codexHome: join(root, "codex") };
-  Object.values(dirs).forEach((d) => mkdirSync(d, { recursive: true }));
-  const env = {
-    ...process.env,
-    HOME: dirs.home,
-    CODEX_HOME: dirs.codexHome,
-    PATH: `${cliBin}:${process.env.PATH}`,
-    DISABLE_AUTOUPDATER: "1",
-    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-  };
-  delete env.CLAUDE_CONFIG_DIR;
-  return { ...dirs, env };
 }
 
 function run(command, args, box) {
