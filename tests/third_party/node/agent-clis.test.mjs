@@ -8,7 +8,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { appendFileSync, mkdtempSync, readFileSync } from "node:fs";
+import { appendFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -87,6 +87,66 @@ for (const transport of ["stdio", "http"]) {
     }
   });
 }
+
+/// `clawboo attach --apply --all` for one runtime and transport, run in the sandbox.
+function applyAll(runtime, transport, box, extra = []) {
+  return run(
+    clawboo,
+    ["attach", "--apply", "--all", "--runtime", runtime, "--transport", transport, "--team", "red", "--agent", "alice", "--db", db, "--url", base, ...extra],
+    box,
+  );
+}
+
+for (const transport of ["stdio", "http"]) {
+  test(`clawboo attach --apply --all → claude mcp list: every server Connected, the user's own kept; a second run changes nothing (${transport})`, () => {
+    const box = sandbox(`claude-apply-${transport}`);
+    run(join(cliBin, "claude"), ["mcp", "add", "--scope", "user", "mine", "--", process.execPath, tap, join(box.project, "mine.tap"), clawboo, "mcp", "tools", "--db", db], box);
+    const config = join(box.home, ".claude.json");
+    assert.match(applyAll("claude-code", transport, box), /^updated .*\.claude\.json: clawboo-tasks, clawboo-memory, clawboo-tools, clawboo-teamchat\n$/);
+    const written = readFileSync(config, "utf8");
+    assert.match(applyAll("claude-code", transport, box), /^unchanged /);
+    assert.equal(readFileSync(config, "utf8"), written);
+    const listed = run(join(cliBin, "claude"), ["mcp", "list"], box);
+    for (const name of [...SERVERS.map((n) => `clawboo-${n}`), "mine"]) {
+      const line = listed.split("\n").find((l) => l.startsWith(`${name}:`));
+      assert.match(line ?? "", /Connected/, `${name} did not connect:\n${listed}`);
+    }
+  });
+
+  test(`clawboo attach --apply --all → codex mcp list: every server listed, the user's own entry and comments kept (${transport})`, () => {
+    const box = sandbox(`codex-apply-${transport}`);
+    const config = join(box.codexHome, "config.toml");
+    const before = '# my settings\nmodel = "o4" # the model I use\n\n[mcp_servers.mine]\ncommand = "mine" # keep me\n';
+    writeFileSync(config, before);
+    assert.match(applyAll("codex", transport, box), /^updated /);
+    const written = readFileSync(config, "utf8");
+    assert.ok(written.startsWith(before), written);
+    assert.match(applyAll("codex", transport, box), /^unchanged /);
+    assert.equal(readFileSync(config, "utf8"), written);
+    const listed = JSON.parse(run(join(cliBin, "codex"), ["mcp", "list", "--json"], box));
+    assert.deepEqual(
+      listed.map((s) => s.name).sort(),
+      [...SERVERS.map((n) => `clawboo-${n}`), "mine"].sort(),
+      JSON.stringify(listed),
+    );
+    const tasks = listed.find((s) => s.name === "clawboo-tasks");
+    if (transport === "http") {
+      assert.match(tasks.transport.url, /\/api\/mcp\/tasks\?scopeTeamId=red&scopeAgentId=alice&scopeSig=[0-9a-f]{64}$/);
+    } else {
+      assert.deepEqual(tasks.transport.args, ["mcp", "tasks", "--team", "red", "--agent", "alice"]);
+    }
+  });
+}
+
+test("clawboo attach --apply --scope project → claude mcp list shows the project's server (awaiting the user's approval)", () => {
+  const box = sandbox("claude-apply-project");
+  assert.equal(applyAll("claude-code", "stdio", box, ["--scope", "project"]), "updated .mcp.json: clawboo-tasks, clawboo-memory, clawboo-tools, clawboo-teamchat\n");
+  const listed = run(join(cliBin, "claude"), ["mcp", "list"], box);
+  for (const name of SERVERS) {
+    const line = listed.split("\n").find((l) => l.startsWith(`clawboo-${name}:`));
+    assert.match(line ?? "", /Pending approval/, `clawboo-${name} is not listed:\n${listed}`);
+  }
+});
 
 test("claude mcp list is answered on its first probe: server/discover at 2026-07-28, no initialize (stdio tap)", () => {
   const box = sandbox("claude-tap");
