@@ -16,7 +16,8 @@ import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 
 import { clawboo, cliBin, sandbox, serve } from "./cli-support.mjs";
 import { CODEX_NAMESPACE, COMMENT, FINAL, TOOL, WORK_TOOLS, startScriptedModel } from "./scripted-model.mjs";
@@ -32,6 +33,17 @@ after(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup();
 });
 
+/// psql: on PATH, else beside the PostgreSQL binaries the test cluster script finds.
+function psql() {
+  try {
+    execFileSync("psql", ["--version"], { stdio: "ignore" });
+    return "psql";
+  } catch {
+    const script = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "scripts", "pg-test-cluster.sh");
+    return join(execFileSync(script, ["bindir"], { encoding: "utf8" }).trim(), "psql");
+  }
+}
+
 /// A fresh database on `backend`: a SQLite file, or a new PostgreSQL database (dropped
 /// after the run) on the suite's server.
 function freshDb(backend) {
@@ -40,9 +52,10 @@ function freshDb(backend) {
   }
   const server = new URL(process.env.CLAWBOO_TEST_POSTGRES_URL);
   const name = `clawboo_agent_${process.pid}_${Math.random().toString(16).slice(2, 10)}`;
-  execFileSync("psql", [server.href, "-q", "-v", "ON_ERROR_STOP=1", "-c", `CREATE DATABASE ${name}`]);
+  const client = psql();
+  execFileSync(client, [server.href, "-q", "-v", "ON_ERROR_STOP=1", "-c", `CREATE DATABASE ${name}`]);
   cleanups.push(() => {
-    execFileSync("psql", [server.href, "-q", "-c", `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`]);
+    execFileSync(client, [server.href, "-q", "-c", `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`]);
   });
   const url = new URL(server.href);
   url.pathname = `/${name}`;
