@@ -3,9 +3,11 @@
 // `clawboo attach` prints (over Streamable HTTP to a real `clawboo serve` on port 0, and
 // over stdio), their model endpoint pointed at a scripted model on loopback
 // (scripted-model.mjs). The model tries a task another agent holds and must read our
-// refusal ("do not retry"), then claims the next ready task, comments and finishes it. The
-// board is then read back over REST: the task done by that agent, its comment, its lease
-// released, and the names the CLI gave our tools.
+// refusal ("do not retry"), then claims the next ready task, comments and finishes it; an
+// operator comments on that task meanwhile, and the model must find the note piggybacked
+// on its next tool result (the inbox's team updates). The board is then read back over
+// REST: the task done by that agent, its comment, its lease released, and the names the CLI
+// gave our tools.
 //
 // Claude Code runs twice per transport: with its ToolSearch (the Tasks tools deferred, found
 // by a keyword search, as a real model finds them) and with ENABLE_TOOL_SEARCH=false (every
@@ -110,6 +112,15 @@ function runCli(command, args, box, env = {}) {
   });
 }
 
+/// The operator's comment on the task the agent holds, made while the model thinks: the
+/// agent must get it as a team update on its next tool result (the inbox piggyback).
+function operatorComments(base, work) {
+  return async (task) => {
+    await api(base, "POST", `/api/board/${task.id}/comments`, { body: "Please mention the date.", authorAgentId: "lead" });
+    return `on your task "${work.free.title}" (${work.free.id})`;
+  };
+}
+
 /// The prompt both CLIs get: it names the task to try first, as a user or a list would.
 function prompt(work) {
   return `Work the Clawboo board: try task ${work.held.id} first; if you cannot have it, take the next ready task, comment on it and mark it done.`;
@@ -122,10 +133,16 @@ async function assertBoard(base, work, model) {
   const refusal = model.steps.find((s) => s.step === "claim_task");
   assert.ok(refusal?.isError, JSON.stringify(model.steps));
   assert.match(refusal.result, /do not retry/);
+  assert.ok(model.expectUpdate, "the operator's comment was not made");
   const { task, comments } = await api(base, "GET", `/api/board/${work.free.id}`);
   assert.equal(task.status, "done", JSON.stringify(task));
   assert.equal(task.assigneeAgentId, work.agent, JSON.stringify(task));
   assert.equal(task.leaseExpiresAt ?? null, null, JSON.stringify(task));
+  assert.deepEqual(
+    comments.filter((c) => c.authorAgentId === "lead").map((c) => c.body),
+    ["Please mention the date."],
+    JSON.stringify(comments),
+  );
   const mine = comments.filter((c) => c.body === COMMENT);
   assert.equal(mine.length, 1, JSON.stringify(comments));
   assert.equal(mine[0].authorAgentId, work.agent, JSON.stringify(mine[0]));
@@ -161,7 +178,7 @@ for (const backend of BACKENDS) {
         const add = snippet("claude-code", transport, db, base, work).trim();
         assert.match(add, /^claude mcp add /);
         await runCli("bash", ["-c", add], box);
-        const model = await startScriptedModel({ toolSearch });
+        const model = await startScriptedModel({ toolSearch, beforeComment: operatorComments(base, work) });
         try {
           const tools = WORK_TOOLS.map(TOOL);
           const out = await runCli(
@@ -196,7 +213,7 @@ for (const backend of BACKENDS) {
       const label = `codex-${transport}`;
       const work = await board(base, label);
       const box = sandbox(`agent-${label}`);
-      const model = await startScriptedModel();
+      const model = await startScriptedModel({ beforeComment: operatorComments(base, work) });
       try {
         // The attach snippet, then a custom model provider: the scripted Responses API.
         const config = [

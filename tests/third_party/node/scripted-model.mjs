@@ -2,8 +2,9 @@
 // sends (`POST /v1/messages`, SSE) and the streamed Responses API Codex sends
 // (`POST /v1/responses`, SSE). It plays what a model does in one agent turn on the Tasks
 // server: (optionally find the tools through Claude Code's ToolSearch,) try to claim a task
-// another agent holds, read the refusal, claim the next ready task, comment on it, move it to
-// done, and answer with a final text.
+// another agent holds, read the refusal, claim the next ready task, comment on it (and find
+// the team update the test caused meanwhile on that result), move it to done, and answer
+// with a final text.
 //
 // It is stateless per request, as a model is: each answer is chosen from the conversation
 // the CLI sends (the tool calls made so far and their results), and every result is read
@@ -26,10 +27,26 @@ export const COMMENT = "Scripted model: done, the steps are in the log.";
 export const FINAL = "All done: one task finished.";
 
 /// Start the model. `toolSearch`: find the Tasks tools through Claude Code's ToolSearch
-/// first (only when the CLI defers them). Resolves to `{url, requests, steps, failures,
+/// first (only when the CLI defers them). `beforeComment(task)`: run before the comment is
+/// sent; the text it resolves to must come back piggybacked on the comment's result
+/// (the inbox's team updates). Resolves to `{url, requests, steps, failures,
 /// close}`: every request body, the tool results read at each step, and what went wrong.
-export function startScriptedModel({ toolSearch = false } = {}) {
+export function startScriptedModel({ toolSearch = false, beforeComment } = {}) {
   const state = { requests: [], steps: [], failures: [] };
+  // Before the comment, the test's move on the board (awaited, so no race): what it
+  // returns is the update the model must then find piggybacked on add_comment's result.
+  const answer = async (turn) => {
+    const move = turn();
+    if (move.tool?.endsWith("add_comment") && beforeComment && state.expectUpdate === undefined) {
+      try {
+        state.expectUpdate = await beforeComment(state.claimed);
+      } catch (e) {
+        state.failures.push(`beforeComment: ${e.message}`);
+        return { text: `SCRIPT FAILURE: beforeComment: ${e.message}` };
+      }
+    }
+    return move;
+  };
   const server = http.createServer((req, res) => {
     const chunks = [];
     req.on("data", (c) => chunks.push(c));
@@ -49,9 +66,9 @@ export function startScriptedModel({ toolSearch = false } = {}) {
       }
       const path = req.url.split("?")[0];
       if (req.method === "POST" && path === "/v1/messages") {
-        streamMessages(res, anthropicTurn(body, toolSearch, state));
+        answer(() => anthropicTurn(body, toolSearch, state)).then((move) => streamMessages(res, move));
       } else if (req.method === "POST" && path === "/v1/responses") {
-        streamResponses(res, responsesTurn(body, state));
+        answer(() => responsesTurn(body, state)).then((move) => streamResponses(res, move));
       } else {
         state.failures.push(`unexpected request ${req.method} ${req.url}`);
         res.writeHead(404, { "content-type": "application/json" }).end("{}");
@@ -60,13 +77,22 @@ export function startScriptedModel({ toolSearch = false } = {}) {
   });
   return new Promise((resolve) => {
     server.listen(0, "127.0.0.1", () => {
-      resolve({
-        url: `http://127.0.0.1:${server.address().port}`,
-        ...state,
-        close: () => new Promise((done) => server.close(done)),
-      });
+      resolve(
+        Object.assign(state, {
+          url: `http://127.0.0.1:${server.address().port}`,
+          close: () => new Promise((done) => server.close(done)),
+        }),
+      );
     });
   });
+}
+
+/// Keep a tool result on its call: its text blocks apart (our answer is the first, the
+/// piggybacked team updates a second) and all its text together.
+function setResult(call, content) {
+  const blocks = typeof content === "string" ? [content] : Array.isArray(content) ? content : [content ?? ""];
+  call.blocks = blocks.map((b) => resultText([b]));
+  call.text = call.blocks.join("\n");
 }
 
 /// The text of a tool result's content (a string, or text blocks), for either API.
@@ -131,7 +157,7 @@ function nextMove({ calls, prompt, offered, deferred, toolSearch, state }) {
       if (last.isError) return fail(`claim_next failed: ${last.text}`);
       let task;
       try {
-        task = JSON.parse(last.text).task;
+        task = JSON.parse(last.blocks[0]).task;
       } catch {
         return fail(`claim_next's result is not JSON: ${last.text}`);
       }
@@ -147,8 +173,14 @@ function nextMove({ calls, prompt, offered, deferred, toolSearch, state }) {
     }
     case 4: {
       state.steps.push({ step: "update_task_status", isError: last.isError, result: last.text });
+      if (state.expectUpdate !== undefined) {
+        const commented = work[2].text;
+        if (!commented.includes("[team updates — delivered with this tool result]") || !commented.includes(state.expectUpdate)) {
+          return fail(`add_comment's result carries no team update naming ${JSON.stringify(state.expectUpdate)}: ${commented}`);
+        }
+      }
       if (last.isError) return fail(`update_task_status failed: ${last.text}`);
-      const status = safeJson(last.text)?.task?.status;
+      const status = safeJson(last.blocks[0])?.task?.status;
       if (status !== "done") return fail(`the task is not done after update_task_status: ${last.text}`);
       return { text: FINAL };
     }
@@ -167,7 +199,7 @@ function safeJson(text) {
 
 /// The task claim_next returned, read back from the conversation (the model is stateless).
 function claimedTask(work) {
-  return safeJson(work[1].text)?.task;
+  return safeJson(work[1].blocks[0])?.task;
 }
 
 // --- Claude Code: the Messages API ------------------------------------------------------
@@ -188,7 +220,7 @@ function anthropicTurn(body, toolSearch, state) {
       } else if (message.role === "user" && block.type === "tool_result") {
         const call = byId.get(block.tool_use_id);
         if (call) {
-          call.text = resultText(block.content);
+          setResult(call, block.content);
           call.isError = block.is_error === true;
         }
         // What ToolSearch found: the API loads these deferred schemas.
@@ -254,8 +286,8 @@ function responsesTurn(body, state) {
         // Codex sends a tool's text blocks after a "Wall time: …\nOutput:" block, and no
         // error flag: as a model would, a result that is not our JSON answer is a refusal.
         const blocks = Array.isArray(item.output) ? item.output : [{ text: String(item.output) }];
-        call.text = resultText(blocks.filter((b) => !/^Wall time: .*\nOutput:$/s.test(b.text ?? "")));
-        call.isError = safeJson(call.text) === undefined;
+        setResult(call, blocks.filter((b) => !/^Wall time: .*\nOutput:$/s.test(b.text ?? "")));
+        call.isError = safeJson(call.blocks[0]) === undefined;
       }
     } else if (item.type === "message" && item.role === "user") {
       prompt += `${resultText(item.content)}\n`;
