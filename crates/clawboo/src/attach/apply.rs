@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use clap::ValueEnum;
 use clawboo_mcp::attach::Runtime;
 use serde_json::{Map, Value};
-use toml_edit::{Array, DocumentMut, InlineTable, Item, Table};
+use toml_edit::{DocumentMut, Item, Table};
 
 /// Where `claude mcp add` would keep the server (its `--scope`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -175,30 +175,18 @@ fn merge_json(
     }
 }
 
-/// A JSON entry value as TOML (strings, string lists and a string map are all we write).
+/// A JSON entry value as TOML. We write strings, string lists and string maps; anything
+/// else would be written as its JSON text.
 fn toml_value(value: &Value) -> toml_edit::Value {
     match value {
         Value::String(s) => s.as_str().into(),
-        Value::Array(items) => {
-            let mut array = Array::new();
-            for item in items {
-                array.push(toml_value(item));
-            }
-            toml_edit::Value::Array(array)
-        }
-        Value::Object(map) => {
-            let mut table = InlineTable::new();
-            for (k, v) in map {
-                table.insert(k, toml_value(v));
-            }
-            toml_edit::Value::InlineTable(table)
-        }
-        Value::Bool(b) => (*b).into(),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => i.into(),
-            None => n.as_f64().unwrap_or_default().into(),
-        },
-        Value::Null => "".into(),
+        Value::Array(items) => toml_edit::Value::Array(items.iter().map(toml_value).collect()),
+        Value::Object(map) => toml_edit::Value::InlineTable(
+            map.iter()
+                .map(|(k, v)| (k.as_str(), toml_value(v)))
+                .collect(),
+        ),
+        other => other.to_string().into(),
     }
 }
 
