@@ -10,7 +10,7 @@
 // gave our tools.
 //
 // Claude Code runs twice per transport: with its ToolSearch (the Tasks tools deferred, found
-// by a keyword search, as a real model finds them) and with ENABLE_TOOL_SEARCH=false (every
+// by keyword searches, as a real model finds them) and with ENABLE_TOOL_SEARCH=false (every
 // schema offered up front). All of it runs on SQLite and, when CLAWBOO_TEST_POSTGRES_URL is
 // set (test.sh's PostgreSQL pass), again on PostgreSQL, in a fresh database (psql).
 import { test, after } from "node:test";
@@ -199,7 +199,7 @@ for (const backend of BACKENDS) {
             .flatMap((m) => (Array.isArray(m.content) ? m.content : []))
             .filter((b) => b.type === "tool_use")
             .map((b) => b.name);
-          const expected = [...(toolSearch ? ["ToolSearch", "ToolSearch"] : []), ...tools];
+          const expected = [...(toolSearch ? ["ToolSearch", "ToolSearch", "ToolSearch"] : []), ...tools];
           assert.deepEqual(used, expected);
           await assertBoard(base, work, model);
         } finally {

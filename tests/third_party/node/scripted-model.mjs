@@ -20,6 +20,14 @@ export const TOOL = (tool) => `mcp__clawboo-tasks__${tool}`;
 /// The Tasks tools the turn calls, by their MCP names.
 export const WORK_TOOLS = ["claim_task", "claim_next", "add_comment", "update_task_status"];
 
+/// The keyword searches a model makes through Claude Code's ToolSearch, and the Tasks tools
+/// each must find.
+const SEARCHES = [
+  ["claim a task", ["claim_task", "claim_next"]],
+  ["comment on a task", ["add_comment"]],
+  ["set task status done", ["update_task_status"]],
+];
+
 /// What the model comments on the task it finished.
 export const COMMENT = "Scripted model: done, the steps are in the log.";
 
@@ -119,22 +127,20 @@ function nextMove({ calls, prompt, offered, deferred, toolSearch, state }) {
   const wanted = WORK_TOOLS;
   const searches = calls.filter((c) => c.tool === "ToolSearch");
   const work = calls.filter((c) => c.tool !== "ToolSearch");
-  // Find the tools first when the CLI has deferred them (named in its text, not offered).
+  // Find the tools first when the CLI has deferred them (named in its text, not offered):
+  // by keywords, as a model searches for what it wants to do, so our names and
+  // descriptions must rank.
   if (toolSearch && work.length === 0) {
-    if (searches.length === 0) {
-      if (!deferred(TOOL("claim_next"))) return fail("the Tasks tools are not among the deferred tools");
-      // A model searches by what it wants to do.
-      return { tool: "ToolSearch", input: { query: "claim next task" } };
+    if (searches.length === 0 && !deferred(TOOL("claim_next"))) return fail("the Tasks tools are not among the deferred tools");
+    const done = searches.length;
+    if (done > 0) {
+      const [query, expected] = SEARCHES[done - 1];
+      const found = searches[done - 1].text;
+      state.steps.push({ step: `ToolSearch "${query}"`, result: found });
+      const missing = expected.filter((t) => !found.includes(TOOL(t)));
+      if (missing.length > 0) return fail(`ToolSearch "${query}" did not find ${missing.join(", ")}: ${found}`);
     }
-    if (searches.length === 1) {
-      const found = searches[0].text;
-      state.steps.push({ step: "ToolSearch keywords", result: found });
-      if (!found.includes(TOOL("claim_next"))) return fail(`ToolSearch "claim next task" did not find claim_next: ${found}`);
-      // The rest by name, as named in the deferred list.
-      const rest = wanted.filter((n) => n !== "claim_next").map(TOOL);
-      return { tool: "ToolSearch", input: { query: `select:${rest.join(",")}` } };
-    }
-    state.steps.push({ step: "ToolSearch select", result: searches[1].text });
+    if (done < SEARCHES.length) return { tool: "ToolSearch", input: { query: SEARCHES[done][0] } };
   }
   for (const name of wanted) {
     if (!offered(name)) return fail(`${name} is not offered with its schema (offered: ${offered.names.join(", ")})`);
