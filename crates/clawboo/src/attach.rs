@@ -143,8 +143,9 @@ pub fn run(args: AttachArgs) -> anyhow::Result<()> {
             build_attach_config(server, runtime, &target)
         })
         .collect();
-    // On stderr, so stdout stays the snippet alone, ready to paste or pipe.
-    if let Some(note) = configs.iter().find_map(|c| c.note) {
+    // On stderr, so stdout stays the snippet alone, ready to paste or pipe (the JSON
+    // carries it as `note`).
+    if let Some(note) = configs.iter().find_map(|c| c.note).filter(|_| !args.json) {
         eprintln!("note: {note}");
     }
     if args.apply {
