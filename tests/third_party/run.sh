@@ -8,7 +8,12 @@
 #   - the real agent CLIs, Claude Code's (`claude`) and Codex's (`codex`), from npm: the
 #     snippets `clawboo attach` prints, run as printed in a temporary HOME/CODEX_HOME for
 #     every server over stdio and HTTP, then `claude mcp list` (every server Connected) and
-#     `codex mcp list` (every server listed) (node/agent-clis.test.mjs);
+#     `codex mcp list` (every server listed), and the same after `clawboo attach --apply
+#     --all` wrote the CLIs' config files (node/agent-clis.test.mjs);
+#   - the same CLIs doing a task: `claude -p` (with and without its ToolSearch) and
+#     `codex exec`, their model a scripted one on loopback (node/scripted-model.mjs), attached
+#     to the Tasks server over stdio and HTTP, on SQLite and, when test.sh exports
+#     CLAWBOO_TEST_POSTGRES_URL, on PostgreSQL too (node/agent-loops.test.mjs);
 #   - the official conformance suite (@modelcontextprotocol/conformance, server mode, under
 #     Node 22 from npm's `node@22`) against the conformance fixture, which serves the
 #     suite's fixture tools over the same transport code, with an exact expected-failures

@@ -336,6 +336,10 @@ fn tool_table() -> ToolTable<TasksServer> {
     ])
 }
 
+/// What `claim_task` answers when the task is not there to take (another agent won it, or
+/// it left `todo`): an agent must move on, not spin on the same task.
+pub const CLAIM_CONFLICT: &str = "claim failed: conflict: another agent holds this task or it is no longer todo; do not retry it, take the next ready task (claim_next)";
+
 /// Turn a store failure into the tool-error an agent sees, prefixing the reason code for
 /// state-machine operations (`claim failed: conflict`, `block failed: illegal_transition`).
 fn store_error(e: StoreError, prefix: Option<&str>) -> CallToolResult {
@@ -529,9 +533,11 @@ impl TasksServer {
             )
         })
         .await?;
-        Ok(claimed
-            .map(|task| json_result(&TaskOut { task: &task }))
-            .unwrap_or_else(|e| store_error(e, Some("claim failed"))))
+        Ok(match claimed {
+            Ok(task) => json_result(&TaskOut { task: &task }),
+            Err(StoreError::Conflict) => tool_error("conflict", CLAIM_CONFLICT),
+            Err(e) => store_error(e, Some("claim failed")),
+        })
     }
 
     /// `claim_next`: the bound agent (else `assigneeAgentId`) takes the first ready task

@@ -4,6 +4,7 @@ mod common;
 
 use std::collections::HashMap;
 
+use clawboo_mcp::tasks::CLAIM_CONFLICT;
 use common::{StdioClient, TestDb, first_text, seed_subtasks, sql_quote};
 use serde_json::json;
 
@@ -42,7 +43,7 @@ fn racing_processes_claim_each_task_exactly_once() {
                     let result = &answer["result"];
                     let won = result["isError"] != json!(true);
                     if !won {
-                        assert_eq!(first_text(result), "claim failed: conflict", "{result}");
+                        assert_eq!(first_text(result), CLAIM_CONFLICT, "{result}");
                         assert_eq!(result["_meta"]["error"], "conflict");
                     }
                     outcomes.push((id.clone(), agent.clone(), won));

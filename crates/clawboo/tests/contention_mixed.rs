@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
+use clawboo_mcp::tasks::CLAIM_CONFLICT;
 use clawboo_store::board::{CreatePolicy, MAX_CHILDREN, MAX_ROOTS_PER_WINDOW, NewTask, Status};
 use common::{StdioClient, TestDb, first_text, sql_quote};
 use http_support::{Server, Session, client, message_with_id, post};
@@ -302,7 +303,7 @@ fn claims_from_stdio_and_http_have_exactly_one_winner_per_task() {
                         .push(label.clone());
                 }
                 None => {
-                    assert_eq!(first_text(result), "claim failed: conflict", "{result}");
+                    assert_eq!(first_text(result), CLAIM_CONFLICT, "{result}");
                     assert_eq!(result["_meta"]["error"], "conflict");
                 }
             }

@@ -2,6 +2,7 @@
 
 mod common;
 
+use clawboo_mcp::tasks::CLAIM_CONFLICT;
 use common::{StdioClient, TestDb, first_text};
 use serde_json::{Value, json};
 
@@ -217,12 +218,12 @@ fn refusals_carry_exact_texts_and_codes() {
     c.call_ok("claim_task", json!({"taskId": a, "assigneeAgentId": "x"}));
     assert_refused(
         &c.call_tool("claim_task", json!({"taskId": a, "assigneeAgentId": "y"})),
-        "claim failed: conflict",
+        CLAIM_CONFLICT,
         "conflict",
     );
     assert_refused(
         &c.call_tool("assign_task", json!({"taskId": a, "assigneeAgentId": "y"})),
-        "claim failed: conflict",
+        CLAIM_CONFLICT,
         "conflict",
     );
     // A dependency that is not done makes a task unclaimable (we differ: ready == claimable).

@@ -7,17 +7,14 @@
 // (and CODEX_HOME) so no real configuration is read or touched.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
-import { appendFileSync, mkdirSync, mkdtempSync, readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { appendFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
-const binDir = process.env.CLAWBOO_BIN_DIR;
-assert.ok(binDir, "CLAWBOO_BIN_DIR must name the folder with the built binaries");
-const clawboo = join(binDir, "clawboo");
-const cliBin = join(dirname(fileURLToPath(import.meta.url)), "..", "node_modules", ".bin");
+import { clawboo, cliBin, sandbox, serve } from "./cli-support.mjs";
+
 const SERVERS = ["tasks", "memory", "tools", "teamchat"];
 const tap = join(dirname(fileURLToPath(import.meta.url)), "..", "stdio-tap.mjs");
 
@@ -27,24 +24,12 @@ let db;
 
 before(async () => {
   db = join(mkdtempSync(join(tmpdir(), "clawboo-clis-")), "clawboo.db");
-  const env = { ...process.env };
-  delete env.STUDIO_ACCESS_TOKEN;
-  server = spawn(clawboo, ["serve", "--bind", "127.0.0.1:0", "--db", db], {
-    stdio: ["ignore", "pipe", "inherit"],
-    env,
-  });
-  // The first stdout line is printed once the socket is bound.
-  const lines = createInterface({ input: server.stdout });
-  const first = await new Promise((resolve, reject) => {
-    lines.once("line", resolve);
-    server.once("exit", (code) => reject(new Error(`clawboo serve exited with ${code}`)));
-  });
-  base = first.replace("clawboo listening on ", "").trim();
-  assert.match(base, /^http:\/\/127\.0\.0\.1:\d+$/);
+  server = await serve(db);
+  base = server.base;
 });
 
-after(() => {
-  server?.kill();
+after(async () => {
+  await server?.stop();
 });
 
 /// The snippet `clawboo attach` prints for one runtime, server and transport.
@@ -54,24 +39,6 @@ function snippet(runtime, name, transport) {
     ["attach", "--runtime", runtime, "--server", name, "--transport", transport, "--db", db, "--url", base],
     { encoding: "utf8" },
   );
-}
-
-/// A fresh HOME (and project folder, and CODEX_HOME) and the environment the CLIs run in:
-/// the installed CLIs first on PATH, no update checks or telemetry.
-function sandbox(label) {
-  const root = mkdtempSync(join(tmpdir(), `clawboo-${label}-`));
-  const dirs = { home: join(root, "home"), project: join(root, "project"), codexHome: join(root, "codex") };
-  Object.values(dirs).forEach((d) => mkdirSync(d, { recursive: true }));
-  const env = {
-    ...process.env,
-    HOME: dirs.home,
-    CODEX_HOME: dirs.codexHome,
-    PATH: `${cliBin}:${process.env.PATH}`,
-    DISABLE_AUTOUPDATER: "1",
-    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-  };
-  delete env.CLAUDE_CONFIG_DIR;
-  return { ...dirs, env };
 }
 
 function run(command, args, box) {
@@ -120,6 +87,66 @@ for (const transport of ["stdio", "http"]) {
     }
   });
 }
+
+/// `clawboo attach --apply --all` for one runtime and transport, run in the sandbox.
+function applyAll(runtime, transport, box, extra = []) {
+  return run(
+    clawboo,
+    ["attach", "--apply", "--all", "--runtime", runtime, "--transport", transport, "--team", "red", "--agent", "alice", "--db", db, "--url", base, ...extra],
+    box,
+  );
+}
+
+for (const transport of ["stdio", "http"]) {
+  test(`clawboo attach --apply --all → claude mcp list: every server Connected, the user's own kept; a second run changes nothing (${transport})`, () => {
+    const box = sandbox(`claude-apply-${transport}`);
+    run(join(cliBin, "claude"), ["mcp", "add", "--scope", "user", "mine", "--", process.execPath, tap, join(box.project, "mine.tap"), clawboo, "mcp", "tools", "--db", db], box);
+    const config = join(box.home, ".claude.json");
+    assert.match(applyAll("claude-code", transport, box), /^updated .*\.claude\.json: clawboo-tasks, clawboo-memory, clawboo-tools, clawboo-teamchat\n$/);
+    const written = readFileSync(config, "utf8");
+    assert.match(applyAll("claude-code", transport, box), /^unchanged /);
+    assert.equal(readFileSync(config, "utf8"), written);
+    const listed = run(join(cliBin, "claude"), ["mcp", "list"], box);
+    for (const name of [...SERVERS.map((n) => `clawboo-${n}`), "mine"]) {
+      const line = listed.split("\n").find((l) => l.startsWith(`${name}:`));
+      assert.match(line ?? "", /Connected/, `${name} did not connect:\n${listed}`);
+    }
+  });
+
+  test(`clawboo attach --apply --all → codex mcp list: every server listed, the user's own entry and comments kept (${transport})`, () => {
+    const box = sandbox(`codex-apply-${transport}`);
+    const config = join(box.codexHome, "config.toml");
+    const before = '# my settings\nmodel = "o4" # the model I use\n\n[mcp_servers.mine]\ncommand = "mine" # keep me\n';
+    writeFileSync(config, before);
+    assert.match(applyAll("codex", transport, box), /^updated /);
+    const written = readFileSync(config, "utf8");
+    assert.ok(written.startsWith(before), written);
+    assert.match(applyAll("codex", transport, box), /^unchanged /);
+    assert.equal(readFileSync(config, "utf8"), written);
+    const listed = JSON.parse(run(join(cliBin, "codex"), ["mcp", "list", "--json"], box));
+    assert.deepEqual(
+      listed.map((s) => s.name).sort(),
+      [...SERVERS.map((n) => `clawboo-${n}`), "mine"].sort(),
+      JSON.stringify(listed),
+    );
+    const tasks = listed.find((s) => s.name === "clawboo-tasks");
+    if (transport === "http") {
+      assert.match(tasks.transport.url, /\/api\/mcp\/tasks\?scopeTeamId=red&scopeAgentId=alice&scopeSig=[0-9a-f]{64}$/);
+    } else {
+      assert.deepEqual(tasks.transport.args, ["mcp", "tasks", "--team", "red", "--agent", "alice"]);
+    }
+  });
+}
+
+test("clawboo attach --apply --scope project → claude mcp list shows the project's server (awaiting the user's approval)", () => {
+  const box = sandbox("claude-apply-project");
+  assert.equal(applyAll("claude-code", "stdio", box, ["--scope", "project"]), "updated .mcp.json: clawboo-tasks, clawboo-memory, clawboo-tools, clawboo-teamchat\n");
+  const listed = run(join(cliBin, "claude"), ["mcp", "list"], box);
+  for (const name of SERVERS) {
+    const line = listed.split("\n").find((l) => l.startsWith(`clawboo-${name}:`));
+    assert.match(line ?? "", /Pending approval/, `clawboo-${name} is not listed:\n${listed}`);
+  }
+});
 
 test("claude mcp list is answered on its first probe: server/discover at 2026-07-28, no initialize (stdio tap)", () => {
   const box = sandbox("claude-tap");

@@ -41,7 +41,7 @@ test("TS SDK lists the 13 task tools and drives a task through the board", async
 
     const again = await client.callTool({ name: "claim_task", arguments: { taskId: task.id, assigneeAgentId: "other" } });
     assert.equal(again.isError, true);
-    assert.equal(again.content[0].text, "claim failed: conflict");
+    assert.match(again.content[0].text, /^claim failed: conflict: .*do not retry it/);
     assert.equal(again._meta.error, "conflict");
   } finally {
     await client.close();
