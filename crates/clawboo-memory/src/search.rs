@@ -21,7 +21,14 @@ use super::{
 use crate::Result;
 use clawboo_store::ChangeToken;
 use clawboo_store::StoreError;
-use clawboo_store::db::{Dialect, ToValue, Tx, Value};
+use clawboo_store::db::{Dialect, PerEngine, ToValue, Tx, Value};
+
+/// `f.seq` is one of the comma-separated numbers in `?1`: SQLite has no arrays, so a JSON
+/// one there; an array on PostgreSQL.
+const SEQ_IN_LIST: PerEngine = PerEngine {
+    sqlite: "f.seq IN (SELECT value FROM json_each('[' || ?1 || ']'))",
+    postgres: "f.seq = ANY(CAST(string_to_array(CAST(?1 AS TEXT), ',') AS BIGINT[]))",
+};
 
 /// Facts a PostgreSQL vector scan reads per statement, so neither the driver nor the
 /// process ever holds more than a page of vectors.
@@ -778,23 +785,13 @@ impl Memory {
         }
         // One cached statement for any number of rows (a list of `?` would be a new
         // statement, compiled anew, for each count): the numbers go in as one text.
-        let numbers = seqs
+        let list = seqs
             .iter()
             .map(i64::to_string)
             .collect::<Vec<_>>()
             .join(",");
         self.store.read(|tx| {
-            // SQLite has no arrays: a JSON one there, an array literal on PostgreSQL.
-            let (test, list) = match tx.dialect() {
-                Dialect::Sqlite => (
-                    "f.seq IN (SELECT value FROM json_each(?1))",
-                    format!("[{numbers}]"),
-                ),
-                Dialect::Postgres => (
-                    "f.seq = ANY(CAST(CAST(?1 AS TEXT) AS BIGINT[]))",
-                    format!("{{{numbers}}}"),
-                ),
-            };
+            let test = tx.statement(&SEQ_IN_LIST);
             let sql = format!("SELECT {FACT_COLUMNS}, f.seq FROM memory_facts f WHERE {test}");
             let mut out = HashMap::with_capacity(seqs.len());
             tx.query_each(&sql, &params_with(&list, &[]), &mut |r| {

@@ -11,7 +11,6 @@ use tokio::sync::watch;
 
 use crate::Store;
 use crate::error::Result;
-use crate::store::Backend;
 
 /// What each area of the store looks like now, as opaque marks: compare two readings
 /// area by area; a different mark means that area changed in between.
@@ -59,10 +58,8 @@ impl Store {
     /// more whenever the listening connection is made again, since announcements sent
     /// while it was down are lost); `None` on SQLite, where a view must poll the marks.
     pub fn activity_changes(&self) -> Option<watch::Receiver<u64>> {
-        match &self.backend {
-            Backend::Sqlite(_) => None,
-            Backend::Postgres(_) => Some(crate::bell::ACTIVITY.subscribe()),
-        }
+        self.announces_writes()
+            .then(|| crate::bell::ACTIVITY.subscribe())
     }
 
     /// Read the change mark of every area in one snapshot.

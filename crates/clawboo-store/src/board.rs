@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::db::{Batched, DbRow, Dialect, Tx};
+use crate::db::{Batched, DbRow, PerEngine, Tx};
 use crate::error::{CapReason, Result, StoreError};
 use crate::leases::{self, GRANT_LEASE};
 use crate::scrub::{is_only_redactions, scrub_text};
@@ -483,12 +483,11 @@ pub(crate) fn insert_task(
         }
     } else if policy == CreatePolicy::Capped {
         tx.serialize_on(&cap_key(team_id.as_deref()))?;
-        let sql = match tx.dialect() {
-            Dialect::Sqlite => RECENT_ROOTS_SQLITE,
-            Dialect::Postgres => RECENT_ROOTS_POSTGRES,
-        };
-        let recent: i64 =
-            tx.query_one(sql, &[&(now - ROOT_RATE_WINDOW_MS), &team_id], |r| r.get(0))?;
+        let recent: i64 = tx.query_one(
+            tx.statement(&RECENT_ROOTS),
+            &[&(now - ROOT_RATE_WINDOW_MS), &team_id],
+            |r| r.get(0),
+        )?;
         if recent >= MAX_ROOTS_PER_WINDOW {
             return Err(StoreError::Cap {
                 reason: CapReason::RootRateCap,
@@ -669,11 +668,13 @@ fn cap_key(team_id: Option<&str>) -> String {
 /// root task ever made, inside the write lock; the partial index holds only roots, by
 /// time, so this reads just the window's roots and tests each one's team. PostgreSQL's
 /// planner finds it by itself.
-const RECENT_ROOTS_SQLITE: &str = "SELECT COUNT(*) FROM tasks INDEXED BY tasks_roots_by_time
-     WHERE parent_task_id IS NULL AND created_at > ?1 AND team_id IS NOT DISTINCT FROM ?2";
-const RECENT_ROOTS_POSTGRES: &str = "SELECT COUNT(*) FROM tasks
+const RECENT_ROOTS: PerEngine = PerEngine {
+    sqlite: "SELECT COUNT(*) FROM tasks INDEXED BY tasks_roots_by_time
+     WHERE parent_task_id IS NULL AND created_at > ?1 AND team_id IS NOT DISTINCT FROM ?2",
+    postgres: "SELECT COUNT(*) FROM tasks
      WHERE parent_task_id IS NULL AND created_at > ?1
-       AND team_id IS NOT DISTINCT FROM CAST(?2 AS TEXT)";
+       AND team_id IS NOT DISTINCT FROM CAST(?2 AS TEXT)",
+};
 
 impl Store {
     /// Create a task. With [`CreatePolicy::Capped`] the parent, depth, child-count and

@@ -291,11 +291,23 @@ impl<'a> Batched<'a> {
     }
 }
 
+/// A statement written once per engine, where the two truly differ (an index hint only
+/// SQLite needs, an array only PostgreSQL has). The engine running the transaction picks
+/// its own form ([`Tx::statement`]), so no domain module branches on the engine.
+#[derive(Debug, Clone, Copy)]
+pub struct PerEngine {
+    pub sqlite: &'static str,
+    pub postgres: &'static str,
+}
+
 /// A connection inside a transaction (or, for reads, a connection whose every statement
 /// sees one committed state): what domain code runs its SQL on.
 pub trait Tx {
     /// Which engine this is, for the statements written once per engine.
     fn dialect(&self) -> Dialect;
+
+    /// This engine's form of a statement written once per engine.
+    fn statement(&self, per_engine: &PerEngine) -> &'static str;
 
     /// Run a statement that returns no rows; the number of rows it changed.
     fn execute(&self, sql: &str, params: Params<'_>) -> Result<usize>;

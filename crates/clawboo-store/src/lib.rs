@@ -24,6 +24,7 @@ pub mod chat;
 mod config;
 pub mod db;
 pub mod delegate;
+mod engine;
 mod error;
 pub mod extension;
 pub mod inbox;
@@ -45,8 +46,10 @@ pub mod testing;
 pub use bell::BellListener;
 pub use config::{Clock, StoreConfig};
 pub use db::ChangeToken;
+pub use engine::SettleWrite;
 pub use error::{BackendError, BackendErrorKind, CapReason, StoreError};
-pub use store::{QueuedWrite, SettleWrite, Store, WAIT_SAFETY_NET};
+pub use postgres::WAIT_SAFETY_NET;
+pub use store::{QueuedWrite, Store};
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = migrations::LATEST;
 
@@ -72,7 +75,7 @@ impl Store {
             (extension.sqlite_hooks)(&mut hooks);
         }
         let db = sqlite::SqliteDb::open(path, &config, hooks)?;
-        Store::from_backend(store::Backend::Sqlite(db), &config).opened(&config)
+        Store::from_engine(Box::new(db), &config).opened(&config)
     }
 
     /// Open the store `location` names: a SQLite file (created on first use) or a
@@ -88,7 +91,7 @@ impl Store {
                     .flat_map(|extension| (extension.postgres_session_settings)())
                     .collect();
                 let db = postgres::PgDb::open(url, &config, notices::deliver, &session_settings)?;
-                Store::from_backend(store::Backend::Postgres(db), &config).opened(&config)
+                Store::from_engine(Box::new(db), &config).opened(&config)
             }
         }
     }

@@ -10,22 +10,14 @@ use std::time::Duration;
 
 use crate::config::{Clock, StoreConfig};
 use crate::db::{ChangeToken, Tx};
+use crate::engine::{Abort, Body, Engine, Job, SettleWrite};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use crate::extension::ExtensionState;
-use crate::postgres::PgDb;
 use crate::sqlite::SqliteDb;
-use crate::sqlite::tx::SqliteTx;
-
-/// How often a wait on PostgreSQL reads again when no bell rang ([`Store::wait_poll`]).
-pub const WAIT_SAFETY_NET: Duration = Duration::from_secs(1);
 
 /// A write queued for the next group commit ([`Store::queue_write`]): it runs its store
 /// operation inside the group's transaction and returns how to report the outcome.
 pub type QueuedWrite = Box<dyn FnOnce(&Store) -> SettleWrite + Send>;
-
-/// Reports a queued write's outcome to its caller once its group ended: `Ok` when the group
-/// committed, the error that rolled the whole group back otherwise.
-pub type SettleWrite = Box<dyn FnOnce(std::result::Result<(), &StoreError>) + Send>;
 
 /// Writes waiting for a group commit, and whether someone is draining them. The store
 /// keeps the queue; each engine decides how a group of it runs (`drain_queued`).
@@ -37,17 +29,11 @@ struct WriteQueue {
     draining: bool,
 }
 
-/// The engine behind a store.
-pub(crate) enum Backend {
-    Sqlite(SqliteDb),
-    Postgres(PgDb),
-}
-
 /// The store: every domain operation (`Store::claim_task`, `Store::create_task`, …) runs
 /// through it, the domain crates over it included. Cheap to share behind an `Arc`; every method is blocking and must run off
 /// the async executor's hot path (`clawboo_mcp::protocol::blocking` says where).
 pub struct Store {
-    pub(crate) backend: Backend,
+    engine: Box<dyn Engine>,
     clock: Clock,
     /// [`StoreConfig::lease`] in milliseconds.
     lease_ms: Option<i64>,
@@ -63,9 +49,9 @@ pub struct Store {
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut out = f.debug_struct("Store");
-        match &self.backend {
-            Backend::Sqlite(db) => out.field("path", &db.path()),
-            Backend::Postgres(_) => out.field("backend", &"postgres"),
+        match self.engine.path() {
+            Some(path) => out.field("path", &path),
+            None => out.field("backend", &self.engine.name()),
         };
         out.finish_non_exhaustive()
     }
@@ -80,9 +66,9 @@ fn sqlite_only(what: &str) -> StoreError {
 }
 
 impl Store {
-    pub(crate) fn from_backend(backend: Backend, config: &StoreConfig) -> Store {
+    pub(crate) fn from_engine(engine: Box<dyn Engine>, config: &StoreConfig) -> Store {
         Store {
-            backend,
+            engine,
             clock: config.clock,
             lease_ms: config
                 .lease
@@ -96,10 +82,7 @@ impl Store {
 
     /// The engine's name, for logs: `sqlite` or `postgres`.
     pub fn backend_name(&self) -> &'static str {
-        match &self.backend {
-            Backend::Sqlite(_) => "sqlite",
-            Backend::Postgres(_) => "postgres",
-        }
+        self.engine.name()
     }
 
     /// The state of type `T` an extension kept when this store opened
@@ -112,10 +95,7 @@ impl Store {
 
     /// The SQLite file this store writes; `None` on PostgreSQL.
     pub fn path(&self) -> Option<&Path> {
-        match &self.backend {
-            Backend::Sqlite(db) => Some(db.path()),
-            Backend::Postgres(_) => None,
-        }
+        self.engine.path()
     }
 
     /// Now, in epoch milliseconds, from the configured clock.
@@ -141,10 +121,7 @@ impl Store {
     where
         E: From<StoreError>,
     {
-        match &self.backend {
-            Backend::Sqlite(db) => db.write_sqlite(|conn| f(&SqliteTx(conn))),
-            Backend::Postgres(db) => db.write(f),
-        }
+        in_body(f, |body| self.engine.write(body))
     }
 
     /// Run read-only `f`; each statement sees a committed state (and, inside a write on
@@ -154,10 +131,7 @@ impl Store {
     where
         E: From<StoreError>,
     {
-        match &self.backend {
-            Backend::Sqlite(db) => db.read_sqlite(|conn| f(&SqliteTx(conn))),
-            Backend::Postgres(db) => db.read(f),
-        }
+        in_body(f, |body| self.engine.read(body))
     }
 
     /// Run read-only `f` in one read transaction, so every statement sees one snapshot.
@@ -166,10 +140,7 @@ impl Store {
     where
         E: From<StoreError>,
     {
-        match &self.backend {
-            Backend::Sqlite(db) => db.snapshot_sqlite(|conn| f(&SqliteTx(conn))),
-            Backend::Postgres(db) => db.snapshot(f),
-        }
+        in_body(f, |body| self.engine.snapshot(body))
     }
 
     /// [`Store::write`] on the SQLite connection itself, for SQLite-only work.
@@ -181,9 +152,9 @@ impl Store {
     where
         E: From<StoreError>,
     {
-        match &self.backend {
-            Backend::Sqlite(db) => db.write_sqlite(f),
-            Backend::Postgres(_) => Err(sqlite_only("this write").into()),
+        match self.sqlite() {
+            Some(db) => db.write_sqlite(f),
+            None => Err(sqlite_only("this write").into()),
         }
     }
 
@@ -196,9 +167,9 @@ impl Store {
     where
         E: From<StoreError>,
     {
-        match &self.backend {
-            Backend::Sqlite(db) => db.read_sqlite(f),
-            Backend::Postgres(_) => Err(sqlite_only("this read").into()),
+        match self.sqlite() {
+            Some(db) => db.read_sqlite(f),
+            None => Err(sqlite_only("this read").into()),
         }
     }
 
@@ -211,9 +182,9 @@ impl Store {
     where
         E: From<StoreError>,
     {
-        match &self.backend {
-            Backend::Sqlite(db) => db.snapshot_sqlite(f),
-            Backend::Postgres(_) => Err(sqlite_only("this read").into()),
+        match self.sqlite() {
+            Some(db) => db.snapshot_sqlite(f),
+            None => Err(sqlite_only("this read").into()),
         }
     }
 
@@ -227,19 +198,15 @@ impl Store {
     where
         E: From<StoreError>,
     {
-        match &self.backend {
-            Backend::Sqlite(db) => db.long_snapshot_sqlite(f),
-            Backend::Postgres(_) => Err(sqlite_only("this read").into()),
+        match self.sqlite() {
+            Some(db) => db.long_snapshot_sqlite(f),
+            None => Err(sqlite_only("this read").into()),
         }
     }
 
-    /// The SQLite backend, for its own tests.
-    #[cfg(test)]
-    pub(crate) fn sqlite_db(&self) -> Option<&SqliteDb> {
-        match &self.backend {
-            Backend::Sqlite(db) => Some(db),
-            Backend::Postgres(_) => None,
-        }
+    /// The SQLite engine, for the work only SQLite does (and its own tests).
+    pub(crate) fn sqlite(&self) -> Option<&SqliteDb> {
+        self.engine.as_any().downcast_ref::<SqliteDb>()
     }
 
     /// The current [`ChangeToken`]: read it before loading what a cache holds, compare it
@@ -248,22 +215,13 @@ impl Store {
     /// and no write pays to keep a token (migration 0001's `clawboo_changes` is no longer
     /// written), so asking is a bug.
     pub fn change_token(&self) -> Result<ChangeToken> {
-        match &self.backend {
-            Backend::Sqlite(db) => db.change_token(),
-            Backend::Postgres(_) => Err(StoreError::Backend(BackendError {
-                kind: BackendErrorKind::Other,
-                message: "PostgreSQL keeps no change token: its searches read the database".into(),
-            })),
-        }
+        self.engine.change_token()
     }
 
     /// Run the backend's idle work (the [`crate::extension::IdleStep`]s extensions
     /// registered) to its end now, for whoever must not wait for the store to be idle.
     pub fn run_idle_work(&self) -> Result<()> {
-        match &self.backend {
-            Backend::Sqlite(db) => db.run_idle_work(),
-            Backend::Postgres(_) => Ok(()),
-        }
+        self.engine.run_idle_work()
     }
 
     /// Run read-only `f` at once when a connection is free for it, or hand it back. Lets
@@ -271,9 +229,10 @@ impl Store {
     /// hand-offs, without waiting for a write group there. On PostgreSQL every call may
     /// wait on the network, so it is always handed back.
     pub fn run_if_idle<T, F: FnOnce(&Store) -> T>(&self, f: F) -> std::result::Result<T, F> {
-        match &self.backend {
-            Backend::Sqlite(db) if db.is_idle() => Ok(f(self)),
-            _ => Err(f),
+        if self.engine.is_idle() {
+            Ok(f(self))
+        } else {
+            Err(f)
         }
     }
 
@@ -300,14 +259,19 @@ impl Store {
 
     /// The next group of at most `max` queued writes; `None`, ending the drain, when the
     /// queue is empty (under the queue's lock: a write queued after it starts a new drain).
-    fn next_group(&self, max: usize) -> Option<Vec<QueuedWrite>> {
+    fn next_group(&self, max: usize) -> Option<Vec<Job<'_>>> {
         let mut queue = self.write_queue();
         if queue.writes.is_empty() {
             queue.draining = false;
             return None;
         }
         let n = queue.writes.len().min(max);
-        Some(queue.writes.drain(..n).collect())
+        let group = queue.writes.drain(..n);
+        Some(
+            group
+                .map(|write| -> Job<'_> { Box::new(move || write(self)) })
+                .collect(),
+        )
     }
 
     /// Run every queued write. On SQLite up to a group per transaction (one
@@ -316,12 +280,7 @@ impl Store {
     /// its own transaction. Returns once the queue was seen empty.
     pub fn run_queued_writes(&self) {
         let _end_on_panic = EndDrainOnPanic(self);
-        let next_group = |max| self.next_group(max);
-        let run = |write: QueuedWrite| write(self);
-        match &self.backend {
-            Backend::Sqlite(db) => db.drain_queued(next_group, run),
-            Backend::Postgres(db) => db.drain_queued(next_group, run),
-        }
+        self.engine.drain_queued(&mut |max| self.next_group(max));
     }
 
     /// The longest a wait goes between reads when no bell rang ([`Store::chat_bell`],
@@ -332,16 +291,19 @@ impl Store {
     /// [`WAIT_SAFETY_NET`] at the most often: hundreds of waits polling a shared server
     /// would load it for every other caller.
     pub fn wait_poll(&self, poll: Duration) -> Duration {
-        match &self.backend {
-            Backend::Sqlite(_) => poll,
-            Backend::Postgres(_) => poll.max(WAIT_SAFETY_NET),
-        }
+        self.engine.wait_poll(poll)
+    }
+
+    /// Whether every process announces its writes to every other (PostgreSQL's
+    /// `LISTEN/NOTIFY`), so a live view is told rather than polling.
+    pub(crate) fn announces_writes(&self) -> bool {
+        self.engine.announces_writes()
     }
 
     /// Whether queued writes share one commit (SQLite), so that a drainer gains by
     /// gathering more of them first; on PostgreSQL each runs in its own transaction.
     pub fn groups_writes(&self) -> bool {
-        matches!(self.backend, Backend::Sqlite(_))
+        self.engine.groups_writes()
     }
 
     /// [`Store::run_queued_writes`] when it can run at once without waiting: on SQLite when
@@ -349,13 +311,9 @@ impl Store {
     /// on PostgreSQL, whose writes wait on the network). For a caller on an async thread,
     /// which must not block.
     pub fn try_run_queued_writes(&self) -> bool {
-        match &self.backend {
-            Backend::Sqlite(db) => {
-                let _end_on_panic = EndDrainOnPanic(self);
-                db.try_drain_queued(|max| self.next_group(max), |write: QueuedWrite| write(self))
-            }
-            Backend::Postgres(_) => false,
-        }
+        let _end_on_panic = EndDrainOnPanic(self);
+        self.engine
+            .try_drain_queued(&mut |max| self.next_group(max))
     }
 }
 
@@ -368,4 +326,44 @@ impl Drop for EndDrainOnPanic<'_> {
             self.0.write_queue().draining = false;
         }
     }
+}
+
+/// Run the caller's `f` as an engine's transaction body, keeping its own result and error
+/// here so the engine's methods stay free of type parameters: `Ok` once the engine
+/// committed (or finished the read), the caller's own error when `f` failed, the engine's
+/// error otherwise.
+fn in_body<T, E>(
+    f: impl FnOnce(&dyn Tx) -> std::result::Result<T, E>,
+    run: impl FnOnce(Body<'_>) -> std::result::Result<(), Abort>,
+) -> std::result::Result<T, E>
+where
+    E: From<StoreError>,
+{
+    let mut f = Some(f);
+    let mut outcome: Option<std::result::Result<T, E>> = None;
+    let ended = run(&mut |tx| {
+        let Some(f) = f.take() else {
+            return Err(Abort::Store(engine_fault("ran a transaction body twice")));
+        };
+        let result = f(tx);
+        let failed = result.is_err();
+        outcome = Some(result);
+        if failed { Err(Abort::Caller) } else { Ok(()) }
+    });
+    match (ended, outcome) {
+        (Ok(()), Some(result)) => result,
+        (Err(_), Some(Err(caller))) => Err(caller),
+        (Err(Abort::Store(engine)), _) => Err(E::from(engine)),
+        (Ok(()) | Err(Abort::Caller), _) => Err(E::from(engine_fault(
+            "ended a transaction without running its body",
+        ))),
+    }
+}
+
+/// An engine broke the contract of [`Engine`]: a bug, reported rather than panicking.
+fn engine_fault(what: &str) -> StoreError {
+    StoreError::Backend(BackendError {
+        kind: BackendErrorKind::Other,
+        message: format!("the storage engine {what}"),
+    })
 }

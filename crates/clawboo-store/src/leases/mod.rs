@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::chat::{self, PostKind};
-use crate::db::{Batched, Dialect, Tx};
+use crate::db::{Batched, PerEngine, Tx};
 use crate::error::{Result, StoreError};
 use crate::task::{Scope, Status, Task, UNFINISHED_DEP, require_task};
 use crate::{Store, inbox};
@@ -55,29 +55,14 @@ pub struct Reclaimed {
 pub(crate) const GRANT_LEASE: &str =
     "claim_token = claim_token + 1, reclaimed_at = NULL, reclaimed_from = NULL";
 
-/// A statement over leased rows, in each dialect. SQLite's form names the partial index
-/// `tasks_by_lease` (`INDEXED BY`): otherwise SQLite walks every `in_progress` task
-/// through `tasks_by_status`, inside every claim's write lock. PostgreSQL has no such hint,
-/// and its planner picks the partial index for these conditions by itself.
-struct ByLease {
-    sqlite: &'static str,
-    postgres: &'static str,
-}
-
-impl ByLease {
-    fn sql(&self, tx: &dyn Tx) -> &'static str {
-        match tx.dialect() {
-            Dialect::Sqlite => self.sqlite,
-            Dialect::Postgres => self.postgres,
-        }
-    }
-}
-
-/// A [`ByLease`] from the statement's text up to its `tasks` table and the text after it
-/// (SQLite's form has the hint between the two).
+/// A statement over leased rows, from its text up to its `tasks` table and the text after
+/// it. SQLite's form names the partial index `tasks_by_lease` (`INDEXED BY`) between the
+/// two: otherwise SQLite walks every `in_progress` task through `tasks_by_status`, inside
+/// every claim's write lock. PostgreSQL has no such hint, and its planner picks the
+/// partial index for these conditions by itself.
 macro_rules! by_lease {
     ($head:literal, $tail:literal) => {
-        ByLease {
+        PerEngine {
             sqlite: concat!($head, " INDEXED BY tasks_by_lease ", $tail),
             postgres: concat!($head, " ", $tail),
         }
@@ -85,7 +70,7 @@ macro_rules! by_lease {
 }
 
 /// The expiry rule's one statement ([`expire_in`]).
-const EXPIRE_LEASES: ByLease = by_lease!(
+const EXPIRE_LEASES: PerEngine = by_lease!(
     "UPDATE tasks",
     "SET status = 'todo', reclaimed_from = assignee_agent_id,
              assignee_runtime = NULL,
@@ -96,13 +81,13 @@ const EXPIRE_LEASES: ByLease = by_lease!(
 );
 
 /// Whether some lease ran out by `?1` ([`Store::has_expired_leases`]).
-const ANY_EXPIRED: ByLease = by_lease!(
+const ANY_EXPIRED: PerEngine = by_lease!(
     "SELECT EXISTS (SELECT 1 FROM tasks",
     "WHERE status = 'in_progress' AND lease_expires_at <= ?1)"
 );
 
 /// The claims without a lease ([`Store::lease_unleased_claims`]).
-const UNLEASED: ByLease = by_lease!(
+const UNLEASED: PerEngine = by_lease!(
     "FROM tasks",
     "WHERE status = 'in_progress' AND lease_expires_at IS NULL
                AND assignee_agent_id IS NOT NULL"
@@ -128,7 +113,7 @@ pub(crate) fn expire_batched<'a>(
     now: &'a i64,
     into: &'a mut Vec<Reclaimed>,
 ) -> Batched<'a> {
-    Batched::new(EXPIRE_LEASES.sql(tx), &[now], |r| {
+    Batched::new(tx.statement(&EXPIRE_LEASES), &[now], |r| {
         into.push(Reclaimed {
             task_id: r.get(0)?,
             title: r.get(1)?,
@@ -373,7 +358,7 @@ impl Store {
     /// Whether some `in_progress` lease has run out by now (one read of `tasks_by_lease`).
     pub fn has_expired_leases(&self) -> Result<bool> {
         let now = self.now_ms();
-        self.read(|tx| tx.query_one(ANY_EXPIRED.sql(tx), &[&now], |r| r.get::<bool>(0)))
+        self.read(|tx| tx.query_one(tx.statement(&ANY_EXPIRED), &[&now], |r| r.get::<bool>(0)))
     }
 
     /// Give every claim without a lease (made before leases existed, or while they were
@@ -384,7 +369,7 @@ impl Store {
             return Ok(());
         };
         let any = self.read(|tx| {
-            let unleased = UNLEASED.sql(tx);
+            let unleased = tx.statement(&UNLEASED);
             tx.query_one(&format!("SELECT EXISTS (SELECT 1 {unleased})"), &[], |r| {
                 r.get::<bool>(0)
             })
@@ -392,7 +377,7 @@ impl Store {
         if any {
             let now = self.now_ms();
             self.write(|tx| {
-                let unleased = UNLEASED.sql(tx);
+                let unleased = tx.statement(&UNLEASED);
                 tx.execute(
                     &format!(
                         "UPDATE tasks SET lease_expires_at = CAST(?1 AS BIGINT) + CAST(?2 AS BIGINT)

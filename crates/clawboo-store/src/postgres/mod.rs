@@ -30,7 +30,8 @@ use std::time::{Duration, Instant};
 use futures_util::future::{join, join_all};
 
 use crate::config::StoreConfig;
-use crate::db::{Batched, DbRow, Dialect, Params, Tx, Value, dollar_placeholders};
+use crate::db::{Batched, DbRow, Dialect, Params, PerEngine, Tx, Value, dollar_placeholders};
+use crate::engine::{Abort, Body, Engine, NextGroup};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use codec::{Param, Raw, decode};
 use error::unavailable;
@@ -76,7 +77,10 @@ thread_local! {
     static OPEN: RefCell<Vec<Open>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The PostgreSQL engine of a [`Store`].
+/// How often a wait on PostgreSQL reads again when no bell rang ([`crate::Store::wait_poll`]).
+pub const WAIT_SAFETY_NET: Duration = Duration::from_secs(1);
+
+/// The PostgreSQL engine of a [`crate::Store`].
 pub(crate) struct PgDb {
     id: u64,
     /// Runs the listener; `None` only while being dropped.
@@ -309,26 +313,52 @@ impl PgDb {
             None => self.in_transaction(self.fresh_tx()?, false, f),
         }
     }
+}
 
-    /// Run queued writes as `next_group` hands them out until it has none, each in its own
-    /// transaction (its operation's own `write`, by `run`), and settle each once that
+impl Engine for PgDb {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn write(&self, body: Body<'_>) -> std::result::Result<(), Abort> {
+        PgDb::write(self, body)
+    }
+
+    fn read(&self, body: Body<'_>) -> std::result::Result<(), Abort> {
+        PgDb::read(self, body)
+    }
+
+    fn snapshot(&self, body: Body<'_>) -> std::result::Result<(), Abort> {
+        PgDb::snapshot(self, body)
+    }
+
+    /// Each write in its own transaction (its operation's own `write`), settled once that
     /// committed: PostgreSQL runs writers side by side, so grouping would only make one
     /// write's failure or lock wait everyone's.
-    pub(crate) fn drain_queued<W, S>(
-        &self,
-        mut next_group: impl FnMut(usize) -> Option<Vec<W>>,
-        run: impl Fn(W) -> S,
-    ) where
-        S: FnOnce(std::result::Result<(), &StoreError>),
-    {
+    fn drain_queued(&self, next_group: NextGroup<'_, '_>) {
         while let Some(writes) = next_group(usize::MAX) {
             for write in writes {
                 // A panicked write drops its settle, which tells its caller.
-                if let Ok(settle) = catch_unwind(AssertUnwindSafe(|| run(write))) {
+                if let Ok(settle) = catch_unwind(AssertUnwindSafe(write)) {
                     settle(Ok(()));
                 }
             }
         }
+    }
+
+    /// Every host's posts and decisions reach this process as `NOTIFY` and ring the bells,
+    /// so a wait reads again only as a safety net: hundreds of waits polling a shared
+    /// server would load it for every other caller.
+    fn wait_poll(&self, poll: Duration) -> Duration {
+        poll.max(WAIT_SAFETY_NET)
+    }
+
+    fn announces_writes(&self) -> bool {
+        true
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 
@@ -506,6 +536,10 @@ impl DbRow for PgRow<'_> {
 impl Tx for PgTx {
     fn dialect(&self) -> Dialect {
         Dialect::Postgres
+    }
+
+    fn statement(&self, per_engine: &PerEngine) -> &'static str {
+        per_engine.postgres
     }
 
     fn execute(&self, sql: &str, params: Params<'_>) -> Result<usize> {

@@ -23,11 +23,13 @@ use rusqlite::Connection;
 use rusqlite::config::DbConfig;
 
 use crate::config::StoreConfig;
+use crate::engine::{Abort, Body, Engine, Job, NextGroup};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use crate::migrations;
 use checkpointer::{CHECKPOINT_EVERY, Checkpointer, INLINE_CHECKPOINT_PAGES};
 use hooks::Hooks;
 use readers::{Lent, Readers};
+use tx::SqliteTx;
 
 /// How much of the database file reads map into memory (`PRAGMA mmap_size`).
 pub(super) const MMAP_BYTES: i64 = 256 << 20;
@@ -235,47 +237,9 @@ impl SqliteDb {
         self.conn.try_lock().is_some() || self.readers.available()
     }
 
-    /// Run queued writes group by group, up to `MAX_GROUP` per transaction, as
-    /// `next_group` hands them out until it has none: one `BEGIN IMMEDIATE`, each write
-    /// (`run`) in its own savepoint, one `COMMIT`, then each write settled. Writers that
-    /// arrive while a group runs queue up behind it and share the next one, so N concurrent
-    /// writes cost about one commit instead of N. The writer's connection is held across
-    /// the groups (the lock is reentrant, so each write's own `write` runs inside).
-    pub(crate) fn drain_queued<W, S>(
-        &self,
-        mut next_group: impl FnMut(usize) -> Option<Vec<W>>,
-        run: impl Fn(W) -> S,
-    ) where
-        S: FnOnce(std::result::Result<(), &StoreError>),
-    {
-        let conn = self.lock();
-        while let Some(group) = next_group(MAX_GROUP) {
-            self.run_group(&conn, group, &run);
-        }
-    }
-
-    /// [`SqliteDb::drain_queued`] when the writer's connection is free now; `false`,
-    /// having run nothing, when another thread holds it.
-    pub(crate) fn try_drain_queued<W, S>(
-        &self,
-        next_group: impl FnMut(usize) -> Option<Vec<W>>,
-        run: impl Fn(W) -> S,
-    ) -> bool
-    where
-        S: FnOnce(std::result::Result<(), &StoreError>),
-    {
-        // Held across the drain (the lock is reentrant), so nobody takes it in between.
-        let Some(_held) = self.conn.try_lock() else {
-            return false;
-        };
-        self.drain_queued(next_group, run);
-        true
-    }
-
-    fn run_group<W, S>(&self, conn: &Connection, group: Vec<W>, run: &impl Fn(W) -> S)
-    where
-        S: FnOnce(std::result::Result<(), &StoreError>),
-    {
+    /// One group: one `BEGIN IMMEDIATE`, each write in its own savepoint, one `COMMIT`,
+    /// then each write settled.
+    fn run_group(&self, conn: &Connection, group: Vec<Job<'_>>) {
         if let Err(e) = run_cached(conn, "BEGIN IMMEDIATE") {
             // No shared transaction: the loop below runs each write on its own.
             tracing::debug!(error = %e, "group commit could not begin; writing one by one");
@@ -288,7 +252,7 @@ impl SqliteDb {
             // and is settled at once.
             group_lost = group_lost || conn.is_autocommit();
             if group_lost {
-                if let Ok(settle) = catch_unwind(AssertUnwindSafe(|| run(write))) {
+                if let Ok(settle) = catch_unwind(AssertUnwindSafe(write)) {
                     settle(Ok(()));
                 }
                 continue;
@@ -296,7 +260,7 @@ impl SqliteDb {
             // Each queued write in a savepoint of its own, so a panic midway undoes all of
             // it; dropping a panicked write's settle tells its caller.
             let savepoint = run_cached(conn, "SAVEPOINT queued_write");
-            let ran = catch_unwind(AssertUnwindSafe(|| run(write)));
+            let ran = catch_unwind(AssertUnwindSafe(write));
             if savepoint.is_ok() {
                 let ended = if ran.is_ok() {
                     run_cached(conn, "RELEASE queued_write")
@@ -504,4 +468,66 @@ impl Drop for Undo<'_> {
 fn run_cached(conn: &Connection, sql: &str) -> Result<()> {
     conn.prepare_cached(sql)?.execute([])?;
     Ok(())
+}
+
+impl Engine for SqliteDb {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn path(&self) -> Option<&Path> {
+        Some(SqliteDb::path(self))
+    }
+
+    fn write(&self, body: Body<'_>) -> std::result::Result<(), Abort> {
+        self.write_sqlite(|conn| body(&SqliteTx(conn)))
+    }
+
+    fn read(&self, body: Body<'_>) -> std::result::Result<(), Abort> {
+        self.read_sqlite(|conn| body(&SqliteTx(conn)))
+    }
+
+    fn snapshot(&self, body: Body<'_>) -> std::result::Result<(), Abort> {
+        self.snapshot_sqlite(|conn| body(&SqliteTx(conn)))
+    }
+
+    /// Up to `MAX_GROUP` writes per transaction: writers that arrive while a group runs
+    /// queue up behind it and share the next one, so N concurrent writes cost about one
+    /// commit instead of N. The writer's connection is held across the groups (the lock is
+    /// reentrant, so each write's own `write` runs inside as a savepoint).
+    fn drain_queued(&self, next_group: NextGroup<'_, '_>) {
+        let conn = self.lock();
+        while let Some(group) = next_group(MAX_GROUP) {
+            self.run_group(&conn, group);
+        }
+    }
+
+    fn try_drain_queued(&self, next_group: NextGroup<'_, '_>) -> bool {
+        // Held across the drain (the lock is reentrant), so nobody takes it in between.
+        let Some(_held) = self.conn.try_lock() else {
+            return false;
+        };
+        Engine::drain_queued(self, next_group);
+        true
+    }
+
+    fn groups_writes(&self) -> bool {
+        true
+    }
+
+    fn is_idle(&self) -> bool {
+        SqliteDb::is_idle(self)
+    }
+
+    fn change_token(&self) -> Result<ChangeToken> {
+        SqliteDb::change_token(self)
+    }
+
+    fn run_idle_work(&self) -> Result<()> {
+        SqliteDb::run_idle_work(self)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }

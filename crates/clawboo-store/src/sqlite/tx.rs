@@ -4,7 +4,7 @@
 use rusqlite::Connection;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 
-use crate::db::{DbRow, Dialect, Params, Tx, Value};
+use crate::db::{DbRow, Dialect, Params, PerEngine, Tx, Value};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 
 /// A connection the store has opened a transaction on (or, for reads, one whose
@@ -52,6 +52,10 @@ impl DbRow for SqliteRow<'_, '_> {
 impl Tx for SqliteTx<'_> {
     fn dialect(&self) -> Dialect {
         Dialect::Sqlite
+    }
+
+    fn statement(&self, per_engine: &PerEngine) -> &'static str {
+        per_engine.sqlite
     }
 
     fn execute(&self, sql: &str, params: Params<'_>) -> Result<usize> {

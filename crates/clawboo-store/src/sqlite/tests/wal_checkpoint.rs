@@ -64,7 +64,7 @@ fn many_commits_keep_the_wal_bounded() {
     // which the scheduler decides, not the store. What remains is the rule: the commit that
     // takes the WAL past 4,000 pages checkpoints it, and the next one starts it over.
     let rounds = store
-        .sqlite_db()
+        .sqlite()
         .and_then(|db| db.checkpoint_rounds())
         .unwrap();
     let held = rounds.lock().unwrap();
