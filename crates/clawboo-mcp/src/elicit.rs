@@ -117,11 +117,10 @@ pub(crate) async fn settle(store: &Arc<Store>, approval_id: &str, answer: &Elici
             return;
         }
     };
-    let store = store.clone();
     let id = approval_id.to_owned();
-    let settled =
-        tokio::task::spawn_blocking(move || store.resolve_approval(&id, decision, DECIDED_BY))
-            .await;
+    let settled = store
+        .run_off_thread(move |store| store.resolve_approval(&id, decision, DECIDED_BY))
+        .await;
     match settled {
         Ok(Ok(_)) => {}
         // Decided elsewhere first, or expired: the other answer stands.

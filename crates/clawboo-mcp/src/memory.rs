@@ -169,8 +169,10 @@ where
     T: Send + 'static,
     F: FnOnce(&Memory) -> T + Send + 'static,
 {
-    let memory = Arc::clone(memory);
-    tokio::task::spawn_blocking(move || f(&memory))
+    let held = Arc::clone(memory);
+    memory
+        .store()
+        .run_off_thread(move |_| f(&held))
         .await
         .map_err(internal_error)
 }

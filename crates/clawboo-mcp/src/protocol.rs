@@ -2,10 +2,8 @@
 //! decoding into typed structs, compact JSON results and tool-errors with `_meta` codes.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
-use clawboo_store::{SettleWrite, Store, StoreError};
+use clawboo_store::{Store, StoreError};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientJsonRpcMessage, ClientRequest,
     ContentBlock, JsonObject, JsonRpcMessage, JsonRpcRequest, MetaObject, RequestId, Tool,
@@ -15,7 +13,6 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 
 /// What a tool does to the world, told to clients as MCP annotations (SPEC §15) so they
 /// can decide what to run without asking and what to confirm.
@@ -282,243 +279,33 @@ pub fn store_failure(e: StoreError) -> CallToolResult {
     internal_error(e)
 }
 
-/// Run one quick store read; a panic inside becomes an internal tool-error instead of
-/// taking the process down.
-///
-/// On a single-threaded runtime (a stdio server: one client, one connection, whose store
-/// calls serialize on the connection anyway) the read runs inline, which saves two thread
-/// hand-offs (wake-ups) per call, a large share of a short read's cost
-/// (docs/BENCHMARKS.md); on a multi-threaded one (`clawboo serve`) it runs inline when the
-/// connection is free and on the blocking pool otherwise. Writes go through
-/// [`blocking_write`]. Nothing here waits for a post or a human: those waits are futures
-/// between such reads (the chat and approval bells).
+/// Run one quick store read ([`Store::run_read`] decides where); a panic inside becomes an
+/// internal tool-error instead of taking the process down.
 pub async fn blocking<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
 where
     T: Send + 'static,
     F: FnOnce(&Store) -> T + Send + 'static,
 {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    if Handle::current().runtime_flavor() == RuntimeFlavor::CurrentThread {
-        return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(store)))
-            .map_err(|_| internal_error("the store operation panicked"));
-    }
-    // Multi-threaded: a short read runs right here when the connection is free, else on
-    // the blocking pool (never waiting for the lock on an async thread). Reads serialize on
-    // the connection anyway, so only a few wait there at once; more would only be more
-    // threads (each with its stack and malloc arena) queued on the same lock.
-    static READERS_OFF_THREAD: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
-    let inline =
-        |f: F| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.run_if_idle(f)));
-    let f = match inline(f) {
-        Ok(Ok(value)) => return Ok(value),
-        Ok(Err(f)) => f,
-        Err(_) => return Err(internal_error("the store operation panicked")),
-    };
-    let _permit = READERS_OFF_THREAD.acquire().await.map_err(internal_error)?;
-    match inline(f) {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(f)) => on_blocking_pool(store, f).await,
-        Err(_) => Err(internal_error("the store operation panicked")),
-    }
+    store.run_read(f).await.map_err(internal_error)
 }
 
-/// How many times a single-threaded drainer yields to gather more writes into its group.
-const MAX_GATHER_ROUNDS: usize = 8;
-
-/// How long a multi-threaded drainer waits at most for the writes it expects (Tokio's
-/// timer rounds it up to its next tick).
-const GATHER_WAIT: Duration = Duration::from_micros(500);
-
-/// The group a multi-threaded drainer waits for: the most writes that were queued at once
-/// during the previous drain. HTTP sessions have one call in flight each, so their writes
-/// arrive spread over the time their clients take to send the next one; committing each
-/// as it comes would cost a commit a write. Once the previous drain has shown N writers
-/// at once, the next waits (at most [`GATHER_WAIT`]) for N, which the writers that then
-/// answer soon bring. A lone writer sees 1 and commits at once; after a wait that timed
-/// out, the next group expects only what came. One estimate a process (`clawboo serve`
-/// has one store; stores sharing it only wait less or longer, never past the bound), and
-/// only for a store whose writes share a commit ([`Store::groups_writes`]).
-static GROUP_TARGET: AtomicUsize = AtomicUsize::new(1);
-/// The most writes queued at once since the current drain began.
-static QUEUE_PEAK: AtomicUsize = AtomicUsize::new(0);
-/// Woken when the queue reaches [`GROUP_TARGET`].
-static GROUP_FILLED: Notify = Notify::const_new();
-/// When drains began lately, for [`group_to_wait_for`]'s probe.
-static DRAIN_TIMES: std::sync::Mutex<DrainTimes> = std::sync::Mutex::new(DrainTimes {
-    last_began: None,
-    no_probe_before: None,
-});
-
-/// Drains closer together than this mean writes arrive back to back: worth a probe.
-const PROBE_WHEN_DRAINS_WITHIN: Duration = Duration::from_millis(1);
-/// How long a probe that found no second writer holds off the next one.
-const PROBE_BACKOFF: Duration = Duration::from_millis(50);
-
-/// When the previous drain began, and when a probe may next run.
-struct DrainTimes {
-    last_began: Option<Instant>,
-    no_probe_before: Option<Instant>,
-}
-
-/// How many writes a drainer about to begin waits for: [`GROUP_TARGET`], or 2 to probe.
-///
-/// A target of 1 cannot grow by itself when the drain runs on the only worker thread
-/// (`clawboo serve` on SQLite has one): while the drain runs nothing else is read off the
-/// wire, so it never sees a second writer, and every write pays a commit of its own. So
-/// when the target is 1 yet drains follow each other within [`PROBE_WHEN_DRAINS_WITHIN`],
-/// the drainer waits (at most [`GATHER_WAIT`]) for a second write; when one comes the
-/// peak shows the writers and the target follows them. A probe that times out (one agent
-/// writing back to back) holds off the next for [`PROBE_BACKOFF`], so such an agent waits
-/// once in that while.
-fn group_to_wait_for(now: Instant) -> usize {
-    let target = GROUP_TARGET.load(Ordering::Relaxed);
-    let mut times = DRAIN_TIMES
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let expected = writes_to_wait_for(target, &times, now);
-    times.last_began = Some(now);
-    expected
-}
-
-/// [`group_to_wait_for`]'s rule, given the target and the times before this drain.
-fn writes_to_wait_for(target: usize, before: &DrainTimes, now: Instant) -> usize {
-    if target > 1 {
-        return target;
-    }
-    let back_to_back = before
-        .last_began
-        .is_some_and(|began| now.duration_since(began) < PROBE_WHEN_DRAINS_WITHIN);
-    let backed_off = before.no_probe_before.is_some_and(|until| now < until);
-    if back_to_back && !backed_off { 2 } else { 1 }
-}
-
-/// After a probe for a second write that did not come: no probe for [`PROBE_BACKOFF`].
-fn probe_found_none(now: Instant) {
-    let mut times = DRAIN_TIMES
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    times.no_probe_before = Some(now + PROBE_BACKOFF);
-}
-
-/// Run a store write. On PostgreSQL it runs on the blocking pool beside the others, in a
-/// transaction of its own. On SQLite it goes through the store's group commit: queued
-/// writes of every session of this process share one transaction (each in its own
-/// savepoint) and one commit, and each call is answered only after its group committed.
-/// One caller at a time drains the queue ([`Store::queue_write`] says who); the others only
-/// wait for their answer. On a single-threaded runtime the drainer first yields until no
-/// more calls join, so the calls already read off the wire queue theirs and share its
-/// group; on a multi-threaded one it first waits for as many writes as the previous drain
-/// saw at once (see [`GROUP_TARGET`]), then drains right here when the writer's connection
-/// is free (never waiting for its lock) and on the blocking pool otherwise; writers
-/// arriving meanwhile join its next group.
+/// Run a store write ([`Store::run_write`]: SQLite's group commit, or a transaction of its
+/// own on PostgreSQL), answered once it committed.
 pub async fn blocking_write<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
 where
     T: Send + 'static,
     F: FnOnce(&Store) -> T + Send + 'static,
 {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    if !store.groups_writes() {
-        // PostgreSQL: each write is a transaction of its own on a pooled connection, so the
-        // writes in flight run side by side on the blocking pool, each on its connection,
-        // instead of one after another behind a drainer.
-        return on_blocking_pool(store, f).await;
-    }
-    let (answer, answered) = tokio::sync::oneshot::channel();
-    let must_drain = store.queue_write(Box::new(move |store: &Store| -> SettleWrite {
-        let value = f(store);
-        Box::new(move |group: Result<(), &StoreError>| {
-            let _ = answer.send(group.map(|()| value).map_err(internal_error));
-        })
-    }));
-    let single_threaded = Handle::current().runtime_flavor() == RuntimeFlavor::CurrentThread;
-    if single_threaded {
-        if must_drain {
-            // Yield until a round adds no write: each round lets the session read the
-            // requests already on the wire and queue theirs, so a pipelining client's
-            // whole window shares one commit (a single yield let only part of it join).
-            let mut queued = store.queued_writes();
-            for _ in 0..MAX_GATHER_ROUNDS {
-                tokio::task::yield_now().await;
-                let now = store.queued_writes();
-                if now == queued {
-                    break;
-                }
-                queued = now;
-            }
-            store.run_queued_writes();
-        }
-    } else if must_drain {
-        let now = Instant::now();
-        let expected = group_to_wait_for(now);
-        if !gather_group(store, expected).await && expected == 2 {
-            probe_found_none(now);
-        }
-        QUEUE_PEAK.store(store.queued_writes(), Ordering::Relaxed);
-        if store.try_run_queued_writes() {
-            next_group_target();
-        } else {
-            // The writer's connection is busy: drain on the blocking pool rather than wait
-            // for it here. Not awaited: this call's answer comes through `answered` like
-            // everyone's.
-            let store = Arc::clone(store);
-            drop(tokio::task::spawn_blocking(move || {
-                store.run_queued_writes();
-                next_group_target();
-            }));
-        }
-    } else {
-        let queued = store.queued_writes();
-        QUEUE_PEAK.fetch_max(queued, Ordering::Relaxed);
-        if queued >= GROUP_TARGET.load(Ordering::Relaxed) {
-            GROUP_FILLED.notify_waiters();
-        }
-    }
-    answered
-        .await
-        .map_err(|_| internal_error("the store operation panicked"))?
+    store.run_write(f).await.map_err(internal_error)
 }
 
-/// The largest group a drainer waits for.
-const MAX_GROUP_TARGET: usize = 64;
-
-/// After a drain: the next drainer waits for as many writes as this one saw at once.
-fn next_group_target() {
-    let peak = QUEUE_PEAK.load(Ordering::Relaxed);
-    GROUP_TARGET.store(peak.clamp(1, MAX_GROUP_TARGET), Ordering::Relaxed);
-}
-
-/// Wait until `expected` writes are queued, or [`GATHER_WAIT`] passed; `true` when they
-/// were.
-async fn gather_group(store: &Store, expected: usize) -> bool {
-    if expected <= 1 {
-        return true;
-    }
-    let deadline = tokio::time::sleep(GATHER_WAIT);
-    tokio::pin!(deadline);
-    loop {
-        let filled = GROUP_FILLED.notified();
-        tokio::pin!(filled);
-        filled.as_mut().enable();
-        if store.queued_writes() >= expected {
-            return true;
-        }
-        tokio::select! {
-            () = filled => {}
-            () = &mut deadline => return store.queued_writes() >= expected,
-        }
-    }
-}
-
-/// Run store work on the blocking pool: a read whose connection is busy, a PostgreSQL write.
+/// Run store work on the blocking pool ([`Store::run_off_thread`]).
 pub async fn on_blocking_pool<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
 where
     T: Send + 'static,
     F: FnOnce(&Store) -> T + Send + 'static,
 {
-    let store = Arc::clone(store);
-    tokio::task::spawn_blocking(move || f(&store))
-        .await
-        .map_err(internal_error)
+    store.run_off_thread(f).await.map_err(internal_error)
 }
 
 /// The first text block of a result (tests and in-process callers).
@@ -567,41 +354,6 @@ mod tests {
     enum Mode {
         Fts,
         Vector,
-    }
-
-    #[test]
-    fn a_drain_probes_for_a_second_writer_only_when_drains_come_back_to_back() {
-        let now = Instant::now();
-        let times = |last_began: Option<Instant>, no_probe_before: Option<Instant>| DrainTimes {
-            last_began,
-            no_probe_before,
-        };
-        let just_before = now - Duration::from_micros(200);
-        let long_before = now - Duration::from_millis(20);
-        // A target the previous drain showed is kept, whatever the times.
-        assert_eq!(writes_to_wait_for(6, &times(None, None), now), 6);
-        assert_eq!(
-            writes_to_wait_for(6, &times(Some(just_before), Some(now + PROBE_BACKOFF)), now),
-            6
-        );
-        // The first drain, and one after a quiet while, commit at once.
-        assert_eq!(writes_to_wait_for(1, &times(None, None), now), 1);
-        assert_eq!(
-            writes_to_wait_for(1, &times(Some(long_before), None), now),
-            1
-        );
-        // Back-to-back drains of one write each probe for a second...
-        assert_eq!(
-            writes_to_wait_for(1, &times(Some(just_before), None), now),
-            2
-        );
-        assert_eq!(
-            writes_to_wait_for(1, &times(Some(just_before), Some(long_before)), now),
-            2
-        );
-        // ...unless a probe found none within the back-off.
-        let backed_off = times(Some(just_before), Some(now + PROBE_BACKOFF));
-        assert_eq!(writes_to_wait_for(1, &backed_off, now), 1);
     }
 
     #[test]

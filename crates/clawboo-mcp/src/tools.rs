@@ -83,13 +83,16 @@ impl ToolsServer {
         if let Some(signer) = self.signer.get() {
             return Ok(signer.clone());
         }
-        let store = self.broker.store().clone();
-        let signer =
-            match tokio::task::spawn_blocking(move || ScopeSigner::from_store(&store)).await {
-                Ok(Ok(signer)) => signer,
-                Ok(Err(error)) => return Err(internal_error(error)),
-                Err(error) => return Err(internal_error(error)),
-            };
+        let signer = match self
+            .broker
+            .store()
+            .run_off_thread(ScopeSigner::from_store)
+            .await
+        {
+            Ok(Ok(signer)) => signer,
+            Ok(Err(error)) => return Err(internal_error(error)),
+            Err(error) => return Err(internal_error(error)),
+        };
         Ok(self.signer.get_or_init(|| signer).clone())
     }
 
@@ -106,15 +109,17 @@ impl ToolsServer {
         let caller = self.caller.clone();
         let (tool, call_args) = (name.to_owned(), args.clone());
         let resume = resume.map(str::to_owned);
-        tokio::task::spawn_blocking(move || {
-            let round = match resume {
-                None => broker.call(&caller, &tool, &call_args),
-                Some(id) => broker.resume_call(&caller, &tool, &call_args, &id),
-            };
-            (round, broker.available_tools().map(|specs| names(&specs)))
-        })
-        .await
-        .map_err(internal_error)
+        let store = Arc::clone(self.broker.store());
+        store
+            .run_off_thread(move |_| {
+                let round = match resume {
+                    None => broker.call(&caller, &tool, &call_args),
+                    Some(id) => broker.resume_call(&caller, &tool, &call_args, &id),
+                };
+                (round, broker.available_tools().map(|specs| names(&specs)))
+            })
+            .await
+            .map_err(internal_error)
     }
 
     /// Run the call's rounds to its end, starting with a fresh call (`resume: None`) or the

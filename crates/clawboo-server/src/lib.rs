@@ -317,8 +317,7 @@ async fn sweep_leases(store: Arc<Store>, lease_ms: i64) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let store = store.clone();
-        match tokio::task::spawn_blocking(move || store.expire_leases()).await {
+        match store.run_off_thread(|store| store.expire_leases()).await {
             Ok(Ok(_)) => {}
             Ok(Err(error)) => tracing::warn!(%error, "lease sweep failed; retrying next tick"),
             Err(error) => tracing::warn!(%error, "lease sweep panicked; retrying next tick"),

@@ -32,8 +32,10 @@ pub mod leases;
 mod migrations;
 pub mod normalize;
 pub mod notices;
+mod pacing;
 mod path;
 mod postgres;
+mod run;
 pub mod scrub;
 pub mod settings;
 mod sqlite;
@@ -49,6 +51,7 @@ pub use db::ChangeToken;
 pub use engine::SettleWrite;
 pub use error::{BackendError, BackendErrorKind, CapReason, StoreError};
 pub use postgres::WAIT_SAFETY_NET;
+pub use run::RunError;
 pub use store::{QueuedWrite, Store};
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = migrations::LATEST;

@@ -13,6 +13,7 @@ use crate::db::{ChangeToken, Tx};
 use crate::engine::{Abort, Body, Engine, Job, SettleWrite};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use crate::extension::ExtensionState;
+use crate::pacing::Pacing;
 use crate::sqlite::SqliteDb;
 
 /// A write queued for the next group commit ([`Store::queue_write`]): it runs its store
@@ -44,6 +45,8 @@ pub struct Store {
     pub(crate) extension_state: Vec<ExtensionState>,
     /// Writes waiting for the next group commit ([`Store::queue_write`]).
     queued: Mutex<WriteQueue>,
+    /// How its first writer paces a group commit ([`Store::run_write`]).
+    pub(crate) pacing: Pacing,
 }
 
 impl std::fmt::Debug for Store {
@@ -77,6 +80,7 @@ impl Store {
             seen_due: Mutex::new(HashMap::new()),
             extension_state: Vec::new(),
             queued: Mutex::new(WriteQueue::default()),
+            pacing: Pacing::default(),
         }
     }
 

@@ -79,8 +79,7 @@ impl ActivityFeed {
                     return;
                 }
             }
-            let reader = store.clone();
-            match tokio::task::spawn_blocking(move || reader.activity_marks()).await {
+            match store.run_off_thread(|store| store.activity_marks()).await {
                 Ok(Ok(marks)) => {
                     self.latest.send_if_modified(|current| {
                         let changed = current.as_ref() != Some(&marks);

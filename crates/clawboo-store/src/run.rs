@@ -1,0 +1,156 @@
+//! How the store's operations run under tokio, decided here once for every caller (the MCP
+//! servers, REST, the CLI). A short read runs right where it is asked when a connection is
+//! free for it, and on the blocking pool otherwise; a write joins SQLite's group commit,
+//! whose first writer drains the queue after gathering the writers close behind it; on
+//! PostgreSQL each write runs beside the others, on a pooled connection of its own.
+//! Nothing here waits for a post or a human: those waits are futures on the bells
+//! ([`Store::chat_bell`], [`Store::approval_bell`]) between such runs.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::runtime::{Handle, RuntimeFlavor};
+
+use crate::engine::SettleWrite;
+use crate::{Store, StoreError};
+
+/// How many times a single-threaded drainer yields to gather more writes into its group.
+const MAX_GATHER_ROUNDS: usize = 8;
+
+/// Why a run gave no answer. Its text is for the log; a caller says only that the call
+/// failed internally and changed nothing it can tell.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The operation panicked (the store is unchanged: its transaction rolled back).
+    #[error("the store operation panicked")]
+    Panicked,
+    /// The group commit this write shared failed, so nothing of the group was written.
+    #[error("the write's group commit failed: {0}")]
+    GroupFailed(String),
+}
+
+fn on_this_thread() -> bool {
+    Handle::current().runtime_flavor() == RuntimeFlavor::CurrentThread
+}
+
+impl Store {
+    /// Run one quick store read.
+    ///
+    /// On a single-threaded runtime (a stdio server: one client, one connection, whose
+    /// store calls serialize on the connection anyway) the read runs inline, which saves
+    /// two thread hand-offs (wake-ups) per call, a large share of a short read's cost; on a
+    /// multi-threaded one (`clawboo serve`) it runs inline when the connection is free and
+    /// on the blocking pool otherwise, never waiting for the lock on an async thread.
+    pub async fn run_read<T, F>(self: &Arc<Store>, f: F) -> Result<T, RunError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> T + Send + 'static,
+    {
+        if on_this_thread() {
+            return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self)))
+                .map_err(|_| RunError::Panicked);
+        }
+        let inline =
+            |f: F| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run_if_idle(f)));
+        let f = match inline(f) {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(f)) => f,
+            Err(_) => return Err(RunError::Panicked),
+        };
+        let _permit = self
+            .pacing
+            .readers_off_thread
+            .acquire()
+            .await
+            .map_err(|_| RunError::Panicked)?;
+        match inline(f) {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(f)) => self.run_off_thread(f).await,
+            Err(_) => Err(RunError::Panicked),
+        }
+    }
+
+    /// Run store work on the blocking pool: work that may take long (an embedding, a
+    /// whole-index read) or must not hold an async thread while it waits.
+    pub async fn run_off_thread<T, F>(self: &Arc<Store>, f: F) -> Result<T, RunError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> T + Send + 'static,
+    {
+        let store = Arc::clone(self);
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|_| RunError::Panicked)
+    }
+
+    /// Run a store write. On PostgreSQL it runs on the blocking pool beside the others, in
+    /// a transaction of its own. On SQLite it goes through the group commit: queued writes
+    /// of every session of this store share one transaction (each in its own savepoint)
+    /// and one commit, and each call is answered only after its group committed. One caller
+    /// at a time drains the queue ([`Store::queue_write`] says who); the others only wait
+    /// for their answer. On a single-threaded runtime the drainer first yields until no
+    /// more calls join, so the calls already read off the wire queue theirs and share its
+    /// group; on a multi-threaded one it first waits for as many writes as the previous
+    /// drain saw at once (the store's pacing), then drains right here when the writer's
+    /// connection is free (never waiting for its lock) and on the blocking pool otherwise;
+    /// writers arriving meanwhile join its next group.
+    pub async fn run_write<T, F>(self: &Arc<Store>, f: F) -> Result<T, RunError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> T + Send + 'static,
+    {
+        if !self.groups_writes() {
+            return self.run_off_thread(f).await;
+        }
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let must_drain = self.queue_write(Box::new(move |store: &Store| -> SettleWrite {
+            let value = f(store);
+            Box::new(move |group: Result<(), &StoreError>| {
+                let _ = answer.send(
+                    group
+                        .map(|()| value)
+                        .map_err(|e| RunError::GroupFailed(e.to_string())),
+                );
+            })
+        }));
+        if on_this_thread() {
+            if must_drain {
+                // Yield until a round adds no write: each round lets the session read the
+                // requests already on the wire and queue theirs, so a pipelining client's
+                // whole window shares one commit (a single yield let only part of it join).
+                let mut queued = self.queued_writes();
+                for _ in 0..MAX_GATHER_ROUNDS {
+                    tokio::task::yield_now().await;
+                    let now = self.queued_writes();
+                    if now == queued {
+                        break;
+                    }
+                    queued = now;
+                }
+                self.run_queued_writes();
+            }
+        } else if must_drain {
+            let now = Instant::now();
+            let expected = self.pacing.group_to_wait_for(now);
+            if !self.pacing.gather(expected, || self.queued_writes()).await && expected == 2 {
+                self.pacing.probe_found_none(now);
+            }
+            self.pacing.drain_began(self.queued_writes());
+            if self.try_run_queued_writes() {
+                self.pacing.drain_ended();
+            } else {
+                // The writer's connection is busy: drain on the blocking pool rather than
+                // wait for it here. Not awaited: this call's answer comes through
+                // `answered` like everyone's.
+                let store = Arc::clone(self);
+                drop(tokio::task::spawn_blocking(move || {
+                    store.run_queued_writes();
+                    store.pacing.drain_ended();
+                }));
+            }
+        } else {
+            self.pacing.write_joined(self.queued_writes());
+        }
+        answered.await.map_err(|_| RunError::Panicked)?
+    }
+}
