@@ -70,7 +70,8 @@ pub fn described(tool: Tool, title: &str, effect: Effect) -> Tool {
         .with_annotations(effect.annotations(title))
 }
 
-/// `Args`' JSON Schema as `{type: "object", properties, required}`: no `$schema`, no
+/// `Args`' JSON Schema as `{type: "object", properties, required}` (`required` only when
+/// something is): no `$schema`, no
 /// `$defs`/`$ref` (inlined), no `null` unions for optional fields, and no
 /// `additionalProperties: false` (unknown fields are still refused, by the decoder, as
 /// `invalid args`; the model reads every schema on every turn, so the schema says only
@@ -90,8 +91,22 @@ pub fn input_schema<Args: JsonSchema>() -> JsonObject {
     object.remove("additionalProperties");
     object.insert("type".into(), json!("object"));
     object.entry("properties").or_insert_with(|| json!({}));
-    object.entry("required").or_insert_with(|| json!([]));
+    // An empty `required` says nothing a missing one does not (JSON Schema), and every
+    // schema is read on every turn (SPEC §15).
+    if object
+        .get("required")
+        .is_some_and(|r| r.as_array().is_some_and(Vec::is_empty))
+    {
+        object.remove("required");
+    }
     object
+}
+
+/// The schema of a list of glob patterns (`paths`): `{"type": "array"}`, whose items a
+/// tool's description names (the decoder still refuses anything but strings), since the
+/// model reads every schema on every turn (SPEC §15).
+pub(crate) fn globs_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "array"})
 }
 
 /// Drop null unions and nullable noise that schemars emits for `Option` fields.

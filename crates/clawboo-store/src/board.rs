@@ -12,7 +12,7 @@ use crate::db::{Batched, DbRow, Dialect, Tx};
 use crate::error::{CapReason, Result, StoreError};
 use crate::leases::{self, GRANT_LEASE, check_fence};
 use crate::scrub::{is_only_redactions, scrub_text};
-use crate::{Store, inbox, new_id};
+use crate::{Store, inbox, new_id, reservations};
 
 /// A parent may have at most this many live (non-dropped) children.
 pub const MAX_CHILDREN: i64 = 24;
@@ -136,6 +136,11 @@ pub struct Task {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reclaimed_from: Option<String>,
     pub depends_on: Vec<String>,
+    /// Glob patterns of the repository this task works on (SPEC §19): declared at
+    /// creation or named by its claim, and reserved while it is claimed `in_progress`
+    /// under a live lease.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
 }
 
 /// Who wrote a comment.
@@ -199,6 +204,8 @@ pub struct NewTask {
     pub assignee_agent_id: Option<String>,
     pub assignee_runtime: Option<String>,
     pub tenant_id: Option<String>,
+    /// The paths the task will work on, reserved by whoever claims it (SPEC §19).
+    pub paths: Vec<String>,
 }
 
 impl NewTask {
@@ -384,7 +391,7 @@ macro_rules! task_columns {
              assignee_runtime, ",
             $parent,
             ", dropped, tenant_id, created_at, updated_at, \
-             completed_at, lease_expires_at, claim_token, reclaimed_at, reclaimed_from, \
+             completed_at, lease_expires_at, claim_token, reclaimed_at, reclaimed_from, paths, \
              (SELECT string_agg(d.depends_on_task_id, '\u{1f}' \
              ORDER BY d.created_at, d.depends_on_task_id) FROM task_deps d",
             $dep_join,
@@ -568,8 +575,9 @@ fn task_from_row(r: &dyn DbRow) -> Result<Task> {
         claim_token: r.get(15)?,
         reclaimed_at: r.get(16)?,
         reclaimed_from: r.get(17)?,
+        paths: reservations::split(r.get::<Option<String>>(18)?.as_deref()),
         depends_on: r
-            .get::<Option<String>>(18)?
+            .get::<Option<String>>(19)?
             .map(|joined| joined.split(DEP_SEPARATOR).map(str::to_owned).collect())
             .unwrap_or_default(),
     })
@@ -702,6 +710,7 @@ pub(crate) fn insert_task(
     if new.parent_task_id.as_deref() == Some("") {
         return Err(StoreError::Invalid("parentTaskId must not be empty".into()));
     }
+    let paths = reservations::normalize_paths(&new.paths)?;
     // `in_progress` is entered only by a claim, which gives it a holder and a lease.
     if new.status == Some(Status::InProgress) {
         return Err(StoreError::Invalid(
@@ -784,8 +793,9 @@ pub(crate) fn insert_task(
     let id = new_id();
     tx.execute(
         "INSERT INTO tasks(id, title, description, status, priority, team_id, assignee_agent_id,
-                assignee_runtime, parent_task_id, tenant_id, created_at, updated_at, completed_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12)",
+                assignee_runtime, parent_task_id, tenant_id, created_at, updated_at, completed_at,
+                paths)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13)",
         &[
             &id,
             &title,
@@ -799,6 +809,7 @@ pub(crate) fn insert_task(
             &new.tenant_id,
             &now,
             &status.is_terminal().then_some(now),
+            &reservations::join(&paths),
         ],
     )?;
     require_task(tx, &id, scope)
@@ -834,6 +845,9 @@ struct Claim<'a> {
     agent_id: &'a str,
     runtime: Option<&'a str>,
     from: Status,
+    /// The paths the claim reserves (normalised), replacing the task's declared ones;
+    /// `None` reserves the declared ones.
+    paths: Option<&'a [String]>,
 }
 
 /// The claim rule inside the caller's write transaction ([`Store::claim_task_in`]).
@@ -849,28 +863,53 @@ fn claim_in(
         agent_id,
         runtime,
         from,
+        paths,
     } = claim;
     let from_status = from.as_str();
     let sql = format!(
         "UPDATE tasks SET assignee_agent_id = ?1, assignee_runtime = COALESCE(?2, assignee_runtime),
-             status = 'in_progress', updated_at = ?3, lease_expires_at = ?3 + CAST(?6 AS BIGINT), {GRANT_LEASE}
+             status = 'in_progress', updated_at = ?3, lease_expires_at = ?3 + CAST(?6 AS BIGINT),
+             paths = COALESCE(?8, paths), {GRANT_LEASE}
          WHERE id = ?4 AND (CAST(?5 AS TEXT) IS NULL OR team_id = ?5) AND status = ?7
            AND assignee_agent_id IS NULL AND dropped = 0 AND NOT {UNFINISHED_DEP}
          RETURNING id"
     );
+    let new_paths = paths.and_then(reservations::join);
+    // Sent together (one round trip on PostgreSQL): the reclaim of expired leases, which
+    // a claim that meets one does first (SPEC §12), and the task's team and declared
+    // paths, which the reservation check needs before the claim.
+    let (mut reclaimed, mut target) = (Vec::new(), None);
+    tx.query_batch(&mut [
+        leases::expire_batched(tx, &now, &mut reclaimed),
+        Batched::new(
+            "SELECT team_id, paths FROM tasks WHERE id = ?1",
+            &[&id],
+            |r| {
+                target = Some((r.get::<Option<String>>(0)?, r.get::<Option<String>>(1)?));
+                Ok(())
+            },
+        ),
+    ])?;
+    leases::narrate_reclaimed(tx, now, &mut reclaimed)?;
+    // A task outside the caller's team is refused below as not found, before its team's
+    // reservations are ever named.
+    if let Some((team, declared)) = target
+        && (scope.team_id.is_none() || scope.team_id == team.as_deref())
+    {
+        let reserving = match paths {
+            Some(paths) => paths.to_vec(),
+            None => reservations::split(declared.as_deref()),
+        };
+        reservations::ensure_free(tx, now, team.as_deref(), agent_id, &reserving)?;
+    }
     // On PostgreSQL the row may change between a claim that changed nothing and the
     // read that says why (another host claimed, then released it): a task found
     // claimable after all is claimed again.
-    for attempt in 0..ROW_ATTEMPTS {
-        // Sent together (one round trip on PostgreSQL): on the first attempt the
-        // reclaim of expired leases, which a claim that meets one does first
-        // (SPEC §12); then the claim; then the task as it stands after it, which is
-        // the answer when the claim took and says why when it did not.
-        let (mut reclaimed, mut claimed, mut task) = (Vec::new(), false, None);
-        let mut batch = Vec::with_capacity(3);
-        if attempt == 0 {
-            batch.push(leases::expire_batched(tx, &now, &mut reclaimed));
-        }
+    for _ in 0..ROW_ATTEMPTS {
+        // Sent together: the claim, then the task as it stands after it, which is the
+        // answer when the claim took and says why when it did not.
+        let (mut claimed, mut task) = (false, None);
+        let mut batch = Vec::with_capacity(2);
         batch.push(Batched::new(
             &sql,
             &[
@@ -881,6 +920,7 @@ fn claim_in(
                 &scope.team_id,
                 &lease,
                 &from_status,
+                &new_paths,
             ],
             |_| {
                 claimed = true;
@@ -897,7 +937,6 @@ fn claim_in(
         ));
         tx.query_batch(&mut batch)?;
         drop(batch);
-        leases::narrate_reclaimed(tx, now, &mut reclaimed)?;
         if claimed {
             if runtime.is_some() {
                 leases::seen_in(tx, agent_id, scope.team_id, runtime, now)?;
@@ -919,6 +958,14 @@ fn claim_in(
                        AND assignee_agent_id = ?4",
                     &[&now, &lease, &id, &agent_id],
                 )?;
+                // Paths named again by the holder replace the ones it reserved (checked
+                // above against everyone else's).
+                if new_paths.is_some() {
+                    tx.execute(
+                        "UPDATE tasks SET paths = ?1 WHERE id = ?2 AND assignee_agent_id = ?3",
+                        &[&new_paths, &id, &agent_id],
+                    )?;
+                }
                 if renewed == 0 && t.lease_expires_at.is_some() {
                     return Err(StoreError::Conflict);
                 }
@@ -1110,6 +1157,22 @@ impl Store {
         runtime: Option<&str>,
         scope: Scope<'_>,
     ) -> Result<Task> {
+        self.claim_reserving(id, agent_id, runtime, None, scope)
+    }
+
+    /// [`Store::claim_task_in`] reserving `paths` (SPEC §19; `None`: the task's declared
+    /// ones) for the claim's lease, in the same transaction: refused as
+    /// [`StoreError::Reserved`] when another agent holds an overlapping reservation on the
+    /// task's team. Named paths become the task's paths.
+    pub fn claim_reserving(
+        &self,
+        id: &str,
+        agent_id: &str,
+        runtime: Option<&str>,
+        paths: Option<&[String]>,
+        scope: Scope<'_>,
+    ) -> Result<Task> {
+        let paths = paths.map(reservations::normalize_paths).transpose()?;
         if agent_id.trim().is_empty() {
             return Err(StoreError::Invalid(
                 "assigneeAgentId must not be empty".into(),
@@ -1121,6 +1184,7 @@ impl Store {
             agent_id,
             runtime,
             from: Status::Todo,
+            paths: paths.as_deref(),
         };
         self.write(|tx| claim_in(tx, now, lease, id, claim, scope))
     }
@@ -1212,6 +1276,7 @@ impl Store {
                         agent_id,
                         runtime: None,
                         from: task.status,
+                        paths: None,
                     };
                     return claim_in(tx, now, lease, id, claim, scope);
                 }

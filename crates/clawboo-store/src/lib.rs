@@ -32,6 +32,7 @@ pub mod normalize;
 mod notices;
 mod path;
 mod postgres;
+pub mod reservations;
 pub mod scrub;
 pub mod settings;
 mod sqlite;

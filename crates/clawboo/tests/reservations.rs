@@ -1,0 +1,184 @@
+//! Path reservations (SPEC §19) across real processes: two agents, each its own stdio Tasks
+//! server on one database, claim tasks with glob `paths`; overlapping globs are refused to
+//! the second with who holds what, globs that only share a prefix both win, and the
+//! holder's lease running out frees the paths. On the backend `CLAWBOO_TEST_BACKEND` names.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{StdioClient, TestDb, first_text};
+use serde_json::{Value, json};
+
+const TASKS_BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-tasks");
+
+/// The most a test waits for a lease to run out before failing (a reclaim that never
+/// comes fails instead of hanging).
+const GIVE_UP: Duration = Duration::from_secs(60);
+
+/// An agent of team `core`: its own stdio server process, bound to `agent`.
+fn agent(db: &TestDb, agent: &str, lease_secs: &str) -> StdioClient {
+    let mut c = StdioClient::spawn_with_env(
+        TASKS_BIN,
+        db,
+        &["--agent", agent, "--team", "core"],
+        &[("CLAWBOO_LEASE_SECS", lease_secs)],
+    );
+    c.initialize();
+    c
+}
+
+fn create(c: &mut StdioClient, title: &str, paths: Option<Value>) -> String {
+    let mut args = json!({ "title": title });
+    if let Some(paths) = paths {
+        args["paths"] = paths;
+    }
+    let t = c.call_ok("create_task", args);
+    t["task"]["id"].as_str().unwrap().to_owned()
+}
+
+fn claim(c: &mut StdioClient, id: &str, paths: Value) -> Value {
+    c.call_tool(
+        "claim_task",
+        json!({"taskId": id, "assigneeAgentId": "ignored", "paths": paths}),
+    )
+}
+
+#[test]
+fn overlapping_globs_are_refused_naming_the_holder_and_prefix_sharing_ones_both_win() {
+    let db = TestDb::new();
+    let mut alice = agent(&db, "alice", "1800");
+    let mut bob = agent(&db, "bob", "1800");
+    let store_work = create(&mut alice, "rework the store", None);
+    let store_file = create(&mut bob, "fix one store file", None);
+
+    let won = claim(&mut alice, &store_work, json!(["src/**"]));
+    assert_eq!(won["isError"], false, "{won}");
+    let task: Value = serde_json::from_str(first_text(&won)).unwrap();
+    assert_eq!(task["task"]["paths"], json!(["src/**"]));
+
+    let refused = claim(&mut bob, &store_file, json!(["src/store/*.rs"]));
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(refused["_meta"]["error"], "reserved");
+    let text = first_text(&refused);
+    assert!(text.starts_with("claim failed: reserved: "), "{text}");
+    for needed in [
+        "alice",
+        store_work.as_str(),
+        "rework the store",
+        "src/store/*.rs overlaps src/**",
+        "claim_next skips",
+    ] {
+        assert!(text.contains(needed), "{needed:?} missing from {text}");
+    }
+    // The refusal changed nothing: bob's task is still todo and unheld.
+    let detail = bob.call_ok("get_task", json!({"taskId": store_file}));
+    assert_eq!(detail["task"]["status"], "todo");
+    assert!(detail["task"]["assigneeAgentId"].is_null());
+
+    // Globs that share a prefix but no path both win.
+    let a = create(&mut alice, "a files", None);
+    let b = create(&mut bob, "b files", None);
+    let mut carol = agent(&db, "carol", "1800");
+    let mut dave = agent(&db, "dave", "1800");
+    assert_eq!(claim(&mut carol, &a, json!(["docs/a*"]))["isError"], false);
+    assert_eq!(claim(&mut dave, &b, json!(["docs/b*"]))["isError"], false);
+    // A character class or a `?` overlapping carol's `docs/a*` is refused.
+    let c = create(&mut dave, "c files", None);
+    let refused = claim(&mut dave, &c, json!(["docs/[xa]?.md"]));
+    assert_eq!(refused["_meta"]["error"], "reserved", "{refused}");
+    assert!(first_text(&refused).contains("carol"));
+
+    // The list shows each task's reserved paths.
+    let listed = alice.call_ok("list_tasks", json!({"status": "in_progress"}));
+    let paths: Vec<&Value> = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["paths"])
+        .collect();
+    assert!(paths.contains(&&json!(["src/**"])), "{listed}");
+    assert!(paths.contains(&&json!(["docs/a*"])), "{listed}");
+
+    // Released, alice's paths are free for bob.
+    alice.call_ok("release_task", json!({"taskId": store_work}));
+    let won = claim(&mut bob, &store_file, json!(["src/store/*.rs"]));
+    assert_eq!(won["isError"], false, "{won}");
+}
+
+#[test]
+fn bad_patterns_are_refused_with_what_to_write_and_change_nothing() {
+    let db = TestDb::new();
+    let mut alice = agent(&db, "alice", "1800");
+    let id = create(&mut alice, "t", None);
+    for bad in [json!(["/etc/passwd"]), json!(["../up"]), json!(["src/["])] {
+        let refused = claim(&mut alice, &id, bad.clone());
+        assert_eq!(
+            refused["_meta"]["error"], "invalid_args",
+            "{bad}: {refused}"
+        );
+        assert!(
+            first_text(&refused).contains("relative to the repository root"),
+            "{refused}"
+        );
+    }
+    let refused = alice.call_tool("create_task", json!({"title": "x", "paths": ["/abs"]}));
+    assert_eq!(refused["_meta"]["error"], "invalid_args", "{refused}");
+    let detail = alice.call_ok("get_task", json!({"taskId": id}));
+    assert_eq!(detail["task"]["status"], "todo");
+}
+
+#[test]
+fn claim_next_skips_tasks_whose_declared_paths_another_agent_holds() {
+    let db = TestDb::new();
+    let mut alice = agent(&db, "alice", "1800");
+    let mut bob = agent(&db, "bob", "1800");
+    let held = create(&mut alice, "store work", Some(json!(["src/store/**"])));
+    let won = alice.call_ok(
+        "claim_task",
+        json!({"taskId": held, "assigneeAgentId": "alice"}),
+    );
+    assert_eq!(won["task"]["paths"], json!(["src/store/**"]));
+    let clashing = create(&mut alice, "store file", Some(json!(["src/store/mod.rs"])));
+    let free = create(&mut alice, "docs", Some(json!(["docs/**"])));
+    // `clashing` is older, so first in the board's order: bob gets `free` instead.
+    let next = bob.call_ok("claim_next", json!({}));
+    assert_eq!(next["task"]["id"], free.as_str(), "{next}");
+    assert_eq!(next["task"]["paths"], json!(["docs/**"]));
+    let none = bob.call_ok("claim_next", json!({}));
+    assert_eq!(none["reason"], "nothing_ready", "{none}");
+    // claim_next naming paths another agent holds is refused with who holds them.
+    let refused = bob.call_tool("claim_next", json!({"paths": ["src/**"]}));
+    assert_eq!(refused["_meta"]["error"], "reserved", "{refused}");
+    assert!(first_text(&refused).contains(&held));
+    let detail = bob.call_ok("get_task", json!({"taskId": clashing}));
+    assert_eq!(detail["task"]["status"], "todo", "{detail}");
+}
+
+#[test]
+fn the_holders_lease_running_out_frees_its_paths() {
+    let db = TestDb::new();
+    let mut alice = agent(&db, "alice", "2");
+    let mut bob = agent(&db, "bob", "2");
+    let mine = create(&mut alice, "mine", None);
+    let theirs = create(&mut bob, "theirs", None);
+    assert_eq!(
+        claim(&mut alice, &mine, json!(["src/**"]))["isError"],
+        false
+    );
+    alice.kill();
+    let started = Instant::now();
+    loop {
+        let answer = claim(&mut bob, &theirs, json!(["src/lib.rs"]));
+        if answer["isError"] == false {
+            break;
+        }
+        assert_eq!(answer["_meta"]["error"], "reserved", "{answer}");
+        assert!(started.elapsed() < GIVE_UP, "alice's lease never ran out");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let detail = bob.call_ok("get_task", json!({"taskId": mine}));
+    assert_eq!(detail["task"]["status"], "todo", "{detail}");
+}
