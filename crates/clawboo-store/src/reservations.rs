@@ -295,7 +295,8 @@ impl Store {
     }
 
     /// Which of `files` (paths relative to the repository root) a live reservation on
-    /// `team` of an agent other than `agent` covers: what a pre-commit check refuses.
+    /// `team` (any team when `None`) of an agent other than `agent` covers: what a
+    /// pre-commit check refuses.
     pub fn reserved_files(
         &self,
         team: Option<&str>,
@@ -303,7 +304,7 @@ impl Store {
         files: &[String],
     ) -> Result<Vec<ReservedFile>> {
         let now = self.now_ms();
-        let held = self.read(|tx| live(tx, LIVE_ON_TEAM, now, team))?;
+        let held = self.read(|tx| live(tx, LIVE_ANY_TEAM, now, team))?;
         let mut found = Vec::new();
         for reservation in held.iter().filter(|r| Some(r.holder.as_str()) != agent) {
             let matchers: Vec<(String, GlobMatcher)> = reservation

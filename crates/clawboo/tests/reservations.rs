@@ -1,15 +1,21 @@
 //! Path reservations (SPEC §19) across real processes: two agents, each its own stdio Tasks
 //! server on one database, claim tasks with glob `paths`; overlapping globs are refused to
 //! the second with who holds what, globs that only share a prefix both win, and the
-//! holder's lease running out frees the paths. On the backend `CLAWBOO_TEST_BACKEND` names.
+//! holder's lease running out frees the paths; `GET /api/reservations` lists them, and the
+//! pre-commit hook `clawboo hooks install` writes refuses another agent's files in a real
+//! git repository. On the backend `CLAWBOO_TEST_BACKEND` names.
 
 #![allow(clippy::unwrap_used)]
 
 mod common;
+mod http_support;
 
+use std::path::Path;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::{StdioClient, TestDb, first_text};
+use http_support::{Server, clawboo, client};
 use serde_json::{Value, json};
 
 const TASKS_BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-tasks");
@@ -181,4 +187,164 @@ fn the_holders_lease_running_out_frees_its_paths() {
     }
     let detail = bob.call_ok("get_task", json!({"taskId": mine}));
     assert_eq!(detail["task"]["status"], "todo", "{detail}");
+}
+
+#[tokio::test]
+async fn the_rest_api_lists_live_reservations_by_team() {
+    let server = Server::start(&[]);
+    let db = server.db.clone();
+    let id = tokio::task::spawn_blocking(move || {
+        let mut alice = agent(&db, "alice", "1800");
+        let id = create(&mut alice, "store work", None);
+        assert_eq!(
+            claim(&mut alice, &id, json!(["src/store/**"]))["isError"],
+            false
+        );
+        // Kept alive past the request: a reservation needs no live process, only a lease.
+        alice.kill();
+        id
+    })
+    .await
+    .unwrap();
+    let listed: Value = client()
+        .get(server.url("/api/reservations?teamId=core"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let all = listed["reservations"].as_array().unwrap();
+    assert_eq!(all.len(), 1, "{listed}");
+    assert_eq!(all[0]["taskId"], id.as_str());
+    assert_eq!(all[0]["holder"], "alice");
+    assert_eq!(all[0]["paths"], json!(["src/store/**"]));
+    assert!(all[0]["leaseExpiresAt"].as_i64().is_some());
+    let other: Value = client()
+        .get(server.url("/api/reservations?teamId=elsewhere"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(other["reservations"], json!([]));
+}
+
+/// `git` in `repo`, with no user or system configuration in the way.
+fn git(repo: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new("git")
+        .current_dir(repo)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+fn git_ok(repo: &Path, args: &[&str]) {
+    let out = git(repo, args, &[]);
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+#[test]
+fn the_installed_hook_refuses_another_agents_reserved_file_and_lets_the_holder_commit() {
+    let db = TestDb::new();
+    let mut alice = agent(&db, "alice", "1800");
+    let id = create(&mut alice, "store work", None);
+    assert_eq!(
+        claim(&mut alice, &id, json!(["src/store/**"]))["isError"],
+        false
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path();
+    git_ok(repo, &["init", "-q"]);
+    git_ok(repo, &["config", "user.email", "agents@example.com"]);
+    git_ok(repo, &["config", "user.name", "agents"]);
+    std::fs::create_dir_all(repo.join("src/store")).unwrap();
+    std::fs::write(repo.join("src/store/mod.rs"), "// store\n").unwrap();
+    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+    // An existing hook is kept, and still runs.
+    let hooks = repo.join(".git/hooks");
+    std::fs::write(
+        hooks.join("pre-commit"),
+        "#!/bin/sh\necho ran >> \"$(git rev-parse --git-dir)/previous-hook-ran\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        hooks.join("pre-commit"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let installed = clawboo()
+        .current_dir(repo)
+        .args(["hooks", "install"])
+        .output()
+        .unwrap();
+    assert!(installed.status.success(), "{installed:?}");
+    assert!(String::from_utf8_lossy(&installed.stdout).contains("previous hook is kept"));
+    // Installing again rewrites clawboo's own hook and keeps the same previous one.
+    let again = clawboo()
+        .current_dir(repo)
+        .args(["hooks", "install"])
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{again:?}");
+
+    let db_path = db.db_arg().to_str().unwrap().to_owned();
+    let as_agent = |who: &'static str| {
+        vec![
+            ("CLAWBOO_DB_PATH", db_path.clone()),
+            ("CLAWBOO_AGENT_ID", who.to_owned()),
+            ("CLAWBOO_TEAM_ID", "core".to_owned()),
+        ]
+    };
+    let commit = |env: &[(&str, String)], message: &str| {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        git(repo, &["commit", "-q", "-m", message], &env)
+    };
+
+    // Bob may commit a file nobody reserved.
+    git_ok(repo, &["add", "README.md"]);
+    let out = commit(&as_agent("bob"), "readme");
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        repo.join(".git/previous-hook-ran").exists(),
+        "the kept hook ran"
+    );
+
+    // Bob's commit of alice's reserved file is refused, naming holder and task.
+    git_ok(repo, &["add", "src/store/mod.rs"]);
+    let out = commit(&as_agent("bob"), "store");
+    assert!(!out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    for needed in [
+        "src/store/mod.rs",
+        "alice",
+        id.as_str(),
+        "store work",
+        "src/store/**",
+    ] {
+        assert!(said.contains(needed), "{needed:?} missing from {said}");
+    }
+    let log = git(repo, &["log", "--format=%s"], &[]);
+    assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "readme");
+
+    // Alice, the holder, commits it.
+    let out = commit(&as_agent("alice"), "store");
+    assert!(out.status.success(), "{out:?}");
+
+    // The check alone, on files named: exit status and the same listing.
+    let check = clawboo()
+        .args(["reservations", "check", "--team", "core", "--agent", "bob"])
+        .args(["--db", &db_path, "src/store/x.rs", "docs/y.md"])
+        .output()
+        .unwrap();
+    assert!(!check.status.success());
+    let said = String::from_utf8_lossy(&check.stderr);
+    assert!(said.contains("src/store/x.rs: reserved by alice"), "{said}");
+    assert!(!said.contains("docs/y.md"), "{said}");
 }
