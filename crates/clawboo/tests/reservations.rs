@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{StdioClient, TestDb, first_text};
+use common::{StdioClient, TestDb, first_text, seed_subtasks};
 use http_support::{Server, clawboo, client};
 use serde_json::{Value, json};
 
@@ -112,6 +112,63 @@ fn overlapping_globs_are_refused_naming_the_holder_and_prefix_sharing_ones_both_
     alice.call_ok("release_task", json!({"taskId": store_work}));
     let won = claim(&mut bob, &store_file, json!(["src/store/*.rs"]));
     assert_eq!(won["isError"], false, "{won}");
+}
+
+/// Six agents, each its own process, claim six tasks at once with patterns that all
+/// overlap (`src/**`, `src/store/*.rs`, …): in every round exactly one wins and every other
+/// is told who holds what. The check and the claim are one step across processes (and, on
+/// PostgreSQL, across connections as two hosts would hold them).
+#[test]
+fn racing_overlapping_claims_in_separate_processes_have_exactly_one_winner() {
+    const AGENTS: usize = 6;
+    const ROUNDS: usize = 8;
+    let db = TestDb::new();
+    let mut agents: Vec<StdioClient> = (0..AGENTS)
+        .map(|i| agent(&db, &format!("agent{i}"), "1800"))
+        .collect();
+    let patterns = [
+        "src/**",
+        "src/store/*.rs",
+        "src/store/mod.rs",
+        "**/mod.rs",
+        "src/*/mod.?s",
+        "src/[rs]tore/**",
+    ];
+    // Subtasks, so the root-creation cap stays out of the way.
+    let all = seed_subtasks(&mut agents[0], AGENTS * ROUNDS);
+    for (round, ids) in all.chunks(AGENTS).enumerate() {
+        // Every request is written before any answer is read.
+        for (i, c) in agents.iter_mut().enumerate() {
+            c.send(&json!({
+                "jsonrpc": "2.0", "id": 10_000 + round, "method": "tools/call",
+                "params": {"name": "claim_task", "arguments": {
+                    "taskId": ids[i], "assigneeAgentId": "x",
+                    "paths": [patterns[(i + round) % AGENTS]]}}
+            }));
+        }
+        let answers: Vec<Value> = agents
+            .iter_mut()
+            .map(|c| c.recv_id(&json!(10_000 + round))["result"].clone())
+            .collect();
+        let winners: Vec<usize> = (0..AGENTS)
+            .filter(|&i| answers[i]["isError"] == false)
+            .collect();
+        assert_eq!(winners.len(), 1, "round {round}: {answers:?}");
+        let winner = winners[0];
+        for (i, answer) in answers.iter().enumerate().filter(|(i, _)| *i != winner) {
+            assert_eq!(
+                answer["_meta"]["error"], "reserved",
+                "round {round}: {answer}"
+            );
+            let text = first_text(answer);
+            assert!(text.contains(&format!("agent{winner}")), "{i}: {text}");
+            assert!(text.contains(&ids[winner]), "{i}: {text}");
+        }
+        agents[winner].call_ok(
+            "update_task_status",
+            json!({"taskId": ids[winner], "status": "done"}),
+        );
+    }
 }
 
 #[test]
