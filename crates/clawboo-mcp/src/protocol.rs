@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use clawboo_store::board::Scope;
+use clawboo_store::links::LinkKind;
 use clawboo_store::{SettleWrite, Store, StoreError};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientJsonRpcMessage, ClientRequest,
@@ -100,6 +102,54 @@ pub fn input_schema<Args: JsonSchema>() -> JsonObject {
         object.remove("required");
     }
     object
+}
+
+/// Refuse a `taskId` (of `memory_save`, `team_chat_post`) the caller on `team` cannot
+/// see, before anything is stored (SPEC §19).
+pub(crate) async fn check_link_task(
+    store: &Arc<Store>,
+    task_id: Option<&str>,
+    team: Option<String>,
+) -> Result<(), CallToolResult> {
+    let Some(task_id) = task_id.map(str::to_owned) else {
+        return Ok(());
+    };
+    let found = blocking(store, move |s| {
+        s.require_linkable(&task_id, Scope::team(team.as_deref()))
+    })
+    .await?;
+    found.map_err(link_failure)
+}
+
+/// Link what was just stored (`ref_id` of `kind`, saying `text`) to its `taskId`.
+pub(crate) async fn link_stored(
+    store: &Arc<Store>,
+    task_id: Option<String>,
+    team: Option<String>,
+    kind: LinkKind,
+    ref_id: String,
+    text: String,
+) -> Result<(), CallToolResult> {
+    let Some(task_id) = task_id else {
+        return Ok(());
+    };
+    let linked = blocking_write(store, move |s| {
+        s.link_to_task(&task_id, Scope::team(team.as_deref()), kind, &ref_id, &text)
+    })
+    .await?;
+    linked.map_err(link_failure)
+}
+
+fn link_failure(e: StoreError) -> CallToolResult {
+    match e {
+        StoreError::NotFound(id) => tool_error(
+            "not_found",
+            format!(
+                "taskId {id} is not a task on your board: pass the id of one (list_tasks), or leave taskId out"
+            ),
+        ),
+        other => store_failure(other),
+    }
 }
 
 /// The schema of a list of glob patterns (`paths`): `{"type": "array"}`, whose items a

@@ -17,6 +17,7 @@ use clawboo_store::chat::{
     ChatPage, ChatQuery, DelegateError, Delegation, MAX_READ_LIMIT, MAX_WAIT, POLL_INTERVAL,
     PostKind, team_room,
 };
+use clawboo_store::links::LinkKind;
 use clawboo_store::{Store, StoreError};
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ProgressNotificationParam};
@@ -29,8 +30,8 @@ use crate::binding::Binding;
 use crate::envelope::{PeerPost, format_peer_post};
 use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
 use crate::protocol::{
-    Effect, blocking, blocking_write, invalid_args, json_result, store_failure, tool_error,
-    unknown_tool,
+    Effect, blocking, blocking_write, check_link_task, invalid_args, json_result, link_stored,
+    store_failure, tool_error, unknown_tool,
 };
 use crate::waits::{WaitLimit, WaitOwner, WaitPermit};
 
@@ -177,6 +178,8 @@ pub(crate) struct PostArgs {
     author_agent_id: Option<String>,
     team_id: Option<String>,
     room_id: Option<String>,
+    // The task the post is about (SPEC §19): get_task lists it among the task's links.
+    task_id: Option<String>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -295,14 +298,19 @@ impl TeamChatServer {
             return Err(tool_error("invalid_args", "a post requires non-empty text"));
         }
         let author = self.author(a.author_agent_id);
+        // A taskId is looked up on the caller's team: the bound one, else the room's.
+        let team = self.binding.team_id.clone().or_else(|| a.team_id.clone());
         let (Some(author), Some(room)) = (author, self.room(a.room_id, a.team_id)) else {
             return Err(tool_error("invalid_args", NO_POST_IDENTITY));
         };
+        check_link_task(&self.store, a.task_id.as_deref(), team.clone()).await?;
         let posted = blocking_write(&self.store, move |s| {
             s.post_chat(&room, &author, PostKind::Peer, &a.text)
         })
         .await?
         .map_err(store_error)?;
+        let (id, body) = (posted.id.clone(), posted.body.clone());
+        link_stored(&self.store, a.task_id, team, LinkKind::Post, id, body).await?;
         Ok(json_result(&json!({
             "posted": {"seq": posted.seq, "roomId": posted.room_id, "authorAgentId": posted.author}
         })))

@@ -182,12 +182,14 @@ pub struct Comment {
     pub created_at: i64,
 }
 
-/// A task with its comments and its ancestors (root first, direct parent last).
+/// A task with its comments, its ancestors (root first, direct parent last) and its
+/// newest links (SPEC §19: facts, posts and tool calls about it, newest first).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TaskDetail {
     pub task: Task,
     pub comments: Vec<Comment>,
     pub ancestors: Vec<Task>,
+    pub links: Vec<crate::links::Link>,
 }
 
 /// The fields of a new task.
@@ -1033,7 +1035,7 @@ impl Store {
     /// snapshot. The ancestors stop below the first one outside `scope`.
     pub fn task_detail(&self, id: &str, scope: Scope<'_>) -> Result<Option<TaskDetail>> {
         self.snapshot(|tx| {
-            let (mut task, mut comments) = (None, Vec::new());
+            let (mut task, mut comments, mut links) = (None, Vec::new(), Vec::new());
             tx.query_batch(&mut [
                 Batched::new(load_task_sql(scope), &[&id, &scope.team_id], |r| {
                     task = Some(task_from_row(r)?);
@@ -1045,6 +1047,14 @@ impl Store {
                     &[&id],
                     |r| {
                         comments.push(comment_from_row(r)?);
+                        Ok(())
+                    },
+                ),
+                Batched::new(
+                    crate::links::RECENT_LINKS,
+                    &[&id, &crate::links::LINKS_SHOWN],
+                    |r| {
+                        links.push(crate::links::link_from_row(r)?);
                         Ok(())
                     },
                 ),
@@ -1065,7 +1075,7 @@ impl Store {
                 ancestors.push(parent);
             }
             ancestors.reverse();
-            Ok(Some(TaskDetail { task, comments, ancestors }))
+            Ok(Some(TaskDetail { task, comments, ancestors, links }))
         })
     }
 

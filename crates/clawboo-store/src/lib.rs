@@ -27,6 +27,7 @@ mod error;
 pub mod extension;
 pub mod inbox;
 pub mod leases;
+pub mod links;
 mod migrations;
 pub mod normalize;
 mod notices;

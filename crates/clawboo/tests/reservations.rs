@@ -246,6 +246,19 @@ fn the_holders_lease_running_out_frees_its_paths() {
     assert_eq!(detail["task"]["status"], "todo", "{detail}");
 }
 
+/// `GET /api/reservations?teamId=team`'s body.
+async fn reservations_of(server: &Server, team: &str) -> Value {
+    let url = server.url(&format!("/api/reservations?teamId={team}"));
+    client()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn the_rest_api_lists_live_reservations_by_team() {
     let server = Server::start(&[]);
@@ -263,28 +276,14 @@ async fn the_rest_api_lists_live_reservations_by_team() {
     })
     .await
     .unwrap();
-    let listed: Value = client()
-        .get(server.url("/api/reservations?teamId=core"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = reservations_of(&server, "core").await;
     let all = listed["reservations"].as_array().unwrap();
     assert_eq!(all.len(), 1, "{listed}");
     assert_eq!(all[0]["taskId"], id.as_str());
     assert_eq!(all[0]["holder"], "alice");
     assert_eq!(all[0]["paths"], json!(["src/store/**"]));
     assert!(all[0]["leaseExpiresAt"].as_i64().is_some());
-    let other: Value = client()
-        .get(server.url("/api/reservations?teamId=elsewhere"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let other = reservations_of(&server, "elsewhere").await;
     assert_eq!(other["reservations"], json!([]));
 }
 
