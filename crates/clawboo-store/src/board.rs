@@ -902,7 +902,7 @@ fn claim_in(
             Some(paths) => paths.to_vec(),
             None => reservations::split(declared.as_deref()),
         };
-        reservations::ensure_free(tx, now, team.as_deref(), agent_id, &reserving)?;
+        reservations::ensure_free(tx, now, team.as_deref(), agent_id, id, &reserving)?;
     }
     // On PostgreSQL the row may change between a claim that changed nothing and the
     // read that says why (another host claimed, then released it): a task found

@@ -267,20 +267,24 @@ pub(crate) fn first_conflict(paths: &[String], held: &[Reservation]) -> Option<S
     })
 }
 
-/// Refuse `agent`'s reservation of `paths` on `team` when another agent holds an
-/// overlapping one, inside the caller's write: takes [`lock`] first.
+/// Refuse `agent`'s reservation of `paths` for `task_id` on `team` when another agent
+/// holds an overlapping one, inside the caller's write: takes [`lock`] first. The task's
+/// own reservation is not in the way: a claim of a task someone holds is a conflict,
+/// which the claim itself reports.
 pub(crate) fn ensure_free(
     tx: &dyn Tx,
     now: i64,
     team: Option<&str>,
     agent: &str,
+    task_id: &str,
     paths: &[String],
 ) -> Result<()> {
     if paths.is_empty() {
         return Ok(());
     }
     lock(tx, team)?;
-    let held = held_by_others(tx, now, team, agent)?;
+    let mut held = held_by_others(tx, now, team, agent)?;
+    held.retain(|r| r.task_id != task_id);
     match first_conflict(paths, &held) {
         Some(refusal) => Err(refusal),
         None => Ok(()),

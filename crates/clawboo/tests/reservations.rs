@@ -204,6 +204,12 @@ fn claim_next_skips_tasks_whose_declared_paths_another_agent_holds() {
         json!({"taskId": held, "assigneeAgentId": "alice"}),
     );
     assert_eq!(won["task"]["paths"], json!(["src/store/**"]));
+    // Claiming the task alice holds is a conflict, as it always was, not a reservation.
+    let taken = bob.call_tool(
+        "claim_task",
+        json!({"taskId": held, "assigneeAgentId": "bob"}),
+    );
+    assert_eq!(taken["_meta"]["error"], "conflict", "{taken}");
     let clashing = create(&mut alice, "store file", Some(json!(["src/store/mod.rs"])));
     let free = create(&mut alice, "docs", Some(json!(["docs/**"])));
     // `clashing` is older, so first in the board's order: bob gets `free` instead.
