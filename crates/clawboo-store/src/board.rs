@@ -868,50 +868,47 @@ fn claim_in(
         paths,
     } = claim;
     let from_status = from.as_str();
+    // `?9` says whether the claim's reservation was checked; until it is, only a task that
+    // declares no paths is claimed, so a claim that reserves nothing (the usual one) stays
+    // one round trip and never takes the team's reservation lock.
     let sql = format!(
         "UPDATE tasks SET assignee_agent_id = ?1, assignee_runtime = COALESCE(?2, assignee_runtime),
              status = 'in_progress', updated_at = ?3, lease_expires_at = ?3 + CAST(?6 AS BIGINT),
              paths = COALESCE(?8, paths), {GRANT_LEASE}
          WHERE id = ?4 AND (CAST(?5 AS TEXT) IS NULL OR team_id = ?5) AND status = ?7
            AND assignee_agent_id IS NULL AND dropped = 0 AND NOT {UNFINISHED_DEP}
+           AND (CAST(?9 AS BIGINT) = 1 OR paths IS NULL)
          RETURNING id"
     );
     let new_paths = paths.and_then(reservations::join);
-    // Sent together (one round trip on PostgreSQL): the reclaim of expired leases, which
-    // a claim that meets one does first (SPEC §12), and the task's team and declared
-    // paths, which the reservation check needs before the claim.
-    let (mut reclaimed, mut target) = (Vec::new(), None);
-    tx.query_batch(&mut [
-        leases::expire_batched(tx, &now, &mut reclaimed),
-        Batched::new(
-            "SELECT team_id, paths FROM tasks WHERE id = ?1",
-            &[&id],
-            |r| {
-                target = Some((r.get::<Option<String>>(0)?, r.get::<Option<String>>(1)?));
-                Ok(())
-            },
-        ),
-    ])?;
-    leases::narrate_reclaimed(tx, now, &mut reclaimed)?;
-    // A task outside the caller's team is refused below as not found, before its team's
-    // reservations are ever named.
-    if let Some((team, declared)) = target
-        && (scope.team_id.is_none() || scope.team_id == team.as_deref())
-    {
-        let reserving = match paths {
-            Some(paths) => paths.to_vec(),
-            None => reservations::split(declared.as_deref()),
-        };
-        reservations::ensure_free(tx, now, team.as_deref(), agent_id, id, &reserving)?;
+    let mut checked = false;
+    if let Some(paths) = paths {
+        // A task outside the caller's team is refused below as not found, before its
+        // team's reservations are ever named.
+        let team = tx.query_opt(
+            "SELECT team_id FROM tasks WHERE id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR team_id = ?2)",
+            &[&id, &scope.team_id],
+            |r| r.get::<Option<String>>(0),
+        )?;
+        if let Some(team) = team {
+            reservations::ensure_free(tx, now, team.as_deref(), agent_id, id, paths)?;
+        }
+        checked = true;
     }
     // On PostgreSQL the row may change between a claim that changed nothing and the
     // read that says why (another host claimed, then released it): a task found
     // claimable after all is claimed again.
-    for _ in 0..ROW_ATTEMPTS {
-        // Sent together: the claim, then the task as it stands after it, which is the
-        // answer when the claim took and says why when it did not.
-        let (mut claimed, mut task) = (false, None);
-        let mut batch = Vec::with_capacity(2);
+    for attempt in 0..ROW_ATTEMPTS {
+        // Sent together (one round trip on PostgreSQL): on the first attempt the
+        // reclaim of expired leases, which a claim that meets one does first
+        // (SPEC §12); then the claim; then the task as it stands after it, which is
+        // the answer when the claim took and says why when it did not.
+        let (mut reclaimed, mut claimed, mut task) = (Vec::new(), false, None);
+        let checked_flag = i64::from(checked);
+        let mut batch = Vec::with_capacity(3);
+        if attempt == 0 {
+            batch.push(leases::expire_batched(tx, &now, &mut reclaimed));
+        }
         batch.push(Batched::new(
             &sql,
             &[
@@ -923,6 +920,7 @@ fn claim_in(
                 &lease,
                 &from_status,
                 &new_paths,
+                &checked_flag,
             ],
             |_| {
                 claimed = true;
@@ -939,6 +937,7 @@ fn claim_in(
         ));
         tx.query_batch(&mut batch)?;
         drop(batch);
+        leases::narrate_reclaimed(tx, now, &mut reclaimed)?;
         if claimed {
             if runtime.is_some() {
                 leases::seen_in(tx, agent_id, scope.team_id, runtime, now)?;
@@ -974,6 +973,14 @@ fn claim_in(
                 return require_task(tx, id, scope);
             }
             Some(t) if t.status == from && t.assignee_agent_id.is_none() => {
+                // The task declares paths: they are reserved by this claim once no other
+                // agent's reservation is in their way; then claim again.
+                if !checked && !t.paths.is_empty() {
+                    let team = t.team_id.as_deref();
+                    reservations::ensure_free(tx, now, team, agent_id, id, &t.paths)?;
+                    checked = true;
+                    continue;
+                }
                 let open: bool = tx.query_one(
                     &format!("SELECT {UNFINISHED_DEP} FROM tasks WHERE id = ?1"),
                     &[&id],

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{StdioClient, TestDb, first_text, seed_subtasks};
+use common::{StdioClient, TestDb, first_text};
 use http_support::{Server, clawboo, client};
 use serde_json::{Value, json};
 
@@ -115,8 +115,8 @@ fn overlapping_globs_are_refused_naming_the_holder_and_prefix_sharing_ones_both_
 }
 
 /// Six agents, each its own process, claim six tasks at once with patterns that all
-/// overlap (`src/**`, `src/store/*.rs`, …): in every round exactly one wins and every other
-/// is told who holds what. The check and the claim are one step across processes (and, on
+/// overlap (`src/**`, `src/store/*.rs`, …), named in the claim or declared by the task: in
+/// every round exactly one wins and every other is told who holds what. The check and the claim are one step across processes (and, on
 /// PostgreSQL, across connections as two hosts would hold them).
 #[test]
 fn racing_overlapping_claims_in_separate_processes_have_exactly_one_winner() {
@@ -134,16 +134,31 @@ fn racing_overlapping_claims_in_separate_processes_have_exactly_one_winner() {
         "src/*/mod.?s",
         "src/[rs]tore/**",
     ];
-    // Subtasks, so the root-creation cap stays out of the way.
-    let all = seed_subtasks(&mut agents[0], AGENTS * ROUNDS);
-    for (round, ids) in all.chunks(AGENTS).enumerate() {
+    for round in 0..ROUNDS {
+        // Even rounds name the paths in the claim; odd ones claim tasks that declare them.
+        let declared = round % 2 == 1;
+        let pattern = |i: usize| patterns[(i + round) % AGENTS];
+        // Subtasks of one parent a round, so the root-creation cap stays out of the way.
+        let parent = create(&mut agents[0], &format!("round {round}"), None);
+        let ids: Vec<String> = (0..AGENTS)
+            .map(|i| {
+                let mut args = json!({"title": format!("r{round} t{i}"), "parentTaskId": parent});
+                if declared {
+                    args["paths"] = json!([pattern(i)]);
+                }
+                let t = agents[0].call_ok("create_task", args);
+                t["task"]["id"].as_str().unwrap().to_owned()
+            })
+            .collect();
         // Every request is written before any answer is read.
         for (i, c) in agents.iter_mut().enumerate() {
+            let mut args = json!({"taskId": ids[i], "assigneeAgentId": "x"});
+            if !declared {
+                args["paths"] = json!([pattern(i)]);
+            }
             c.send(&json!({
                 "jsonrpc": "2.0", "id": 10_000 + round, "method": "tools/call",
-                "params": {"name": "claim_task", "arguments": {
-                    "taskId": ids[i], "assigneeAgentId": "x",
-                    "paths": [patterns[(i + round) % AGENTS]]}}
+                "params": {"name": "claim_task", "arguments": args}
             }));
         }
         let answers: Vec<Value> = agents
