@@ -342,19 +342,19 @@ fn claim_next_in(
            AND (CAST(?2 AS TEXT) IS NULL OR assignee_runtime IS NULL OR assignee_runtime = ?2)
            AND NOT {UNFINISHED_DEP}"
     );
-    if who.paths.is_some() || declared_paths_ready(tx, &ready, team, who.runtime)? {
+    if who.paths.is_some() {
         return claim_next_reserving(tx, who, team, now, lease, &ready);
     }
-    // Nothing this claim reserves: the task it takes must declare no paths either, which
-    // a task created since the check above might (`?6`).
-    let ready = format!("{ready} AND paths IS NULL");
+    // A claim that names no paths takes the first ready task only when it declares none
+    // either (one statement, no lock, as before reservations); when the first declares
+    // some, the claim goes the reserving way, which skips what others hold.
     let claim = format!(
         "UPDATE tasks SET assignee_agent_id = ?3,
              assignee_runtime = COALESCE(?2, assignee_runtime), status = 'in_progress',
              updated_at = ?4, lease_expires_at = ?4 + CAST(?5 AS BIGINT), {GRANT_LEASE}
          WHERE id = (SELECT id FROM tasks WHERE {ready}
                      ORDER BY priority DESC, created_at, id LIMIT 1)
-           AND {ready}
+           AND {ready} AND paths IS NULL
          RETURNING id"
     );
     let any_ready = format!("SELECT EXISTS (SELECT 1 FROM tasks WHERE {ready})");
@@ -366,6 +366,9 @@ fn claim_next_in(
         )?;
         if claimed.is_some() {
             return Ok(claimed);
+        }
+        if declared_paths_ready(tx, &ready, team, who.runtime)? {
+            return claim_next_reserving(tx, who, team, now, lease, &ready);
         }
         if !tx.query_one(&any_ready, &[&team, &who.runtime], |r| r.get::<bool>(0))? {
             return Ok(None);
@@ -380,7 +383,7 @@ fn claim_next_in(
 }
 
 /// Whether some task `ready` (`?1` the team, `?2` the runtime) declares paths: only then
-/// does a `claim_next` that names none take the team's reservation lock.
+/// does a `claim_next` that names none take the reserving way and its lock.
 fn declared_paths_ready(
     tx: &dyn Tx,
     ready: &str,
