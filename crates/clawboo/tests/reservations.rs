@@ -15,7 +15,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::{StdioClient, TestDb, first_text};
-use http_support::{Server, clawboo, client};
+use http_support::{Server, clawboo, get_json};
 use serde_json::{Value, json};
 
 const TASKS_BIN: &str = env!("CARGO_BIN_EXE_clawboo-mcp-tasks");
@@ -269,15 +269,7 @@ fn the_holders_lease_running_out_frees_its_paths() {
 
 /// `GET /api/reservations?teamId=team`'s body.
 async fn reservations_of(server: &Server, team: &str) -> Value {
-    let url = server.url(&format!("/api/reservations?teamId={team}"));
-    client()
-        .get(url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    get_json(&server.url(&format!("/api/reservations?teamId={team}"))).await
 }
 
 #[tokio::test]

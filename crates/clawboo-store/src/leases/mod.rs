@@ -374,12 +374,17 @@ fn claim_next_in(
             return Ok(None);
         }
     }
+    Err(lost_every_pick(who))
+}
+
+/// The refusal of a `claim_next` whose every pick another claimer took first.
+fn lost_every_pick(who: Claimant<'_>) -> StoreError {
     tracing::warn!(
         agent = who.agent_id,
         attempts = CLAIM_NEXT_ATTEMPTS,
         "claim_next lost every pick to other claimers"
     );
-    Err(StoreError::Conflict)
+    StoreError::Conflict
 }
 
 /// Whether some task `ready` (`?1` the team, `?2` the runtime) declares paths: only then
@@ -517,12 +522,7 @@ fn claim_next_reserving(
             return Ok(claimed);
         }
     }
-    tracing::warn!(
-        agent = who.agent_id,
-        attempts = CLAIM_NEXT_ATTEMPTS,
-        "claim_next lost every pick to other claimers"
-    );
-    Err(StoreError::Conflict)
+    Err(lost_every_pick(who))
 }
 
 impl Store {
