@@ -187,6 +187,37 @@ test("a card opens its detail; only legal moves are offered; comments and moves 
   assert.equal(await dialog.isVisible(), false);
 });
 
+test("a task's reserved paths show on its card and in its view, with the facts, posts and tool calls about it", async () => {
+  await open("board");
+  const bound = ["--agent", "emmett", "--team", "red"];
+  const tasks = await agent("tasks", bound);
+  const memory = await agent("memory", bound);
+  const chat = await agent("teamchat", bound);
+  const tools = await agent("tools", bound);
+  const { task } = await call(tasks, "create_task", { title: "Rewire the store", teamId: "red" });
+  await call(tasks, "claim_task", { taskId: task.id, assigneeAgentId: "emmett", paths: ["src/store/**", "README.md"] });
+  await call(memory, "memory_save", { title: "store", content: "the store keeps one writer\nmore detail", taskId: task.id });
+  await call(chat, "team_chat_post", { text: "rewiring the store now", taskId: task.id });
+  const echoed = await tools.callTool({ name: "echo", arguments: { message: "checking" } });
+  assert.notEqual(echoed.isError, true);
+
+  const reserved = card("in_progress", "Rewire the store");
+  await reserved.filter({ hasText: /reserves 2 globs/ }).waitFor();
+  await reserved.click();
+  const dialog = page.locator("#task-dialog");
+  const paths = dialog.getByRole("list", { name: "Reserved paths" });
+  await paths.waitFor();
+  assert.deepEqual(await paths.locator("li").allInnerTexts(), ["src/store/**", "README.md"]);
+  assert.match(await dialog.innerText(), /Reserved paths \(@emmett\)/);
+  const links = dialog.getByRole("list", { name: "Links" });
+  await links.locator('li[data-kind="fact"]', { hasText: "the store keeps one writer" }).waitFor();
+  await links.locator('li[data-kind="post"]', { hasText: "rewiring the store now" }).waitFor();
+  await links.locator('li[data-kind="audit"]', { hasText: "echo" }).first().waitFor();
+  assert.doesNotMatch(await links.innerText(), /more detail/, "only a link's first line is shown");
+  await page.screenshot({ path: join(outDir, "task-links.png") });
+  await page.keyboard.press("Escape");
+});
+
 test("the operator creates a task from the page and the team filter narrows the board", async () => {
   await open("board");
   await page.getByRole("button", { name: "New task" }).click();

@@ -897,6 +897,7 @@ impl Broker {
         let observations =
             serde_json::to_string(&record.observations).unwrap_or_else(|_| "[]".into());
         self.store.write(|tx| {
+            let id = new_id();
             let inserted = tx.execute(
                 "INSERT INTO tool_call_audit(id, call_id, phase, tool_name, agent_id, team_id, decision,
                      reason, observations, args_json, result_text, is_error, approval_id, created_at,
@@ -904,7 +905,7 @@ impl Broker {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
                  ON CONFLICT (call_id, phase) DO NOTHING",
                 &[
-                    &new_id(),
+                    &id,
                     &record.call_id,
                     &phase,
                     &tool,
@@ -921,6 +922,15 @@ impl Broker {
                     &record.decided_by,
                 ],
             )?;
+            // The row is about the task its caller holds (SPEC §19).
+            if inserted == 1
+                && let Some(agent) = record.caller.agent_id.as_deref()
+            {
+                let line = format!("{tool} {phase}: {decision}");
+                let team = record.caller.team_id.as_deref();
+                use clawboo_store::links::{LinkKind, link_held_in};
+                link_held_in(tx, now, agent, team, LinkKind::Audit, &id, &line)?;
+            }
             Ok(inserted == 1)
         })
     }

@@ -13,6 +13,7 @@ use clawboo_memory::{
     ENTIRELY_REDACTED, Memory, NewFact, NewProcedure, ScopeFilter, SearchMode, TITLE_REQUIRED,
     TeamFilter,
 };
+use clawboo_store::links::LinkKind;
 use clawboo_store::{Store, StoreError};
 use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
@@ -22,7 +23,8 @@ use serde_json::{Value, json};
 use crate::binding::Binding;
 use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
 use crate::protocol::{
-    Effect, blocking_write, internal_error, invalid_args, json_result, store_failure, tool_error,
+    Effect, blocking_write, check_link_task, internal_error, invalid_args, json_result,
+    link_stored, store_failure, tool_error,
 };
 
 /// Settings of a Memory server.
@@ -78,6 +80,8 @@ pub(crate) struct SaveArgs {
     procedure_name: Option<String>,
     scope_team_id: Option<String>,
     scope_agent_id: Option<String>,
+    // The task the fact is about (SPEC §19): get_task lists it among the task's links.
+    task_id: Option<String>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -242,6 +246,15 @@ impl MemoryServer {
     async fn memory_save(&self, ctx: &CallContext<'_>, a: SaveArgs) -> Outcome {
         let (team_id, agent_id, tenant_id) =
             save_owner(ctx.binding, a.scope_team_id, a.scope_agent_id);
+        // A taskId is looked up on the fact's team (the bound one, else scopeTeamId).
+        let task_id = a.task_id;
+        if task_id.is_some() && a.procedure_name.is_some() {
+            return Err(invalid_args(
+                "taskId links a fact to a task, and a procedure is not about one task: leave taskId out, or save a fact",
+            ));
+        }
+        check_link_task(self.memory.store(), task_id.as_deref(), team_id.clone()).await?;
+        let link_team = team_id.clone();
         let tags = a.tags.unwrap_or_default();
         let result = match a.procedure_name {
             Some(name) => {
@@ -271,13 +284,25 @@ impl MemoryServer {
                 } else {
                     blocking(&self.memory, move |m| m.prepare_fact(new)).await?
                 };
-                match prepared {
+                let saved = match prepared {
                     Ok(fact) => {
                         blocking_write(self.memory.store(), move |s| fact.insert(s)).await?
                     }
                     Err(e) => Err(e),
+                };
+                if let Ok(fact) = &saved {
+                    let (id, content) = (fact.id.clone(), fact.content.clone());
+                    link_stored(
+                        self.memory.store(),
+                        task_id,
+                        link_team,
+                        LinkKind::Fact,
+                        id,
+                        content,
+                    )
+                    .await?;
                 }
-                .map(|f| json!({"saved": "fact", "fact": f}))
+                saved.map(|f| json!({"saved": "fact", "fact": f}))
             }
         };
         Ok(result.map_or_else(store_error, |v| json_result(&v)))
@@ -355,7 +380,7 @@ mod tests {
         assert_eq!(search["properties"]["limit"]["maximum"], 100);
         assert_eq!(search["properties"]["includeProcedures"]["type"], "boolean");
         let browse = Value::Object((*tools[2].input_schema).clone());
-        assert_eq!(browse["required"], json!([]));
+        assert_eq!(browse.get("required"), None, "nothing is required");
         assert_eq!(browse["properties"]["limit"]["maximum"], 200);
     }
 }

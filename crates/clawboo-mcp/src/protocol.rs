@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use clawboo_store::board::Scope;
+use clawboo_store::links::LinkKind;
 use clawboo_store::{Store, StoreError};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientJsonRpcMessage, ClientRequest,
@@ -67,7 +69,8 @@ pub fn described(tool: Tool, title: &str, effect: Effect) -> Tool {
         .with_annotations(effect.annotations(title))
 }
 
-/// `Args`' JSON Schema as `{type: "object", properties, required}`: no `$schema`, no
+/// `Args`' JSON Schema as `{type: "object", properties, required}` (`required` only when
+/// something is): no `$schema`, no
 /// `$defs`/`$ref` (inlined), no `null` unions for optional fields, and no
 /// `additionalProperties: false` (unknown fields are still refused, by the decoder, as
 /// `invalid args`; the model reads every schema on every turn, so the schema says only
@@ -87,8 +90,70 @@ pub fn input_schema<Args: JsonSchema>() -> JsonObject {
     object.remove("additionalProperties");
     object.insert("type".into(), json!("object"));
     object.entry("properties").or_insert_with(|| json!({}));
-    object.entry("required").or_insert_with(|| json!([]));
+    // An empty `required` says nothing a missing one does not (JSON Schema), and every
+    // schema is read on every turn (SPEC §15).
+    if object
+        .get("required")
+        .is_some_and(|r| r.as_array().is_some_and(Vec::is_empty))
+    {
+        object.remove("required");
+    }
     object
+}
+
+/// Refuse a `taskId` (of `memory_save`, `team_chat_post`) the caller on `team` cannot
+/// see, before anything is stored (SPEC §19).
+pub(crate) async fn check_link_task(
+    store: &Arc<Store>,
+    task_id: Option<&str>,
+    team: Option<String>,
+) -> Result<(), CallToolResult> {
+    let Some(task_id) = task_id.map(str::to_owned) else {
+        return Ok(());
+    };
+    let found = blocking(store, move |s| {
+        s.require_linkable(&task_id, Scope::team(team.as_deref()))
+    })
+    .await?;
+    found.map_err(link_failure)
+}
+
+/// Link what was just stored (`ref_id` of `kind`, saying `text`) to its `taskId`.
+pub(crate) async fn link_stored(
+    store: &Arc<Store>,
+    task_id: Option<String>,
+    team: Option<String>,
+    kind: LinkKind,
+    ref_id: String,
+    text: String,
+) -> Result<(), CallToolResult> {
+    let Some(task_id) = task_id else {
+        return Ok(());
+    };
+    let linked = blocking_write(store, move |s| {
+        s.link_to_task(&task_id, Scope::team(team.as_deref()), kind, &ref_id, &text)
+    })
+    .await?;
+    linked.map_err(link_failure)
+}
+
+fn link_failure(e: StoreError) -> CallToolResult {
+    match e {
+        StoreError::NotFound(id) => tool_error(
+            "not_found",
+            format!(
+                "taskId {id} is not a task on your board: pass the id of one (list_tasks), or leave taskId out"
+            ),
+        ),
+        other => store_failure(other),
+    }
+}
+
+/// The schema of a list of glob patterns (`paths`): `{"type": "array"}`, whose items a
+/// tool's description names (the decoder still refuses anything but strings), since the
+/// model reads every schema on every turn (SPEC §15).
+pub(crate) fn globs_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "array"})
 }
 
 /// Drop null unions and nullable noise that schemars emits for `Option` fields.

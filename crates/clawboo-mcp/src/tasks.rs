@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 use crate::binding::Binding;
 use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
 use crate::protocol::{
-    Effect, blocking, blocking_write, denied, invalid_args, json_result, store_failure, tool_error,
+    Effect, blocking, blocking_write, denied, globs_schema, invalid_args, json_result,
+    store_failure, tool_error,
 };
 
 /// `list_tasks`' page when no `limit` is given.
@@ -91,7 +92,7 @@ pub(crate) struct ListTasksArgs {
     // Only claimable work: todo, not dropped, every dependency done.
     ready: Option<bool>,
     // Tasks a page, 1..200 (default 50).
-    #[schemars(range(min = 1, max = 200))]
+    #[schemars(range(max = 200))]
     limit: Option<u32>,
     // The `nextCursor` of the previous page.
     cursor: Option<String>,
@@ -109,7 +110,7 @@ pub(crate) struct CreateTaskArgs {
     title: String,
     description: Option<String>,
     status: Option<StatusArg>,
-    /// Higher first.
+    // Higher first (the schema leaves it out: SPEC §15's budget).
     priority: Option<i64>,
     // Default: the parent's team.
     team_id: Option<String>,
@@ -118,6 +119,9 @@ pub(crate) struct CreateTaskArgs {
     parent_task_id: Option<String>,
     // The runtime expected to run it (claude-code, codex, …).
     assignee_runtime: Option<String>,
+    #[serde(default)]
+    #[schemars(schema_with = "globs_schema")]
+    paths: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -136,6 +140,17 @@ pub(crate) struct ClaimArgs {
     // The bound agent when the session is bound.
     assignee_agent_id: String,
     assignee_runtime: Option<String>,
+    #[serde(default)]
+    #[schemars(schema_with = "globs_schema")]
+    paths: Option<Vec<String>>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct AssignArgs {
+    task_id: String,
+    assignee_agent_id: String,
+    assignee_runtime: Option<String>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -146,6 +161,9 @@ pub(crate) struct ClaimNextArgs {
     // The bound agent when the session is bound.
     assignee_agent_id: Option<String>,
     assignee_runtime: Option<String>,
+    #[serde(default)]
+    #[schemars(schema_with = "globs_schema")]
+    paths: Option<Vec<String>>,
 }
 
 // `claimToken` (the claim's, from claim_task or claim_next) fences a move or comment: it
@@ -229,7 +247,7 @@ pub(crate) enum TasksCall {
     CreateTask(CreateTaskArgs),
     CreateSubtask(CreateSubtaskArgs),
     ClaimTask(ClaimArgs),
-    AssignTask(ClaimArgs),
+    AssignTask(AssignArgs),
     ClaimNext(ClaimNextArgs),
     ReleaseTask(FencedTaskArgs),
     UpdateTaskStatus(UpdateStatusArgs),
@@ -246,21 +264,21 @@ fn tool_table() -> ToolTable<TasksServer> {
             "list_tasks",
             "List tasks",
             Effect::Read,
-            "List tasks by priority; ready=true: claimable only; more: cursor=nextCursor.",
+            "Tasks by priority; ready=true: claimable only; more: cursor=nextCursor.",
             TasksCall::ListTasks,
         ),
         ToolEntry::new(
             "get_task",
             "Get task",
             Effect::Read,
-            "A task with its comments and ancestors.",
+            "A task, its comments and ancestors.",
             TasksCall::GetTask,
         ),
         ToolEntry::new(
             "create_task",
             "Create task",
             Effect::Write,
-            "Create a task (parentTaskId: a subtask; max 24 per parent, depth 2).",
+            "Create a task (parentTaskId: subtask; ≤24 per parent, depth ≤2).",
             TasksCall::CreateTask,
         ),
         ToolEntry::new(
@@ -274,14 +292,14 @@ fn tool_table() -> ToolTable<TasksServer> {
             "claim_task",
             "Claim task",
             Effect::Idempotent,
-            "Claim a ready todo task; conflict: another agent won, do not retry.",
+            "Claim a ready todo task, reserving paths (globs you edit); conflict: another agent won, do not retry.",
             TasksCall::ClaimTask,
         ),
         ToolEntry::new(
             "assign_task",
             "Assign task",
             Effect::Idempotent,
-            "As claim_task.",
+            "Claim a task for assigneeAgentId.",
             TasksCall::AssignTask,
         ),
         ToolEntry::new(
@@ -295,14 +313,14 @@ fn tool_table() -> ToolTable<TasksServer> {
             "release_task",
             "Release task",
             Effect::Idempotent,
-            "Put an in_progress task back to todo.",
+            "Put your task back to todo.",
             TasksCall::ReleaseTask,
         ),
         ToolEntry::new(
             "update_task_status",
             "Update task status",
             Effect::Idempotent,
-            "Move a task to a status.",
+            "Move a task.",
             TasksCall::UpdateTaskStatus,
         ),
         ToolEntry::new(
@@ -330,7 +348,7 @@ fn tool_table() -> ToolTable<TasksServer> {
             "link_task",
             "Link dependency",
             Effect::Idempotent,
-            "Make taskId wait for dependsOnTaskId to be done; no cycles.",
+            "taskId waits for dependsOnTaskId to be done; no cycles.",
             TasksCall::LinkTask,
         ),
     ])
@@ -352,9 +370,12 @@ fn store_error(e: StoreError, prefix: Option<&str>) -> CallToolResult {
             denied(reason.code(), reason.code(), message.clone())
         }
         (StoreError::Cycle { .. }, _) => tool_error("cycle", e.to_string()),
-        (StoreError::NotAssignee { .. } | StoreError::StaleClaim { .. }, Some(prefix)) => {
-            tool_error(e.code(), format!("{prefix}: {}: {e}", e.code()))
-        }
+        (
+            StoreError::NotAssignee { .. }
+            | StoreError::StaleClaim { .. }
+            | StoreError::Reserved { .. },
+            Some(prefix),
+        ) => tool_error(e.code(), format!("{prefix}: {}: {e}", e.code())),
         (_, Some(prefix)) => tool_error(e.code(), format!("{prefix}: {}", e.code())),
         (StoreError::NotFound(id), None) => tool_error("not_found", format!("not found: {id}")),
         _ => tool_error(e.code(), e.to_string()),
@@ -409,8 +430,18 @@ impl Handlers for TasksServer {
             TasksCall::GetTask(a) => self.get_task(ctx, a).await,
             TasksCall::CreateTask(a) => self.create_task(ctx, a).await,
             TasksCall::CreateSubtask(a) => self.create_subtask(ctx, a).await,
-            // assign_task is claim_task under the name some agents look for.
-            TasksCall::ClaimTask(a) | TasksCall::AssignTask(a) => self.claim_task(ctx, a).await,
+            TasksCall::ClaimTask(a) => self.claim_task(ctx, a).await,
+            // assign_task is claim_task under the name some agents look for, reserving the
+            // task's declared paths.
+            TasksCall::AssignTask(a) => {
+                let claim = ClaimArgs {
+                    task_id: a.task_id,
+                    assignee_agent_id: a.assignee_agent_id,
+                    assignee_runtime: a.assignee_runtime,
+                    paths: None,
+                };
+                self.claim_task(ctx, claim).await
+            }
             TasksCall::ClaimNext(a) => self.claim_next(ctx, a).await,
             TasksCall::ReleaseTask(a) => self.release_task(ctx, a).await,
             TasksCall::UpdateTaskStatus(a) => self.update_task_status(ctx, a).await,
@@ -486,6 +517,7 @@ impl TasksServer {
             team_id: a.team_id,
             parent_task_id: a.parent_task_id,
             assignee_runtime: a.assignee_runtime,
+            paths: a.paths.unwrap_or_default(),
             ..NewTask::default()
         };
         self.insert_task(ctx, new).await
@@ -525,10 +557,11 @@ impl TasksServer {
         non_empty("assigneeAgentId", &agent)?;
         let team = ctx.binding.team_id.clone();
         let claimed = blocking_write(&self.store, move |s| {
-            s.claim_task_in(
+            s.claim_reserving(
                 &a.task_id,
                 &agent,
                 a.assignee_runtime.as_deref(),
+                a.paths.as_deref(),
                 Scope::team(team.as_deref()),
             )
         })
@@ -554,6 +587,7 @@ impl TasksServer {
             let who = Claimant {
                 agent_id: &agent,
                 runtime: a.assignee_runtime.as_deref(),
+                paths: a.paths.as_deref(),
             };
             s.claim_next(who, Scope::team(team.as_deref()))
         })

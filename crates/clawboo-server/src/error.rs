@@ -55,6 +55,7 @@ impl From<StoreError> for AppError {
             | StoreError::NotReady
             | StoreError::NotAssignee { .. }
             | StoreError::StaleClaim { .. }
+            | StoreError::Reserved { .. }
             | StoreError::IllegalTransition { .. }
             | StoreError::Cycle { .. }
             | StoreError::Cap { .. } => StatusCode::CONFLICT,

@@ -430,6 +430,7 @@ fn router(state: AppState) -> Router {
         .merge(routes::teams::routes())
         .merge(routes::mcp::routes())
         .merge(routes::memory::routes())
+        .merge(routes::reservations::routes())
         .merge(routes::tools::routes())
         .merge(routes::chat::routes())
         .merge(routes::events::routes())

@@ -246,6 +246,7 @@ function card(task, byId, childCount) {
     task.teamId && !state.team ? h('span', { class: 'muted' }, teamName(task.teamId)) : null,
     task.dropped ? h('span', { class: 'marker waiting' }, 'dropped') : null,
     task.leaseExpiresAt ? countdown(task.leaseExpiresAt) : null,
+    pathsMarker(task),
     task.reclaimedAt && !task.assigneeAgentId ? h('span', {
       class: 'marker reclaimed', title: `${task.reclaimedFrom}'s lease ran out at ${when(task.reclaimedAt)}`,
     }, `reclaimed from @${task.reclaimedFrom}`) : null,
@@ -271,7 +272,7 @@ function taskLink(id) {
 }
 
 async function loadDetail(id) {
-  const { task, comments, ancestors } = await api(`/api/board/${encodeURIComponent(id)}`);
+  const { task, comments, ancestors, links } = await api(`/api/board/${encodeURIComponent(id)}`);
   $('task-dialog-title').textContent = task.title;
   const moves = (state.workflow?.transitions[task.status] || []).map((to) =>
     h('button', { type: 'button', dataset: { move: to }, onclick: () => moveTask(task.id, to) },
@@ -288,6 +289,7 @@ async function loadDetail(id) {
     ancestors.length ? h('nav', { class: 'crumbs', 'aria-label': 'Ancestors' },
       ancestors.map((a) => [taskLink(a.id), ' › '])) : null,
     h('div', { class: 'description' }, task.description || h('span', { class: 'muted' }, 'No description.')),
+    pathsSection(task),
     h('div', { class: 'moves', role: 'group', 'aria-label': 'Change status' },
       moves.length ? moves : h('span', { class: 'muted' }, 'A finished task does not move.')),
     // Moving a task nobody holds into progress claims it: for whom?
@@ -310,7 +312,51 @@ async function loadDetail(id) {
     h('ol', { class: 'comments' }, comments.map((c) => h('li', {},
       h('div', { class: 'comment-head' }, c.authorAgentId || c.authorType, ' · ', when(c.createdAt)),
       h('div', { class: 'comment-body' }, c.body)))),
+    linksSection(links || []),
   );
+}
+
+// Path reservations and links (SPEC §19).
+
+/** Whether a task's paths are reserved now: claimed in progress under a live lease. */
+function reserving(task) {
+  return task.status === 'in_progress' && task.assigneeAgentId
+    && (!task.leaseExpiresAt || task.leaseExpiresAt > Date.now());
+}
+
+/** A card's marker of the paths its task works on (reserved or only declared). */
+function pathsMarker(task) {
+  if (!task.paths?.length) return null;
+  const held = reserving(task);
+  return h('span', {
+    class: held ? 'marker reserved' : 'marker',
+    title: `${held ? `reserved by @${task.assigneeAgentId}` : 'declared'}: ${task.paths.join(', ')}`,
+  }, `${held ? 'reserves' : 'paths'} ${task.paths.length === 1 ? task.paths[0] : `${task.paths.length} globs`}`);
+}
+
+/** The task view's paths: reserved by the holder while claimed, else declared. */
+function pathsSection(task) {
+  if (!task.paths?.length) return null;
+  const held = reserving(task);
+  return [
+    h('h3', {}, held ? `Reserved paths (@${task.assigneeAgentId})` : 'Paths'),
+    h('ul', { class: 'paths', 'aria-label': held ? 'Reserved paths' : 'Declared paths' },
+      task.paths.map((p) => h('li', {}, h('code', {}, p)))),
+  ];
+}
+
+const LINK_KINDS = { fact: 'memory', post: 'chat', audit: 'tool call' };
+
+/** The task view's links: the newest facts, posts and tool calls about the task. */
+function linksSection(links) {
+  return [
+    h('h3', {}, `Links (${links.length})`),
+    links.length ? h('ol', { class: 'task-links', 'aria-label': 'Links' }, links.map((l) => h('li', {
+      dataset: { kind: l.kind }, title: `${l.kind} ${l.id}`,
+    }, h('span', { class: 'pill' }, LINK_KINDS[l.kind] || l.kind), ' ', l.line, ' ',
+    h('span', { class: 'muted' }, when(l.createdAt)))))
+      : h('p', { class: 'muted' }, 'No fact, post or tool call names this task yet.'),
+  ];
 }
 
 async function moveTask(id, to) {

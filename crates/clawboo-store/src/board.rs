@@ -14,7 +14,7 @@ use crate::task::{
     TASK_COLUMNS, UNFINISHED_DEP, check_fence, columns_for, load_task, load_task_sql, require_task,
     task_from_row,
 };
-use crate::{Store, inbox, new_id};
+use crate::{Store, inbox, new_id, reservations};
 
 /// A parent may have at most this many live (non-dropped) children.
 pub const MAX_CHILDREN: i64 = 24;
@@ -68,12 +68,14 @@ pub struct Comment {
     pub created_at: i64,
 }
 
-/// A task with its comments and its ancestors (root first, direct parent last).
+/// A task with its comments, its ancestors (root first, direct parent last) and its
+/// newest links (SPEC §19: facts, posts and tool calls about it, newest first).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TaskDetail {
     pub task: Task,
     pub comments: Vec<Comment>,
     pub ancestors: Vec<Task>,
+    pub links: Vec<crate::links::Link>,
 }
 
 /// The fields of a new task.
@@ -90,6 +92,8 @@ pub struct NewTask {
     pub assignee_agent_id: Option<String>,
     pub assignee_runtime: Option<String>,
     pub tenant_id: Option<String>,
+    /// The paths the task will work on, reserved by whoever claims it (SPEC §19).
+    pub paths: Vec<String>,
 }
 
 impl NewTask {
@@ -420,6 +424,7 @@ pub(crate) fn insert_task(
     if new.parent_task_id.as_deref() == Some("") {
         return Err(StoreError::Invalid("parentTaskId must not be empty".into()));
     }
+    let paths = reservations::normalize_paths(&new.paths)?;
     // `in_progress` is entered only by a claim, which gives it a holder and a lease.
     if new.status == Some(Status::InProgress) {
         return Err(StoreError::Invalid(
@@ -501,8 +506,9 @@ pub(crate) fn insert_task(
     let id = new_id();
     tx.execute(
         "INSERT INTO tasks(id, title, description, status, priority, team_id, assignee_agent_id,
-                assignee_runtime, parent_task_id, tenant_id, created_at, updated_at, completed_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12)",
+                assignee_runtime, parent_task_id, tenant_id, created_at, updated_at, completed_at,
+                paths)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13)",
         &[
             &id,
             &title,
@@ -516,6 +522,7 @@ pub(crate) fn insert_task(
             &new.tenant_id,
             &now,
             &status.is_terminal().then_some(now),
+            &reservations::join(&paths),
         ],
     )?;
     require_task(tx, &id, scope)
@@ -551,6 +558,9 @@ struct Claim<'a> {
     agent_id: &'a str,
     runtime: Option<&'a str>,
     from: Status,
+    /// The paths the claim reserves (normalised), replacing the task's declared ones;
+    /// `None` reserves the declared ones.
+    paths: Option<&'a [String]>,
 }
 
 /// The claim rule inside the caller's write transaction ([`Store::claim_task_in`]).
@@ -566,15 +576,36 @@ fn claim_in(
         agent_id,
         runtime,
         from,
+        paths,
     } = claim;
     let from_status = from.as_str();
+    // `?9` says whether the claim's reservation was checked; until it is, only a task that
+    // declares no paths is claimed, so a claim that reserves nothing (the usual one) stays
+    // one round trip and never takes the team's reservation lock.
     let sql = format!(
         "UPDATE tasks SET assignee_agent_id = ?1, assignee_runtime = COALESCE(?2, assignee_runtime),
-             status = 'in_progress', updated_at = ?3, lease_expires_at = ?3 + CAST(?6 AS BIGINT), {GRANT_LEASE}
+             status = 'in_progress', updated_at = ?3, lease_expires_at = ?3 + CAST(?6 AS BIGINT),
+             paths = COALESCE(?8, paths), {GRANT_LEASE}
          WHERE id = ?4 AND (CAST(?5 AS TEXT) IS NULL OR team_id = ?5) AND status = ?7
            AND assignee_agent_id IS NULL AND dropped = 0 AND NOT {UNFINISHED_DEP}
+           AND (CAST(?9 AS BIGINT) = 1 OR paths IS NULL)
          RETURNING id"
     );
+    let new_paths = paths.and_then(reservations::join);
+    let mut checked = false;
+    if let Some(paths) = paths {
+        // A task outside the caller's team is refused below as not found, before its
+        // team's reservations are ever named.
+        let team = tx.query_opt(
+            "SELECT team_id FROM tasks WHERE id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR team_id = ?2)",
+            &[&id, &scope.team_id],
+            |r| r.get::<Option<String>>(0),
+        )?;
+        if let Some(team) = team {
+            reservations::ensure_free(tx, now, team.as_deref(), agent_id, id, paths)?;
+        }
+        checked = true;
+    }
     // On PostgreSQL the row may change between a claim that changed nothing and the
     // read that says why (another host claimed, then released it): a task found
     // claimable after all is claimed again.
@@ -584,6 +615,7 @@ fn claim_in(
         // (SPEC §12); then the claim; then the task as it stands after it, which is
         // the answer when the claim took and says why when it did not.
         let (mut reclaimed, mut claimed, mut task) = (Vec::new(), false, None);
+        let checked_flag = i64::from(checked);
         let mut batch = Vec::with_capacity(3);
         if attempt == 0 {
             batch.push(leases::expire_batched(tx, &now, &mut reclaimed));
@@ -598,6 +630,8 @@ fn claim_in(
                 &scope.team_id,
                 &lease,
                 &from_status,
+                &new_paths,
+                &checked_flag,
             ],
             |_| {
                 claimed = true;
@@ -636,12 +670,28 @@ fn claim_in(
                        AND assignee_agent_id = ?4",
                     &[&now, &lease, &id, &agent_id],
                 )?;
+                // Paths named again by the holder replace the ones it reserved (checked
+                // above against everyone else's).
+                if new_paths.is_some() {
+                    tx.execute(
+                        "UPDATE tasks SET paths = ?1 WHERE id = ?2 AND assignee_agent_id = ?3",
+                        &[&new_paths, &id, &agent_id],
+                    )?;
+                }
                 if renewed == 0 && t.lease_expires_at.is_some() {
                     return Err(StoreError::Conflict);
                 }
                 return require_task(tx, id, scope);
             }
             Some(t) if t.status == from && t.assignee_agent_id.is_none() => {
+                // The task declares paths: they are reserved by this claim once no other
+                // agent's reservation is in their way; then claim again.
+                if !checked && !t.paths.is_empty() {
+                    let team = t.team_id.as_deref();
+                    reservations::ensure_free(tx, now, team, agent_id, id, &t.paths)?;
+                    checked = true;
+                    continue;
+                }
                 let open: bool = tx.query_one(
                     &format!("SELECT {UNFINISHED_DEP} FROM tasks WHERE id = ?1"),
                     &[&id],
@@ -705,7 +755,7 @@ impl Store {
     /// snapshot. The ancestors stop below the first one outside `scope`.
     pub fn task_detail(&self, id: &str, scope: Scope<'_>) -> Result<Option<TaskDetail>> {
         self.snapshot(|tx| {
-            let (mut task, mut comments) = (None, Vec::new());
+            let (mut task, mut comments, mut links) = (None, Vec::new(), Vec::new());
             tx.query_batch(&mut [
                 Batched::new(load_task_sql(scope), &[&id, &scope.team_id], |r| {
                     task = Some(task_from_row(r)?);
@@ -717,6 +767,14 @@ impl Store {
                     &[&id],
                     |r| {
                         comments.push(comment_from_row(r)?);
+                        Ok(())
+                    },
+                ),
+                Batched::new(
+                    crate::links::RECENT_LINKS,
+                    &[&id, &crate::links::LINKS_SHOWN],
+                    |r| {
+                        links.push(crate::links::link_from_row(r)?);
                         Ok(())
                     },
                 ),
@@ -737,7 +795,7 @@ impl Store {
                 ancestors.push(parent);
             }
             ancestors.reverse();
-            Ok(Some(TaskDetail { task, comments, ancestors }))
+            Ok(Some(TaskDetail { task, comments, ancestors, links }))
         })
     }
 
@@ -829,6 +887,22 @@ impl Store {
         runtime: Option<&str>,
         scope: Scope<'_>,
     ) -> Result<Task> {
+        self.claim_reserving(id, agent_id, runtime, None, scope)
+    }
+
+    /// [`Store::claim_task_in`] reserving `paths` (SPEC §19; `None`: the task's declared
+    /// ones) for the claim's lease, in the same transaction: refused as
+    /// [`StoreError::Reserved`] when another agent holds an overlapping reservation on the
+    /// task's team. Named paths become the task's paths.
+    pub fn claim_reserving(
+        &self,
+        id: &str,
+        agent_id: &str,
+        runtime: Option<&str>,
+        paths: Option<&[String]>,
+        scope: Scope<'_>,
+    ) -> Result<Task> {
+        let paths = paths.map(reservations::normalize_paths).transpose()?;
         if agent_id.trim().is_empty() {
             return Err(StoreError::Invalid(
                 "assigneeAgentId must not be empty".into(),
@@ -840,6 +914,7 @@ impl Store {
             agent_id,
             runtime,
             from: Status::Todo,
+            paths: paths.as_deref(),
         };
         self.write(|tx| claim_in(tx, now, lease, id, claim, scope))
     }
@@ -931,6 +1006,7 @@ impl Store {
                         agent_id,
                         runtime: None,
                         from: task.status,
+                        paths: None,
                     };
                     return claim_in(tx, now, lease, id, claim, scope);
                 }

@@ -86,6 +86,18 @@ pub enum StoreError {
         current: i64,
         held: String,
     },
+    /// A claim whose paths overlap another agent's live reservation on the team (SPEC §19).
+    #[error(
+        "{holder} holds task {task_id} (\"{title}\") with paths that overlap yours ({pairs}): work on other paths or another task (claim_next skips reserved ones), or ask {holder} in team chat; the paths are free once {holder} releases, finishes or blocks the task, or its lease runs out",
+        pairs = overlapping.iter().map(|(mine, theirs)| format!("{mine} overlaps {theirs}")).collect::<Vec<_>>().join(", ")
+    )]
+    Reserved {
+        holder: String,
+        task_id: String,
+        title: String,
+        /// (the asked pattern, the held pattern it overlaps)
+        overlapping: Vec<(String, String)>,
+    },
     /// A status change the state machine does not allow.
     #[error("illegal transition from {from} to {to}")]
     IllegalTransition { from: String, to: String },
@@ -121,6 +133,7 @@ impl StoreError {
             StoreError::NotReady => "not_ready",
             StoreError::NotAssignee { .. } => "not_assignee",
             StoreError::StaleClaim { .. } => "stale_claim",
+            StoreError::Reserved { .. } => "reserved",
             StoreError::IllegalTransition { .. } => "illegal_transition",
             StoreError::Cycle { .. } => "cycle",
             StoreError::Cap { reason, .. } => reason.code(),

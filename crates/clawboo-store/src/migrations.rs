@@ -47,6 +47,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0013_agent_presence",
         include_str!("../migrations/0013_agent_presence.sql"),
     ),
+    (
+        "0014_reservations_and_links",
+        include_str!("../migrations/0014_reservations_and_links.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).

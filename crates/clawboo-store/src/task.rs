@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::db::{DbRow, Tx};
 use crate::error::{Result, StoreError};
+use crate::reservations;
 
 /// Longest accepted title, in characters.
 pub const MAX_TITLE_CHARS: usize = 500;
@@ -120,6 +121,11 @@ pub struct Task {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reclaimed_from: Option<String>,
     pub depends_on: Vec<String>,
+    /// Glob patterns of the repository this task works on (SPEC §19): declared at
+    /// creation or named by its claim, and reserved while it is claimed `in_progress`
+    /// under a live lease.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
 }
 
 /// The caller's view of the board: with a team, tasks of other teams are answered exactly
@@ -179,7 +185,7 @@ macro_rules! task_columns {
              assignee_runtime, ",
             $parent,
             ", dropped, tenant_id, created_at, updated_at, \
-             completed_at, lease_expires_at, claim_token, reclaimed_at, reclaimed_from, \
+             completed_at, lease_expires_at, claim_token, reclaimed_at, reclaimed_from, paths, \
              (SELECT string_agg(d.depends_on_task_id, '\u{1f}' \
              ORDER BY d.created_at, d.depends_on_task_id) FROM task_deps d",
             $dep_join,
@@ -257,8 +263,9 @@ pub(crate) fn task_from_row(r: &dyn DbRow) -> Result<Task> {
         claim_token: r.get(15)?,
         reclaimed_at: r.get(16)?,
         reclaimed_from: r.get(17)?,
+        paths: reservations::split(r.get::<Option<String>>(18)?.as_deref()),
         depends_on: r
-            .get::<Option<String>>(18)?
+            .get::<Option<String>>(19)?
             .map(|joined| joined.split(DEP_SEPARATOR).map(str::to_owned).collect())
             .unwrap_or_default(),
     })

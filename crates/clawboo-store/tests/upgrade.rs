@@ -146,6 +146,14 @@ fn board_is_intact(store: &Store, version: i64) {
     let alice = seen.iter().find(|a| a.id == AGENT_ALICE).unwrap();
     let expected = (version >= 11).then_some(T0 + 800);
     assert_eq!(alice.last_seen_at, expected, "{seen:?}");
+    // Her presence on another team, recorded under schema 13, stays hers there.
+    let on_beta = store.agents_seen(Some(TEAM_BETA)).unwrap();
+    let beta = on_beta.iter().find(|a| a.id == AGENT_ALICE);
+    assert_eq!(
+        beta.and_then(|a| a.last_seen_at),
+        (version >= 13).then_some(T0 + 1300),
+        "{on_beta:?}"
+    );
     assert_eq!(
         store.setting(SECRET_KEY).unwrap().as_deref(),
         Some(SECRET_VALUE)
@@ -155,6 +163,9 @@ fn board_is_intact(store: &Store, version: i64) {
 fn board_works(store: &Store) {
     let claimed = store.claim_task(OPEN, "agent-new", Some("codex")).unwrap();
     assert_eq!(claimed.status, Status::InProgress);
+    // Tasks from before migration 14 declare no paths, so their claims reserve none.
+    assert!(claimed.paths.is_empty());
+    assert!(store.reservations(None).unwrap().is_empty());
     assert!(matches!(
         store.claim_task(OPEN, "agent-late", None),
         Err(StoreError::Conflict)

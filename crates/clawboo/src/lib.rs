@@ -5,6 +5,7 @@ pub mod approvals;
 pub mod attach;
 pub mod board;
 pub mod memory;
+pub mod reservations;
 pub mod serve;
 pub mod stdio;
 

@@ -8,6 +8,7 @@ use clawboo::approvals::ApprovalsCommand;
 use clawboo::attach::AttachArgs;
 use clawboo::board::BoardCommand;
 use clawboo::memory::{MemoryCommand, ModelsCommand};
+use clawboo::reservations::{HooksCommand, ReservationsCommand};
 use clawboo::serve::ServeArgs;
 use clawboo::stdio::StdioArgs;
 
@@ -59,6 +60,19 @@ enum Command {
         #[command(subcommand)]
         command: MemoryCommand,
     },
+    /// Check files against the agents' path reservations.
+    Reservations {
+        /// SQLite file or postgres:// URL (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
+        #[arg(long, global = true, value_name = "PATH_OR_URL")]
+        db: Option<PathBuf>,
+        #[command(subcommand)]
+        command: ReservationsCommand,
+    },
+    /// Install git hooks in the current repository.
+    Hooks {
+        #[command(subcommand)]
+        command: HooksCommand,
+    },
     /// Install local model files (the MiniLM sentence model for memory search).
     Models {
         #[command(subcommand)]
@@ -77,6 +91,8 @@ fn main() -> ExitCode {
         Command::Approvals { db, command } => clawboo::approvals::run(db, command),
         Command::Memory { db, command } => clawboo::memory::run(db, command),
         Command::Models { command } => clawboo::memory::run_models(command),
+        Command::Reservations { db, command } => clawboo::reservations::run(db, command),
+        Command::Hooks { command } => clawboo::reservations::run_hooks(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -119,6 +119,8 @@ struct CreateBody {
     assignee_agent_id: Option<String>,
     assignee_runtime: Option<String>,
     tenant_id: Option<String>,
+    /// Glob patterns the task works on, reserved by whoever claims it (SPEC §19).
+    paths: Option<Vec<String>>,
 }
 
 async fn create(
@@ -135,6 +137,7 @@ async fn create(
         assignee_agent_id: body.assignee_agent_id,
         assignee_runtime: body.assignee_runtime,
         tenant_id: body.tenant_id,
+        paths: body.paths.unwrap_or_default(),
     };
     let store = state.store();
     let task = blocking(move || Ok(store.create_task(new, CreatePolicy::Uncapped)?)).await?;
@@ -147,6 +150,8 @@ struct ClaimBody {
     #[serde(alias = "agentId")]
     assignee_agent_id: String,
     assignee_runtime: Option<String>,
+    /// Paths the claim reserves (SPEC §19); none: the task's declared ones.
+    paths: Option<Vec<String>>,
 }
 
 async fn claim(
@@ -157,10 +162,12 @@ async fn claim(
     let store = state.store();
     let task = blocking(move || {
         store
-            .claim_task(
+            .claim_reserving(
                 &id,
                 &body.assignee_agent_id,
                 body.assignee_runtime.as_deref(),
+                body.paths.as_deref(),
+                Scope::ALL,
             )
             .map_err(|e| AppError::from(e).with_ok_false())
     })

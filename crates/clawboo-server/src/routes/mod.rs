@@ -5,6 +5,7 @@ pub mod chat;
 pub mod events;
 pub mod mcp;
 pub mod memory;
+pub mod reservations;
 pub mod teams;
 pub mod tools;
 pub mod web;

@@ -299,6 +299,10 @@ pub struct Claimant<'a> {
     pub agent_id: &'a str,
     /// Tasks naming another runtime are skipped.
     pub runtime: Option<&'a str>,
+    /// Paths the claim reserves (SPEC §19), replacing the claimed task's declared ones;
+    /// `None` reserves the declared ones, and tasks whose declared paths another agent
+    /// holds are skipped.
+    pub paths: Option<&'a [String]>,
 }
 
 /// The claim of [`Store::claim_next`], inside the caller's write transaction: one
@@ -323,13 +327,19 @@ fn claim_next_in(
            AND (CAST(?2 AS TEXT) IS NULL OR assignee_runtime IS NULL OR assignee_runtime = ?2)
            AND NOT {UNFINISHED_DEP}"
     );
+    if who.paths.is_some() {
+        return claim_next_reserving(tx, who, team, now, lease, &ready);
+    }
+    // A claim that names no paths takes the first ready task only when it declares none
+    // either (one statement, no lock, as before reservations); when the first declares
+    // some, the claim goes the reserving way, which skips what others hold.
     let claim = format!(
         "UPDATE tasks SET assignee_agent_id = ?3,
              assignee_runtime = COALESCE(?2, assignee_runtime), status = 'in_progress',
              updated_at = ?4, lease_expires_at = ?4 + CAST(?5 AS BIGINT), {GRANT_LEASE}
          WHERE id = (SELECT id FROM tasks WHERE {ready}
                      ORDER BY priority DESC, created_at, id LIMIT 1)
-           AND {ready}
+           AND {ready} AND paths IS NULL
          RETURNING id"
     );
     let any_ready = format!("SELECT EXISTS (SELECT 1 FROM tasks WHERE {ready})");
@@ -342,16 +352,162 @@ fn claim_next_in(
         if claimed.is_some() {
             return Ok(claimed);
         }
+        if declared_paths_ready(tx, &ready, team, who.runtime)? {
+            return claim_next_reserving(tx, who, team, now, lease, &ready);
+        }
         if !tx.query_one(&any_ready, &[&team, &who.runtime], |r| r.get::<bool>(0))? {
             return Ok(None);
         }
     }
+    Err(lost_every_pick(who))
+}
+
+/// The refusal of a `claim_next` whose every pick another claimer took first.
+fn lost_every_pick(who: Claimant<'_>) -> StoreError {
     tracing::warn!(
         agent = who.agent_id,
         attempts = CLAIM_NEXT_ATTEMPTS,
         "claim_next lost every pick to other claimers"
     );
-    Err(StoreError::Conflict)
+    StoreError::Conflict
+}
+
+/// Whether some task `ready` (`?1` the team, `?2` the runtime) declares paths: only then
+/// does a `claim_next` that names none take the reserving way and its lock.
+fn declared_paths_ready(
+    tx: &dyn Tx,
+    ready: &str,
+    team: Option<&str>,
+    runtime: Option<&str>,
+) -> Result<bool> {
+    tx.query_one(
+        &format!("SELECT EXISTS (SELECT 1 FROM tasks WHERE {ready} AND paths IS NOT NULL)"),
+        &[&team, &runtime],
+        |r| r.get::<bool>(0),
+    )
+}
+
+/// The first ready task (`candidates`, in the board's order) that `who` may take: its
+/// declared paths free of other agents' reservations (`held`, the team's; a board-wide
+/// claim reads each task's team's under that team's lock), or, when `who` names paths, the
+/// first one at all, refused as [`StoreError::Reserved`] when those paths are held on its
+/// team. Pages through the ready tasks, twice as many each time.
+fn first_free(
+    tx: &dyn Tx,
+    who: Claimant<'_>,
+    team: Option<&str>,
+    now: i64,
+    held: &[crate::reservations::Reservation],
+    candidates: &str,
+) -> Result<Option<String>> {
+    let mut want: i64 = 8;
+    loop {
+        let rows = tx.query_map(candidates, &[&team, &who.runtime, &want], |r| {
+            Ok((
+                r.get::<String>(0)?,
+                r.get::<Option<String>>(1)?,
+                r.get::<Option<String>>(2)?,
+            ))
+        })?;
+        let seen_all = (rows.len() as i64) < want;
+        for (id, task_team, declared) in rows {
+            let reserving = match who.paths {
+                Some(paths) => paths.to_vec(),
+                None => crate::reservations::split(declared.as_deref()),
+            };
+            let conflict = if reserving.is_empty() {
+                None
+            } else if team.is_none() {
+                crate::reservations::lock(tx, task_team.as_deref())?;
+                let theirs = crate::reservations::held_by_others(
+                    tx,
+                    now,
+                    task_team.as_deref(),
+                    who.agent_id,
+                )?;
+                crate::reservations::first_conflict(&reserving, &theirs)
+            } else if who.paths.is_none() {
+                crate::reservations::first_conflict(&reserving, held)
+            } else {
+                // Checked against the team's reservations before any pick.
+                None
+            };
+            match conflict {
+                None => return Ok(Some(id)),
+                Some(refusal) if who.paths.is_some() => return Err(refusal),
+                Some(_) => {}
+            }
+        }
+        if seen_all {
+            return Ok(None);
+        }
+        want = want.saturating_mul(2);
+    }
+}
+
+/// `claim_next` when the claim reserves paths, under the team's reservation lock: with
+/// `who.paths`, refused as [`StoreError::Reserved`] when another agent holds an overlapping
+/// reservation, else the first ready task; without, the first ready task whose declared
+/// paths no other agent holds. Claims that reserve nothing do not take the lock and may
+/// take the picked row first: the pick then moves on, as in [`claim_next_in`].
+fn claim_next_reserving(
+    tx: &dyn Tx,
+    who: Claimant<'_>,
+    team: Option<&str>,
+    now: i64,
+    lease: Option<i64>,
+    ready: &str,
+) -> Result<Option<String>> {
+    // The team's reservations, read once under its lock; a claim over the whole board
+    // (no team) reads each candidate's team's below instead.
+    let held = match team {
+        Some(_) => {
+            crate::reservations::lock(tx, team)?;
+            crate::reservations::held_by_others(tx, now, team, who.agent_id)?
+        }
+        None => Vec::new(),
+    };
+    if team.is_some()
+        && let Some(paths) = who.paths
+        && let Some(refusal) = crate::reservations::first_conflict(paths, &held)
+    {
+        return Err(refusal);
+    }
+    let new_paths = who.paths.and_then(crate::reservations::join);
+    let claim = format!(
+        "UPDATE tasks SET assignee_agent_id = ?3,
+             assignee_runtime = COALESCE(?2, assignee_runtime), status = 'in_progress',
+             updated_at = ?4, lease_expires_at = ?4 + CAST(?5 AS BIGINT),
+             paths = COALESCE(?7, paths), {GRANT_LEASE}
+         WHERE id = ?6 AND {ready}
+         RETURNING id"
+    );
+    let candidates = format!(
+        "SELECT id, team_id, paths FROM tasks WHERE {ready}
+         ORDER BY priority DESC, created_at, id LIMIT ?3"
+    );
+    for _ in 0..CLAIM_NEXT_ATTEMPTS {
+        let Some(id) = first_free(tx, who, team, now, &held, &candidates)? else {
+            return Ok(None);
+        };
+        let claimed = tx.query_opt(
+            &claim,
+            &[
+                &team,
+                &who.runtime,
+                &who.agent_id,
+                &now,
+                &lease,
+                &id,
+                &new_paths,
+            ],
+            |r| r.get::<String>(0),
+        )?;
+        if claimed.is_some() {
+            return Ok(claimed);
+        }
+    }
+    Err(lost_every_pick(who))
 }
 
 impl Store {
@@ -444,6 +600,14 @@ impl Store {
                 "assigneeAgentId must not be empty".into(),
             ));
         }
+        let paths = who
+            .paths
+            .map(crate::reservations::normalize_paths)
+            .transpose()?;
+        let who = Claimant {
+            paths: paths.as_deref(),
+            ..who
+        };
         let now = self.now_ms();
         let lease = self.lease_ms();
         self.write(|tx| {

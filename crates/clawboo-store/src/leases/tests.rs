@@ -273,6 +273,7 @@ fn claim_next_takes_the_first_ready_task_in_scope_and_skips_other_runtimes() {
     let claude = |agent| Claimant {
         agent_id: agent,
         runtime: Some("claude-code"),
+        paths: None,
     };
     let next = |who| store.claim_next(who, alpha).unwrap().map(|t| t.id);
     assert_eq!(next(claude("a")), Some(high.id));
@@ -285,6 +286,7 @@ fn claim_next_takes_the_first_ready_task_in_scope_and_skips_other_runtimes() {
     let codex = Claimant {
         agent_id: "d",
         runtime: Some("codex"),
+        paths: None,
     };
     let got = store
         .claim_next(codex, alpha)

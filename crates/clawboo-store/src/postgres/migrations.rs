@@ -27,6 +27,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0005_agent_presence",
         include_str!("../../migrations/postgres/0005_agent_presence.sql"),
     ),
+    (
+        "0006_reservations_and_links",
+        include_str!("../../migrations/postgres/0006_reservations_and_links.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated PostgreSQL database reports.

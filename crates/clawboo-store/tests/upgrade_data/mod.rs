@@ -185,6 +185,7 @@ pub fn insert(conn: &Connection, version: i64) {
         10 => grant_per_identity(conn),
         11 => leased_claim(conn),
         12 => decided_call(conn),
+        13 => presence_on_another_team(conn),
         other => panic!("no fixture data for schema version {other}: add it here"),
     }
 }
@@ -510,6 +511,16 @@ fn leased_claim(conn: &Connection) {
 
 /// An `echo` call of schema 12, its two audit rows saying who decided it.
 pub const DECIDED_CALL: &str = "call-12";
+
+/// Migration 13's table: alice seen calling on team beta too (her roster team is alpha).
+fn presence_on_another_team(conn: &Connection) {
+    conn.execute(
+        "INSERT INTO agent_presence(agent_id, team_key, runtime, last_seen_at)
+         VALUES (?1, ?2, 'codex', ?3)",
+        params![AGENT_ALICE, TEAM_BETA, T0 + 1300],
+    )
+    .unwrap();
+}
 
 fn decided_call(conn: &Connection) {
     for (i, (phase, decision, result)) in [

@@ -1,0 +1,31 @@
+//! `/api/reservations`: the live path reservations (SPEC §19), who holds which globs for
+//! which task and until when.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::AppState;
+use crate::error::{ApiQuery, AppError, blocking};
+
+/// The reservation routes.
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/api/reservations", get(list))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ListQuery {
+    team_id: Option<String>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> Result<axum::Json<Value>, AppError> {
+    let store = state.store();
+    let reservations = blocking(move || Ok(store.reservations(query.team_id.as_deref())?)).await?;
+    Ok(axum::Json(json!({ "reservations": reservations })))
+}
