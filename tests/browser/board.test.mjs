@@ -382,3 +382,197 @@ test("behind the access gate the page asks for the token, then works with the co
     gated.child.kill();
   }
 });
+
+// ---------- issue 46: approvals nobody misses, addresses, habits, safe moves ----------
+
+test("a waiting call: the title counts it, a banner shows on every view, its agent and card say so; Allow always asks first; Audit shows it", async () => {
+  const tasks = await agent("tasks");
+  const { task: held } = await call(tasks, "create_task", { title: "Rotate the deploy keys", teamId: "red" });
+  await call(tasks, "claim_task", { taskId: held.id, assigneeAgentId: "alice" });
+  await open("board");
+  assert.equal(await page.title(), "Clawboo board");
+  const tools = await agent("tools", ["--agent", "alice", "--team", "red"]);
+  let settled = false;
+  const pending = tools.callTool({ name: "delete_path", arguments: { path: "/srv/old-keys" } })
+    .finally(() => { settled = true; });
+
+  await page.waitForFunction(() => document.title === "(1) waiting · Clawboo board");
+  const banner = page.locator("#waiting-banner");
+  await banner.filter({ hasText: "delete_path by @alice" }).waitFor();
+  await page.locator('.agent[data-agent-id="alice"]', { hasText: "waiting for you" }).waitFor();
+  await card("in_progress", "Rotate the deploy keys").locator(".waiting-tag", { hasText: "waiting for you" }).waitFor();
+  await page.screenshot({ path: join(outDir, "board-waiting.png") });
+  await page.goto(`${base}/#room`);
+  await banner.waitFor();
+
+  // The header's team filter applies to Approvals.
+  await page.goto(`${base}/#approvals?team=blue`);
+  await page.getByText("Nothing is waiting for you in this team (1 in other teams).").waitFor();
+  await page.locator("#team-filter").selectOption("red");
+  const approval = page.locator(".approval", { hasText: "/srv/old-keys" });
+  await approval.waitFor();
+  assert.match(await approval.locator(".expiry").innerText(), /^expires in \d+:\d\d$/);
+  assert.match(await approval.innerText(), /@alice holds Rotate the deploy keys/);
+  // Destructive: Deny is the filled button, Allow once is not.
+  assert.match(await approval.getByRole("button", { name: "Deny" }).getAttribute("class"), /filled/);
+  assert.doesNotMatch(await approval.getByRole("button", { name: "Allow once" }).getAttribute("class") || "", /primary/);
+
+  await approval.getByRole("button", { name: "Allow always…" }).click();
+  const confirm = page.locator("#confirm-dialog");
+  await confirm.filter({ hasText: "Always allow delete_path?" }).waitFor();
+  await page.screenshot({ path: join(outDir, "approvals-confirm.png") });
+  await confirm.getByRole("button", { name: "Cancel" }).click();
+  await confirm.waitFor({ state: "hidden" });
+  assert.equal(settled, false, "cancelling Allow always sends nothing");
+  assert.equal((await rest("/api/tools/approvals")).approvals.length, 1);
+
+  // Audit: the waiting call is a row of its own, and the filter applies.
+  await page.goto(`${base}/#audit?team=red`);
+  const row = page.locator("#audit tbody tr", { hasText: "delete_path" }).first();
+  await row.filter({ hasText: "waiting for you" }).waitFor();
+
+  await page.goto(`${base}/#approvals`);
+  await approval.getByRole("button", { name: "Deny" }).click();
+  const result = await pending;
+  assert.equal(result.isError, true);
+  await page.waitForFunction(() => document.title === "Clawboo board");
+  await banner.waitFor({ state: "hidden" });
+
+  await page.goto(`${base}/#audit`);
+  const denied = page.locator("#audit tbody tr", { hasText: "/srv/old-keys" });
+  await denied.filter({ hasText: "deny" }).waitFor();
+  assert.equal(await denied.count(), 1, "one row per call");
+  assert.equal(await denied.locator("td").nth(3).innerText(), "operator");
+  await page.locator("#team-filter").selectOption("blue");
+  await denied.waitFor({ state: "detached" });
+});
+
+test("addresses: a task's link survives a reload and back; the team filter, a room and a search live in the URL", async () => {
+  await open("board");
+  await card("in_progress", "Wire the flux capacitor").click();
+  const dialog = page.locator("#task-dialog");
+  await dialog.waitFor();
+  const id = (await rest("/api/board?teamId=red")).tasks.find((t) => t.title === "Wire the flux capacitor").id;
+  assert.equal(new URL(page.url()).hash, `#task/${id}`);
+  await page.reload();
+  await page.locator("#task-dialog-title", { hasText: "Wire the flux capacitor" }).waitFor();
+  await page.goBack();
+  await dialog.waitFor({ state: "hidden" });
+  assert.equal(new URL(page.url()).hash, "#board");
+
+  await page.locator("#team-filter").selectOption("blue");
+  assert.equal(new URL(page.url()).hash, "#board?team=blue");
+  await page.reload();
+  await card("todo", "Paint the van").waitFor();
+  assert.equal(await page.locator("#team-filter").inputValue(), "blue");
+  assert.equal(await page.locator(".card", { hasText: "Wire the flux capacitor" }).count(), 0);
+  assert.equal(await page.locator('.tabs a[data-view="audit"]').getAttribute("href"), "#audit?team=blue");
+
+  await page.goto(`${base}/#room/red`);
+  await page.locator(".post", { hasText: "Please review PR 12 first." }).waitFor();
+  assert.equal(await page.locator("#room-team").inputValue(), "red");
+  await page.goto(`${base}/#memory?q=staging%20cluster`);
+  await page.locator("#memory-summary", { hasText: "staging cluster" }).waitFor();
+  assert.equal(await page.locator("#memory-query").inputValue(), "staging cluster");
+});
+
+test("habits: shortcuts with a sheet, Ctrl+Enter, operator comments, dark mode by preference and by toggle", async () => {
+  await open("board");
+  await page.locator(".card").first().waitFor();
+  await page.keyboard.press("c");
+  await page.locator("#create-dialog").waitFor();
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("?");
+  await page.locator("#shortcuts-dialog", { hasText: "New task" }).waitFor();
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("/");
+  assert.equal(await page.evaluate(() => document.activeElement.id), "board-search");
+  await page.keyboard.type("flux");
+  assert.equal(await page.locator(".card:visible").count(), 1);
+  await page.locator("#board-search").fill("");
+  await page.locator("#main").focus();
+  await page.keyboard.press("j");
+  await page.keyboard.press("j");
+  assert.equal(await page.evaluate(() => document.activeElement.classList.contains("card")), true);
+  const second = await page.evaluate(() => document.activeElement.dataset.taskId);
+  await page.keyboard.press("k");
+  assert.notEqual(await page.evaluate(() => document.activeElement.dataset.taskId), second);
+
+  await card("in_progress", "Wire the flux capacitor").click();
+  await page.locator("#comment-text").fill("Checked by hand");
+  await page.keyboard.press("Control+Enter");
+  const comment = page.locator("#task-dialog .comments li", { hasText: "Checked by hand" });
+  await comment.waitFor();
+  assert.match(await comment.locator(".comment-head").innerText(), /^operator · just now$/);
+  assert.match(await comment.locator("time").getAttribute("title"), /\d/);
+  await page.keyboard.press("Escape");
+
+  const dark = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: "dark" });
+  try {
+    const darkPage = await dark.newPage();
+    darkPage.on("pageerror", (error) => { throw error; });
+    await darkPage.goto(`${base}/#board`);
+    await darkPage.locator(".card").first().waitFor();
+    const background = () => darkPage.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    assert.equal(await background(), "rgb(18, 21, 27)");
+    await darkPage.screenshot({ path: join(outDir, "board-dark.png") });
+    // auto → dark → light: the choice beats the preference and is remembered.
+    await darkPage.locator("#theme-toggle").click();
+    await darkPage.locator("#theme-toggle").click();
+    assert.equal(await darkPage.locator("#theme-toggle").innerText(), "Theme: light");
+    assert.equal(await background(), "rgb(246, 247, 249)");
+    await darkPage.reload();
+    await darkPage.locator("#theme-toggle", { hasText: "Theme: light" }).waitFor();
+    assert.equal(await background(), "rgb(246, 247, 249)");
+  } finally {
+    await dark.close();
+  }
+});
+
+test("safe moves: Done with an open dependency warns, taking a held task back leaves a system comment; the picker keeps to the team; editing", async () => {
+  const tasks = await agent("tasks");
+  const { task: first } = await call(tasks, "create_task", { title: "Draft the RFC", teamId: "red" });
+  const { task: held } = await call(tasks, "create_task", { title: "Merge the RFC", teamId: "red" });
+  await call(tasks, "claim_task", { taskId: held.id, assigneeAgentId: "marvin" });
+  await call(tasks, "link_task", { taskId: held.id, dependsOnTaskId: first.id });
+  await open("board");
+  const heldCard = card("in_progress", "Merge the RFC");
+  await heldCard.filter({ hasText: "@marvin" }).click();
+  const dialog = page.locator("#task-dialog");
+  const confirm = page.locator("#confirm-dialog");
+
+  await dialog.getByRole("button", { name: "Move to Done" }).click();
+  await confirm.filter({ hasText: "Done is final" }).filter({ hasText: "depends on 1 task(s) not done yet: Draft the RFC" }).waitFor();
+  await confirm.getByRole("button", { name: "Cancel" }).click();
+  assert.equal((await rest(`/api/board/${held.id}`)).task.status, "in_progress");
+
+  await dialog.getByRole("button", { name: "Move to To do" }).click();
+  await confirm.filter({ hasText: "@marvin holds it" }).waitFor();
+  await confirm.getByRole("button", { name: "Move to To do" }).click();
+  await card("todo", "Merge the RFC").filter({ hasText: "unassigned" }).waitFor();
+  const detail = await rest(`/api/board/${held.id}`);
+  const note = detail.comments.find((c) => c.authorType === "system");
+  assert.match(note?.body || "", /operator took this task back from marvin/);
+  await dialog.locator(".comments li", { hasText: "took this task back" }).filter({ hasText: "system" }).waitFor();
+  assert.equal(await dialog.locator(".comments li", { hasText: "took this task back" }).locator(".evidence-tag").count(), 0);
+
+  // The picker: this team's tasks only, not the task's ancestors, narrowed by a search.
+  await page.keyboard.press("Escape");
+  await card("todo", "Write the changelog").click();
+  await page.locator("#task-dialog-title", { hasText: "Write the changelog" }).waitFor();
+  const options = () => page.locator("#dep-select option").evaluateAll((os) => os.map((o) => o.textContent));
+  const offered = await options();
+  assert.ok(offered.some((t) => t.startsWith("Draft the RFC")), JSON.stringify(offered));
+  assert.ok(!offered.some((t) => t.startsWith("Ship the release")), "a parent is never offered");
+  assert.ok(!offered.some((t) => t.startsWith("Paint the van")), "another team's task is never offered");
+  await page.locator("#dep-search").fill("RFC");
+  assert.deepEqual((await options()).map((t) => t.split(" (")[0]).sort(), ["Draft the RFC", "Merge the RFC"]);
+
+  // Editing title, description and priority.
+  await page.locator("#edit-task summary").click();
+  await page.locator('#edit-task input[name="title"]').fill("Write the changelog for 2.0");
+  await page.locator('#edit-task input[name="priority"]').fill("3");
+  await page.locator("#edit-task").getByRole("button", { name: "Save" }).click();
+  await card("todo", "Write the changelog for 2.0").filter({ hasText: "P3" }).waitFor();
+  await page.keyboard.press("Escape");
+});

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use clawboo_store::board::{
-    AuthorType, BoardCursor, CreatePolicy, NewComment, NewTask, Scope, Status, TaskFilter,
+    AuthorType, BoardCursor, CreatePolicy, NewComment, NewTask, Scope, Status, Task, TaskFilter,
     TaskPatch,
 };
 use serde::Deserialize;
@@ -213,7 +213,12 @@ async fn patch(
                 body.actor_agent_id.as_deref(),
                 body.assignee_agent_id.as_deref(),
             );
-            task = Some(store.set_status(&id, status, actor, assignee, Scope::ALL)?);
+            let before = store.get_task(&id, Scope::ALL)?;
+            let moved = store.set_status(&id, status, actor, assignee, Scope::ALL)?;
+            if let Some(note) = before.and_then(|b| taken_back_note(&b, &moved, actor)) {
+                store.add_comment(&id, note, Scope::ALL)?;
+            }
+            task = Some(moved);
         }
         if let Some(dropped) = body.dropped {
             task = Some(store.set_dropped(&id, dropped, Scope::ALL)?);
@@ -222,6 +227,24 @@ async fn patch(
     })
     .await?;
     Ok(axum::Json(json!({ "task": task })))
+}
+
+/// The server's comment when the operator's move took a task from the agent who held it
+/// (its claim and lease end without the agent doing anything), so the agent and everyone
+/// reading the task later learn why it lost the task.
+fn taken_back_note(before: &Task, after: &Task, actor: Option<&str>) -> Option<NewComment> {
+    let holder = before.assignee_agent_id.as_deref()?;
+    if after.assignee_agent_id.is_some() || actor == Some(holder) {
+        return None;
+    }
+    Some(NewComment {
+        author_agent_id: None,
+        author_type: AuthorType::System,
+        body: format!(
+            "The operator took this task back from {holder} (it was {}, now {}): {holder}'s claim and lease ended. Claim it again to keep working on it.",
+            before.status, after.status
+        ),
+    })
 }
 
 #[derive(Deserialize)]
