@@ -341,6 +341,9 @@ test("the agents panel shows who is alive and what each holds; a lease counts do
     await hal.close();
     const back = leasePage.locator('.column[data-status="todo"] .card', { hasText: "Open the pod bay doors" });
     await back.filter({ hasText: "reclaimed from @hal" }).waitFor();
+    // Silent with nothing held: hal folds away behind a button, and shows silent on demand.
+    await panel.waitFor({ state: "hidden" });
+    await leasePage.locator("#silent-toggle", { hasText: "Show 1 silent agent(s)" }).click();
     await panel.filter({ hasText: "silent" }).waitFor();
     assert.equal(await held.count(), 0);
     const detail = await (await fetch(`${leased.base}/api/board/${task.id}`)).json();
@@ -352,16 +355,24 @@ test("the agents panel shows who is alive and what each holds; a lease counts do
   }
 });
 
-test("readable on a narrow window: columns stack, nothing overflows sideways", async () => {
-  const narrow = await browser.newPage({ viewport: { width: 400, height: 800 } });
+test("on a 390×844 phone: one column at a time with a switcher, the first card above the fold, nothing overflows sideways", async () => {
+  const phone = await browser.newPage({ viewport: { width: 390, height: 844 } });
   try {
-    await narrow.goto(`${base}/#board`);
-    await narrow.locator(".column .card").first().waitFor();
-    const overflow = await narrow.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    phone.on("pageerror", (error) => { throw error; });
+    await phone.goto(`${base}/#board`);
+    const first = phone.locator('.column[data-status="todo"] .card').first();
+    await first.waitFor();
+    assert.deepEqual(await phone.locator(".column:visible").evaluateAll((cs) => cs.map((c) => c.dataset.status)), ["todo"]);
+    const box = await first.boundingBox();
+    assert.ok(box.y + 40 < 844, `the first card starts at y=${box.y}, below the fold`);
+    const overflow = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(overflow <= 0, `page is ${overflow}px wider than the window`);
-    await narrow.screenshot({ path: join(outDir, "board-narrow.png"), fullPage: true });
+    await phone.screenshot({ path: join(outDir, "board-phone.png") });
+    await phone.locator("#column-switcher button", { hasText: "In progress" }).click();
+    await phone.locator('.column[data-status="in_progress"] .card').first().waitFor();
+    assert.deepEqual(await phone.locator(".column:visible").evaluateAll((cs) => cs.map((c) => c.dataset.status)), ["in_progress"]);
   } finally {
-    await narrow.close();
+    await phone.close();
   }
 });
 
@@ -575,4 +586,51 @@ test("safe moves: Done with an open dependency warns, taking a held task back le
   await page.locator("#edit-task").getByRole("button", { name: "Save" }).click();
   await card("todo", "Write the changelog for 2.0").filter({ hasText: "P3" }).waitFor();
   await page.keyboard.press("Escape");
+});
+
+test("room for the kanban: folded columns and the agents strip are remembered; waiting cards say what they wait on; sub-task progress", async () => {
+  const tasks = await agent("tasks");
+  const { task: epic } = await call(tasks, "create_task", { title: "Launch the rocket", teamId: "blue" });
+  const { task: fuel } = await call(tasks, "create_subtask", { parentTaskId: epic.id, title: "Fuel the rocket" });
+  await call(tasks, "create_subtask", { parentTaskId: epic.id, title: "Count down" });
+  const { task: ignite } = await call(tasks, "create_task", { title: "Ignite", teamId: "blue" });
+  await call(tasks, "link_task", { taskId: ignite.id, dependsOnTaskId: fuel.id });
+  await call(tasks, "claim_task", { taskId: fuel.id, assigneeAgentId: "yuri" });
+  await rest(`/api/board/${fuel.id}`, { method: "PATCH", body: { status: "done" } });
+
+  await open("board?team=blue");
+  await card("todo", "Launch the rocket").filter({ hasText: "1/2 done" }).waitFor();
+  const waits = card("todo", "Ignite");
+  await waits.waitFor();
+  // Fuel is done: Ignite waits on nothing and is not dimmed.
+  assert.equal(await waits.evaluate((el) => el.classList.contains("waits")), false);
+  const { task: check } = await call(tasks, "create_task", { title: "Check the weather", teamId: "blue" });
+  await call(tasks, "link_task", { taskId: ignite.id, dependsOnTaskId: check.id });
+  await waits.filter({ hasText: "waits on Check the weather" }).waitFor();
+  assert.equal(await waits.evaluate((el) => el.classList.contains("waits")), true);
+
+  // Done starts folded: its card is hidden until it is opened, and the choice survives a reload.
+  const done = page.locator('.column[data-status="done"]');
+  assert.equal(await done.evaluate((el) => el.classList.contains("collapsed")), true);
+  assert.equal(await card("done", "Fuel the rocket").isVisible(), false);
+  await done.getByRole("button", { name: "Expand Done" }).click();
+  await card("done", "Fuel the rocket").waitFor();
+  await page.reload();
+  await card("done", "Fuel the rocket").waitFor();
+  await done.getByRole("button", { name: "Collapse Done" }).click();
+  await card("done", "Fuel the rocket").waitFor({ state: "hidden" });
+
+  // The column header stays in view while its cards scroll.
+  const position = await page.locator('.column[data-status="todo"] > h3').evaluate((el) => getComputedStyle(el).position);
+  assert.equal(position, "sticky");
+
+  await page.locator("#agents-toggle").click();
+  await page.locator("#agent-list").waitFor({ state: "hidden" });
+  await page.reload();
+  await card("todo", "Ignite").waitFor();
+  assert.equal(await page.locator("#agent-list").isVisible(), false);
+  assert.equal(await page.locator("#agents-toggle").getAttribute("aria-expanded"), "false");
+  await page.locator("#agents-toggle").click();
+  await page.locator("#agent-list").waitFor();
+  await page.screenshot({ path: join(outDir, "board-room.png") });
 });

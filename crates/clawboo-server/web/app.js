@@ -676,7 +676,7 @@ function showWaiting() {
     banner.replaceChildren();
   }
   setBadge(list.length);
-  if (state.agents.length) renderAgents();
+  if (state.agents.length) { renderAgents(); tidyAgents(); }
   markWaiting();
 }
 
@@ -897,7 +897,9 @@ function applyBoardSearch() {
 }
 
 function afterBoardRender() {
+  tidyAgents();
   markWaiting();
+  roomForColumns();
   applyBoardSearch();
 }
 
@@ -956,8 +958,113 @@ function wireHabits() {
   document.addEventListener('keydown', onShortcut);
   $('board-search').addEventListener('input', applyBoardSearch);
   $('copy-link').addEventListener('click', copyTaskLink);
+  wireKanban();
   setInterval(tickHabits, 1000);
 }
+
+// ---------- a kanban with room (issue 46) ----------
+
+/** What the operator folded away, remembered across visits. */
+const kanban = {
+  collapsed: new Set(readPref('clawboo.collapsed', ['backlog', 'done', 'cancelled'])),
+  agentsOpen: readPref('clawboo.agentsOpen', !window.matchMedia('(max-width: 760px)').matches),
+  showSilent: false,
+  phoneColumn: 'todo',
+};
+
+function readPref(key, fallback) {
+  try { const v = localStorage.getItem(key); return v === null ? fallback : JSON.parse(v); } catch { return fallback; }
+}
+
+function writePref(key, value) {
+  try { localStorage.setItem(key, JSON.stringify(value)); } catch { /* private mode: this page only */ }
+}
+
+/** The agents strip folds away; agents silent with nothing held hide behind a button. */
+function tidyAgents() {
+  const list = $('agent-list');
+  list.hidden = !kanban.agentsOpen;
+  $('agents-toggle').setAttribute('aria-expanded', String(kanban.agentsOpen));
+  const silentIdle = state.agents.filter((a) => !a.alive && !a.held.length).map((a) => a.id);
+  const held = state.agents.reduce((n, a) => n + a.held.length, 0);
+  $('agents-summary').textContent = state.agents.length
+    ? `${state.agents.length - silentIdle.length} active · ${held} task(s) held${silentIdle.length ? ` · ${silentIdle.length} silent` : ''}` : '';
+  const hidden = new Set(kanban.showSilent ? [] : silentIdle);
+  for (const li of list.querySelectorAll('.agent[data-agent-id]')) li.hidden = hidden.has(li.dataset.agentId);
+  $('silent-toggle')?.parentElement.remove();
+  if (silentIdle.length) {
+    list.append(h('li', {}, h('button', {
+      type: 'button', class: 'link', id: 'silent-toggle',
+      onclick: () => { kanban.showSilent = !kanban.showSilent; renderAgents(); tidyAgents(); markWaiting(); },
+    }, kanban.showSilent ? 'Hide silent agents' : `Show ${silentIdle.length} silent agent(s)`)));
+  }
+}
+
+/** Fold buttons on Backlog, Done and Cancelled; waiting cards dimmed with what they wait
+ *  on; sub-task progress; the phone's one-column switcher. */
+function roomForColumns() {
+  const byId = new Map(state.tasks.map((t) => [t.id, t]));
+  for (const column of document.querySelectorAll('#columns .column[data-status]')) {
+    const status = column.dataset.status;
+    column.classList.toggle('phone-current', status === kanban.phoneColumn);
+    if (!['backlog', 'done', 'cancelled'].includes(status)) continue;
+    const folded = kanban.collapsed.has(status);
+    column.classList.toggle('collapsed', folded);
+    column.querySelector('h3').prepend(h('button', {
+      type: 'button', class: 'fold', 'aria-expanded': String(!folded),
+      'aria-label': `${folded ? 'Expand' : 'Collapse'} ${STATUS_LABELS[status] || status}`,
+      onclick: () => toggleColumn(status),
+    }, folded ? '▸' : '▾'));
+  }
+  for (const el of document.querySelectorAll('#columns .card[data-task-id]')) {
+    const task = byId.get(el.dataset.taskId);
+    if (!task) continue;
+    const open = task.dependsOn.map((id) => byId.get(id)).filter((d) => d && d.status !== 'done');
+    if (open.length && !['done', 'cancelled'].includes(task.status)) {
+      el.classList.add('waits');
+      el.append(h('span', { class: 'waits-on' }, `waits on ${open.map((d) => d.title).join(', ')}`));
+    }
+    const kids = state.tasks.filter((t) => t.parentTaskId === task.id);
+    if (kids.length) {
+      const done = kids.filter((t) => t.status === 'done').length;
+      el.querySelector('.card-meta').append(h('span', { class: 'progress', title: `${done} of ${kids.length} sub-tasks done` },
+        h('progress', { max: kids.length, value: done }), ` ${done}/${kids.length} done`));
+    }
+  }
+  const counts = new Map();
+  for (const t of state.tasks) counts.set(t.status, (counts.get(t.status) || 0) + 1);
+  const statuses = state.workflow ? state.workflow.statuses : Object.keys(STATUS_LABELS);
+  fill($('column-switcher'), statuses.map((status) => h('button', {
+    type: 'button', dataset: { status }, 'aria-pressed': String(status === kanban.phoneColumn),
+    onclick: () => { kanban.phoneColumn = status; roomForPhone(); },
+  }, STATUS_LABELS[status] || status, ' ', h('span', { class: 'count' }, counts.get(status) || 0))));
+}
+
+function roomForPhone() {
+  for (const column of document.querySelectorAll('#columns .column[data-status]')) {
+    column.classList.toggle('phone-current', column.dataset.status === kanban.phoneColumn);
+  }
+  for (const b of $('column-switcher').querySelectorAll('button')) {
+    b.setAttribute('aria-pressed', String(b.dataset.status === kanban.phoneColumn));
+  }
+}
+
+function toggleColumn(status) {
+  if (kanban.collapsed.has(status)) kanban.collapsed.delete(status);
+  else kanban.collapsed.add(status);
+  writePref('clawboo.collapsed', [...kanban.collapsed]);
+  renderBoard();
+  afterBoardRender();
+}
+
+function wireKanban() {
+  $('agents-toggle').addEventListener('click', () => {
+    kanban.agentsOpen = !kanban.agentsOpen;
+    writePref('clawboo.agentsOpen', kanban.agentsOpen);
+    tidyAgents();
+  });
+}
+
 
 // ---------- safe moves and editing (issue 46) ----------
 
