@@ -634,3 +634,35 @@ test("room for the kanban: folded columns and the agents strip are remembered; w
   await page.locator("#agent-list").waitFor();
   await page.screenshot({ path: join(outDir, "board-room.png") });
 });
+
+test("markdown in descriptions, comments and posts is rendered; raw HTML and a <script> in it never run", async () => {
+  const tasks = await agent("tasks", ["--agent", "mallory", "--team", "red"]);
+  const hostile = "<script>window.__pwned = 1</script>\n\n<img src=x onerror=\"window.__pwned = 2\">\n\n[click](javascript:window.__pwned=3)";
+  const { task } = await call(tasks, "create_task", { title: "Read the runbook", description: `**Steps**\n\n1. run \`make\`\n2. check\n\n${hostile}` });
+  await call(tasks, "add_comment", { taskId: task.id, body: `_Done_ with ~~one~~ both.\n\n${hostile}` });
+  const chat = await agent("teamchat", ["--team", "red", "--agent", "mallory"]);
+  await call(chat, "team_chat_post", { text: `See **the runbook**.\n\n${hostile}` });
+
+  await open(`task/${task.id}`);
+  const dialog = page.locator("#task-dialog");
+  await dialog.locator(".description strong", { hasText: "Steps" }).waitFor();
+  assert.equal(await dialog.locator(".description ol li").count(), 2);
+  assert.equal(await dialog.locator(".description code").innerText(), "make");
+  const comment = dialog.locator(".comment-body", { hasText: "both" });
+  await comment.locator("em", { hasText: "Done" }).waitFor();
+  assert.equal(await comment.locator("del").innerText(), "one");
+  assert.match(await comment.innerText(), /<script>window.__pwned = 1<\/script>/, "raw HTML shows as text");
+  assert.match(await dialog.locator(".comments li", { hasText: "both" }).innerText(), /untrusted evidence/);
+  for (const where of [".description", ".comment-body"]) {
+    assert.equal(await dialog.locator(`${where} script, ${where} img, ${where} a[href^="javascript"]`).count(), 0);
+  }
+  await page.screenshot({ path: join(outDir, "task-markdown.png") });
+  await page.keyboard.press("Escape");
+
+  await page.goto(`${base}/#room/red`);
+  const post = page.locator(".post.evidence", { hasText: "See the runbook" });
+  await post.locator("strong", { hasText: "the runbook" }).waitFor();
+  assert.equal(await post.locator("script, img").count(), 0);
+  await post.locator("a", { hasText: "click" }).click().catch(() => {});
+  assert.equal(await page.evaluate(() => window.__pwned), undefined, "nothing in the text ran");
+});

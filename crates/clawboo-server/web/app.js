@@ -1,6 +1,7 @@
 // The Clawboo web board: plain JavaScript over the REST API and the live feed
 // (/api/events). Everything that came from an agent is put on the page as text
-// (textContent), never as markup.
+// (textContent), never as markup, except the HTML the server rendered from markdown and
+// sanitized (descriptions, comments and posts: `richText`).
 'use strict';
 
 const VIEWS = ['board', 'room', 'memory', 'approvals', 'audit'];
@@ -288,7 +289,8 @@ async function loadDetail(id) {
       h('span', { class: 'muted' }, 'updated ', timeEl(task.updatedAt))),
     ancestors.length ? h('nav', { class: 'crumbs', 'aria-label': 'Ancestors' },
       ancestors.map((a) => [taskLink(a.id), ' › '])) : null,
-    h('div', { class: 'description' }, task.description || h('span', { class: 'muted' }, 'No description.')),
+    task.description ? richText('description', task.descriptionHtml, task.description)
+      : h('div', { class: 'description' }, h('span', { class: 'muted' }, 'No description.')),
     editForm(task),
     h('div', { class: 'moves', role: 'group', 'aria-label': 'Change status' },
       moves.length ? moves : h('span', { class: 'muted' }, 'A finished task does not move.')),
@@ -306,7 +308,7 @@ async function loadDetail(id) {
     h('h3', {}, `Comments (${comments.length})`),
     h('ol', { class: 'comments' }, comments.map((c) => h('li', {},
       h('div', { class: 'comment-head' }, commentHead(c)),
-      h('div', { class: 'comment-body' }, c.body)))),
+      richText('comment-body', c.bodyHtml, c.body)))),
   );
 }
 
@@ -359,7 +361,7 @@ function renderRoom() {
           : fromServer ? h('span', { class: 'pill' }, 'system')
             : h('span', { class: 'pill evidence-tag' }, 'untrusted evidence'),
         ' ', h('strong', {}, p.authorAgentId), ' · #', p.seq, ' · ', timeEl(p.createdAt)),
-      h('blockquote', { class: 'post-body' }, p.body));
+      richText('post-body', p.bodyHtml, p.body, 'blockquote'));
   });
   fill($('posts'), ...(items.length ? items : [h('li', { class: 'muted' }, 'No posts yet.')]));
 }
@@ -860,6 +862,19 @@ function authorTag(type) {
 function commentHead(c) {
   const who = c.authorType === 'agent' ? [authorTag('agent'), ' ', c.authorAgentId || 'agent'] : authorTag(c.authorType);
   return [who, ' · ', timeEl(c.createdAt)];
+}
+
+/** Markdown the server rendered and sanitized (pulldown-cmark, then ammonia), or the
+ *  plain text when no rendering came. Parsed inert in a template: nothing in it runs, and
+ *  the page's CSP allows no inline script anyway. */
+function richText(cls, html, text, tag = 'div') {
+  const el = h(tag, { class: `${cls} md` });
+  if (typeof html !== 'string') { el.textContent = text; return el; }
+  const template = document.createElement('template');
+  template.innerHTML = html;
+  el.append(template.content);
+  for (const a of el.querySelectorAll('a[href]')) a.target = '_blank';
+  return el;
 }
 
 /** Every second: expiry countdowns and relative times. */

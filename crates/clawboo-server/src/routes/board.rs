@@ -104,7 +104,19 @@ async fn detail(
     let lookup = id.clone();
     let detail = blocking(move || Ok(store.task_detail(&lookup, Scope::ALL)?)).await?;
     let detail = detail.ok_or_else(|| AppError::not_found(format!("not found: {id}")))?;
-    Ok(axum::Json(json!(detail)))
+    // The board shows the description and comments as rendered markdown.
+    let mut answer = json!(detail);
+    if let Some(text) = answer["task"]["description"].as_str() {
+        answer["task"]["descriptionHtml"] = json!(crate::markdown::to_html(text));
+    }
+    if let Some(comments) = answer["comments"].as_array_mut() {
+        for comment in comments {
+            if let Some(text) = comment["body"].as_str() {
+                comment["bodyHtml"] = json!(crate::markdown::to_html(text));
+            }
+        }
+    }
+    Ok(axum::Json(answer))
 }
 
 #[derive(Deserialize)]
