@@ -413,6 +413,9 @@ test("a waiting call: the title counts it, a banner shows on every view, its age
   await page.locator('.agent[data-agent-id="alice"]', { hasText: "waiting for you" }).waitFor();
   await card("in_progress", "Rotate the deploy keys").locator(".waiting-tag", { hasText: "waiting for you" }).waitFor();
   await page.screenshot({ path: join(outDir, "board-waiting.png") });
+  await page.emulateMedia({ colorScheme: "dark" });
+  await page.screenshot({ path: join(outDir, "board-waiting-dark.png") });
+  await page.emulateMedia({ colorScheme: "light" });
   await page.goto(`${base}/#room`);
   await banner.waitFor();
 
@@ -600,6 +603,10 @@ test("room for the kanban: folded columns and the agents strip are remembered; w
 
   await open("board?team=blue");
   await card("todo", "Launch the rocket").filter({ hasText: "1/2 done" }).waitFor();
+  const hue = (title) => card("todo", title).evaluate((el) => getComputedStyle(el).borderLeftColor);
+  assert.equal(await hue("Launch the rocket"), await hue("Paint the van"), "one colour per team");
+  const top = await card("todo", "Paint the van").evaluate((el) => getComputedStyle(el).borderTopColor);
+  assert.notEqual(await hue("Paint the van"), top, "the team's colour marks the card");
   const waits = card("todo", "Ignite");
   await waits.waitFor();
   // Fuel is done: Ignite waits on nothing and is not dimmed.

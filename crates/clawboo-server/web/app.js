@@ -1034,6 +1034,11 @@ function roomForColumns() {
   for (const el of document.querySelectorAll('#columns .card[data-task-id]')) {
     const task = byId.get(el.dataset.taskId);
     if (!task) continue;
+    if (task.teamId) {
+      // A colour per team, set through the CSSOM (the CSP allows no style attribute).
+      el.classList.add('teamed');
+      el.style.setProperty('--team-hue', String(teamHue(task.teamId)));
+    }
     const open = task.dependsOn.map((id) => byId.get(id)).filter((d) => d && d.status !== 'done');
     if (open.length && !['done', 'cancelled'].includes(task.status)) {
       el.classList.add('waits');
@@ -1053,6 +1058,13 @@ function roomForColumns() {
     type: 'button', dataset: { status }, 'aria-pressed': String(status === kanban.phoneColumn),
     onclick: () => { kanban.phoneColumn = status; roomForPhone(); },
   }, STATUS_LABELS[status] || status, ' ', h('span', { class: 'count' }, counts.get(status) || 0))));
+}
+
+/** A stable hue for a team id, so each team's cards carry the same colour everywhere. */
+function teamHue(id) {
+  let hash = 0;
+  for (const ch of id) hash = (hash * 31 + ch.codePointAt(0)) % 360;
+  return hash;
 }
 
 function roomForPhone() {
