@@ -372,6 +372,9 @@ test("the agents panel shows who is alive and what each holds; a lease counts do
     await hal.close();
     const back = leasePage.locator('.column[data-status="todo"] .card', { hasText: "Open the pod bay doors" });
     await back.filter({ hasText: "reclaimed from @hal" }).waitFor();
+    // Silent with nothing held: hal folds away behind a button, and shows silent on demand.
+    await panel.waitFor({ state: "hidden" });
+    await leasePage.locator("#silent-toggle", { hasText: "Show 1 silent agent(s)" }).click();
     await panel.filter({ hasText: "silent" }).waitFor();
     assert.equal(await held.count(), 0);
     const detail = await (await fetch(`${leased.base}/api/board/${task.id}`)).json();
@@ -383,16 +386,24 @@ test("the agents panel shows who is alive and what each holds; a lease counts do
   }
 });
 
-test("readable on a narrow window: columns stack, nothing overflows sideways", async () => {
-  const narrow = await browser.newPage({ viewport: { width: 400, height: 800 } });
+test("on a 390×844 phone: one column at a time with a switcher, the first card above the fold, nothing overflows sideways", async () => {
+  const phone = await browser.newPage({ viewport: { width: 390, height: 844 } });
   try {
-    await narrow.goto(`${base}/#board`);
-    await narrow.locator(".column .card").first().waitFor();
-    const overflow = await narrow.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    phone.on("pageerror", (error) => { throw error; });
+    await phone.goto(`${base}/#board`);
+    const first = phone.locator('.column[data-status="todo"] .card').first();
+    await first.waitFor();
+    assert.deepEqual(await phone.locator(".column:visible").evaluateAll((cs) => cs.map((c) => c.dataset.status)), ["todo"]);
+    const box = await first.boundingBox();
+    assert.ok(box.y + 40 < 844, `the first card starts at y=${box.y}, below the fold`);
+    const overflow = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(overflow <= 0, `page is ${overflow}px wider than the window`);
-    await narrow.screenshot({ path: join(outDir, "board-narrow.png"), fullPage: true });
+    await phone.screenshot({ path: join(outDir, "board-phone.png") });
+    await phone.locator("#column-switcher button", { hasText: "In progress" }).click();
+    await phone.locator('.column[data-status="in_progress"] .card').first().waitFor();
+    assert.deepEqual(await phone.locator(".column:visible").evaluateAll((cs) => cs.map((c) => c.dataset.status)), ["in_progress"]);
   } finally {
-    await narrow.close();
+    await phone.close();
   }
 });
 
@@ -412,4 +423,284 @@ test("behind the access gate the page asks for the token, then works with the co
     await context.close();
     gated.child.kill();
   }
+});
+
+// ---------- issue 46: approvals nobody misses, addresses, habits, safe moves ----------
+
+test("a waiting call: the title counts it, a banner shows on every view, its agent and card say so; Allow always asks first; Audit shows it", async () => {
+  const tasks = await agent("tasks");
+  const { task: held } = await call(tasks, "create_task", { title: "Rotate the deploy keys", teamId: "red" });
+  await call(tasks, "claim_task", { taskId: held.id, assigneeAgentId: "alice" });
+  await open("board");
+  assert.equal(await page.title(), "Clawboo board");
+  const tools = await agent("tools", ["--agent", "alice", "--team", "red"]);
+  let settled = false;
+  const pending = tools.callTool({ name: "delete_path", arguments: { path: "/srv/old-keys" } })
+    .finally(() => { settled = true; });
+
+  await page.waitForFunction(() => document.title === "(1) waiting · Clawboo board");
+  const banner = page.locator("#waiting-banner");
+  await banner.filter({ hasText: "delete_path by @alice" }).waitFor();
+  await page.locator('.agent[data-agent-id="alice"]', { hasText: "waiting for you" }).waitFor();
+  await card("in_progress", "Rotate the deploy keys").locator(".waiting-tag", { hasText: "waiting for you" }).waitFor();
+  await page.screenshot({ path: join(outDir, "board-waiting.png") });
+  await page.emulateMedia({ colorScheme: "dark" });
+  await page.screenshot({ path: join(outDir, "board-waiting-dark.png") });
+  await page.emulateMedia({ colorScheme: "light" });
+  await page.goto(`${base}/#room`);
+  await banner.waitFor();
+
+  // The header's team filter applies to Approvals.
+  await page.goto(`${base}/#approvals?team=blue`);
+  await page.getByText("Nothing is waiting for you in this team (1 in other teams).").waitFor();
+  await page.locator("#team-filter").selectOption("red");
+  const approval = page.locator(".approval", { hasText: "/srv/old-keys" });
+  await approval.waitFor();
+  assert.match(await approval.locator(".expiry").innerText(), /^expires in \d+:\d\d$/);
+  assert.match(await approval.innerText(), /@alice holds Rotate the deploy keys/);
+  // Destructive: Deny is the filled button, Allow once is not.
+  assert.match(await approval.getByRole("button", { name: "Deny" }).getAttribute("class"), /filled/);
+  assert.doesNotMatch(await approval.getByRole("button", { name: "Allow once" }).getAttribute("class") || "", /primary/);
+
+  await approval.getByRole("button", { name: "Allow always…" }).click();
+  const confirm = page.locator("#confirm-dialog");
+  await confirm.filter({ hasText: "Always allow delete_path?" }).waitFor();
+  await page.screenshot({ path: join(outDir, "approvals-confirm.png") });
+  await confirm.getByRole("button", { name: "Cancel" }).click();
+  await confirm.waitFor({ state: "hidden" });
+  assert.equal(settled, false, "cancelling Allow always sends nothing");
+  assert.equal((await rest("/api/tools/approvals")).approvals.length, 1);
+
+  // Audit: the waiting call is a row of its own, and the filter applies.
+  await page.goto(`${base}/#audit?team=red`);
+  const row = page.locator("#audit tbody tr", { hasText: "delete_path" }).first();
+  await row.filter({ hasText: "waiting for you" }).waitFor();
+
+  await page.goto(`${base}/#approvals`);
+  await approval.getByRole("button", { name: "Deny" }).click();
+  const result = await pending;
+  assert.equal(result.isError, true);
+  await page.waitForFunction(() => document.title === "Clawboo board");
+  await banner.waitFor({ state: "hidden" });
+
+  await page.goto(`${base}/#audit`);
+  const denied = page.locator("#audit tbody tr", { hasText: "/srv/old-keys" });
+  await denied.filter({ hasText: "deny" }).waitFor();
+  assert.equal(await denied.count(), 1, "one row per call");
+  assert.equal(await denied.locator("td").nth(3).innerText(), "operator");
+  await page.locator("#team-filter").selectOption("blue");
+  await denied.waitFor({ state: "detached" });
+});
+
+test("addresses: a task's link survives a reload and back; the team filter, a room and a search live in the URL", async () => {
+  await open("board");
+  await card("in_progress", "Wire the flux capacitor").click();
+  const dialog = page.locator("#task-dialog");
+  await dialog.waitFor();
+  const id = (await rest("/api/board?teamId=red")).tasks.find((t) => t.title === "Wire the flux capacitor").id;
+  assert.equal(new URL(page.url()).hash, `#task/${id}`);
+  await page.reload();
+  await page.locator("#task-dialog-title", { hasText: "Wire the flux capacitor" }).waitFor();
+  await page.goBack();
+  await dialog.waitFor({ state: "hidden" });
+  assert.equal(new URL(page.url()).hash, "#board");
+
+  await page.locator("#team-filter").selectOption("blue");
+  assert.equal(new URL(page.url()).hash, "#board?team=blue");
+  await page.reload();
+  await card("todo", "Paint the van").waitFor();
+  assert.equal(await page.locator("#team-filter").inputValue(), "blue");
+  assert.equal(await page.locator(".card", { hasText: "Wire the flux capacitor" }).count(), 0);
+  assert.equal(await page.locator('.tabs a[data-view="audit"]').getAttribute("href"), "#audit?team=blue");
+
+  await page.goto(`${base}/#room/red`);
+  await page.locator(".post", { hasText: "Please review PR 12 first." }).waitFor();
+  assert.equal(await page.locator("#room-team").inputValue(), "red");
+  await page.goto(`${base}/#memory?q=staging%20cluster`);
+  await page.locator("#memory-summary", { hasText: "staging cluster" }).waitFor();
+  assert.equal(await page.locator("#memory-query").inputValue(), "staging cluster");
+});
+
+test("habits: shortcuts with a sheet, Ctrl+Enter, operator comments, dark mode by preference and by toggle", async () => {
+  await open("board");
+  await page.locator(".card").first().waitFor();
+  await page.keyboard.press("c");
+  await page.locator("#create-dialog").waitFor();
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("?");
+  await page.locator("#shortcuts-dialog", { hasText: "New task" }).waitFor();
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("/");
+  assert.equal(await page.evaluate(() => document.activeElement.id), "board-search");
+  await page.keyboard.type("flux");
+  assert.equal(await page.locator(".card:visible").count(), 1);
+  await page.locator("#board-search").fill("");
+  await page.locator("#main").focus();
+  await page.keyboard.press("j");
+  await page.keyboard.press("j");
+  assert.equal(await page.evaluate(() => document.activeElement.classList.contains("card")), true);
+  const second = await page.evaluate(() => document.activeElement.dataset.taskId);
+  await page.keyboard.press("k");
+  assert.notEqual(await page.evaluate(() => document.activeElement.dataset.taskId), second);
+
+  await card("in_progress", "Wire the flux capacitor").click();
+  await page.locator("#comment-text").fill("Checked by hand");
+  await page.keyboard.press("Control+Enter");
+  const comment = page.locator("#task-dialog .comments li", { hasText: "Checked by hand" });
+  await comment.waitFor();
+  assert.match(await comment.locator(".comment-head").innerText(), /^operator · just now$/);
+  assert.match(await comment.locator("time").getAttribute("title"), /\d/);
+  await page.keyboard.press("Escape");
+
+  const dark = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: "dark" });
+  try {
+    const darkPage = await dark.newPage();
+    darkPage.on("pageerror", (error) => { throw error; });
+    await darkPage.goto(`${base}/#board`);
+    await darkPage.locator(".card").first().waitFor();
+    const background = () => darkPage.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    assert.equal(await background(), "rgb(18, 21, 27)");
+    await darkPage.screenshot({ path: join(outDir, "board-dark.png") });
+    // auto → dark → light: the choice beats the preference and is remembered.
+    await darkPage.locator("#theme-toggle").click();
+    await darkPage.locator("#theme-toggle").click();
+    assert.equal(await darkPage.locator("#theme-toggle").innerText(), "Theme: light");
+    assert.equal(await background(), "rgb(246, 247, 249)");
+    await darkPage.reload();
+    await darkPage.locator("#theme-toggle", { hasText: "Theme: light" }).waitFor();
+    assert.equal(await background(), "rgb(246, 247, 249)");
+  } finally {
+    await dark.close();
+  }
+});
+
+test("safe moves: Done with an open dependency warns, taking a held task back leaves a system comment; the picker keeps to the team; editing", async () => {
+  const tasks = await agent("tasks");
+  const { task: first } = await call(tasks, "create_task", { title: "Draft the RFC", teamId: "red" });
+  const { task: held } = await call(tasks, "create_task", { title: "Merge the RFC", teamId: "red" });
+  await call(tasks, "claim_task", { taskId: held.id, assigneeAgentId: "marvin" });
+  await call(tasks, "link_task", { taskId: held.id, dependsOnTaskId: first.id });
+  await open("board");
+  const heldCard = card("in_progress", "Merge the RFC");
+  await heldCard.filter({ hasText: "@marvin" }).click();
+  const dialog = page.locator("#task-dialog");
+  const confirm = page.locator("#confirm-dialog");
+
+  await dialog.getByRole("button", { name: "Move to Done" }).click();
+  await confirm.filter({ hasText: "Done is final" }).filter({ hasText: "depends on 1 task(s) not done yet: Draft the RFC" }).waitFor();
+  await confirm.getByRole("button", { name: "Cancel" }).click();
+  assert.equal((await rest(`/api/board/${held.id}`)).task.status, "in_progress");
+
+  await dialog.getByRole("button", { name: "Move to To do" }).click();
+  await confirm.filter({ hasText: "@marvin holds it" }).waitFor();
+  await confirm.getByRole("button", { name: "Move to To do" }).click();
+  await card("todo", "Merge the RFC").filter({ hasText: "unassigned" }).waitFor();
+  const detail = await rest(`/api/board/${held.id}`);
+  const note = detail.comments.find((c) => c.authorType === "system");
+  assert.match(note?.body || "", /operator took this task back from marvin/);
+  await dialog.locator(".comments li", { hasText: "took this task back" }).filter({ hasText: "system" }).waitFor();
+  assert.equal(await dialog.locator(".comments li", { hasText: "took this task back" }).locator(".evidence-tag").count(), 0);
+
+  // The picker: this team's tasks only, not the task's ancestors, narrowed by a search.
+  await page.keyboard.press("Escape");
+  await card("todo", "Write the changelog").click();
+  await page.locator("#task-dialog-title", { hasText: "Write the changelog" }).waitFor();
+  const options = () => page.locator("#dep-select option").evaluateAll((os) => os.map((o) => o.textContent));
+  const offered = await options();
+  assert.ok(offered.some((t) => t.startsWith("Draft the RFC")), JSON.stringify(offered));
+  assert.ok(!offered.some((t) => t.startsWith("Ship the release")), "a parent is never offered");
+  assert.ok(!offered.some((t) => t.startsWith("Paint the van")), "another team's task is never offered");
+  await page.locator("#dep-search").fill("RFC");
+  assert.deepEqual((await options()).map((t) => t.split(" (")[0]).sort(), ["Draft the RFC", "Merge the RFC"]);
+
+  // Editing title, description and priority.
+  await page.locator("#edit-task summary").click();
+  await page.locator('#edit-task input[name="title"]').fill("Write the changelog for 2.0");
+  await page.locator('#edit-task input[name="priority"]').fill("3");
+  await page.locator("#edit-task").getByRole("button", { name: "Save" }).click();
+  await card("todo", "Write the changelog for 2.0").filter({ hasText: "P3" }).waitFor();
+  await page.keyboard.press("Escape");
+});
+
+test("room for the kanban: folded columns and the agents strip are remembered; waiting cards say what they wait on; sub-task progress", async () => {
+  const tasks = await agent("tasks");
+  const { task: epic } = await call(tasks, "create_task", { title: "Launch the rocket", teamId: "blue" });
+  const { task: fuel } = await call(tasks, "create_subtask", { parentTaskId: epic.id, title: "Fuel the rocket" });
+  await call(tasks, "create_subtask", { parentTaskId: epic.id, title: "Count down" });
+  const { task: ignite } = await call(tasks, "create_task", { title: "Ignite", teamId: "blue" });
+  await call(tasks, "link_task", { taskId: ignite.id, dependsOnTaskId: fuel.id });
+  await call(tasks, "claim_task", { taskId: fuel.id, assigneeAgentId: "yuri" });
+  await rest(`/api/board/${fuel.id}`, { method: "PATCH", body: { status: "done" } });
+
+  await open("board?team=blue");
+  await card("todo", "Launch the rocket").filter({ hasText: "1/2 done" }).waitFor();
+  const hue = (title) => card("todo", title).evaluate((el) => getComputedStyle(el).borderLeftColor);
+  assert.equal(await hue("Launch the rocket"), await hue("Paint the van"), "one colour per team");
+  const top = await card("todo", "Paint the van").evaluate((el) => getComputedStyle(el).borderTopColor);
+  assert.notEqual(await hue("Paint the van"), top, "the team's colour marks the card");
+  const waits = card("todo", "Ignite");
+  await waits.waitFor();
+  // Fuel is done: Ignite waits on nothing and is not dimmed.
+  assert.equal(await waits.evaluate((el) => el.classList.contains("waits")), false);
+  const { task: check } = await call(tasks, "create_task", { title: "Check the weather", teamId: "blue" });
+  await call(tasks, "link_task", { taskId: ignite.id, dependsOnTaskId: check.id });
+  await waits.filter({ hasText: "waits on Check the weather" }).waitFor();
+  assert.equal(await waits.evaluate((el) => el.classList.contains("waits")), true);
+
+  // Done starts folded: its card is hidden until it is opened, and the choice survives a reload.
+  const done = page.locator('.column[data-status="done"]');
+  assert.equal(await done.evaluate((el) => el.classList.contains("collapsed")), true);
+  assert.equal(await card("done", "Fuel the rocket").isVisible(), false);
+  await done.getByRole("button", { name: "Expand Done" }).click();
+  await card("done", "Fuel the rocket").waitFor();
+  await page.reload();
+  await card("done", "Fuel the rocket").waitFor();
+  await done.getByRole("button", { name: "Collapse Done" }).click();
+  await card("done", "Fuel the rocket").waitFor({ state: "hidden" });
+
+  // The column header stays in view while its cards scroll.
+  const position = await page.locator('.column[data-status="todo"] > h3').evaluate((el) => getComputedStyle(el).position);
+  assert.equal(position, "sticky");
+
+  await page.locator("#agents-toggle").click();
+  await page.locator("#agent-list").waitFor({ state: "hidden" });
+  await page.reload();
+  await card("todo", "Ignite").waitFor();
+  assert.equal(await page.locator("#agent-list").isVisible(), false);
+  assert.equal(await page.locator("#agents-toggle").getAttribute("aria-expanded"), "false");
+  await page.locator("#agents-toggle").click();
+  await page.locator("#agent-list").waitFor();
+  await page.screenshot({ path: join(outDir, "board-room.png") });
+});
+
+test("markdown in descriptions, comments and posts is rendered; raw HTML and a <script> in it never run", async () => {
+  const tasks = await agent("tasks", ["--agent", "mallory", "--team", "red"]);
+  const hostile = "<script>window.__pwned = 1</script>\n\n<img src=x onerror=\"window.__pwned = 2\">\n\n[click](javascript:window.__pwned=3)";
+  const { task } = await call(tasks, "create_task", { title: "Read the runbook", description: `**Steps**\n\n1. run \`make\`\n2. check\n\n${hostile}` });
+  await call(tasks, "add_comment", { taskId: task.id, body: `_Done_ with ~~one~~ both.\n\n${hostile}` });
+  const chat = await agent("teamchat", ["--team", "red", "--agent", "mallory"]);
+  await call(chat, "team_chat_post", { text: `See **the runbook**.\n\n${hostile}` });
+
+  await open(`task/${task.id}`);
+  const dialog = page.locator("#task-dialog");
+  await dialog.locator(".description strong", { hasText: "Steps" }).waitFor();
+  assert.equal(await dialog.locator(".description ol li").count(), 2);
+  assert.equal(await dialog.locator(".description code").innerText(), "make");
+  const comment = dialog.locator(".comment-body", { hasText: "both" });
+  await comment.locator("em", { hasText: "Done" }).waitFor();
+  assert.equal(await comment.locator("del").innerText(), "one");
+  assert.match(await comment.innerText(), /<script>window.__pwned = 1<\/script>/, "raw HTML shows as text");
+  assert.match(await dialog.locator(".comments li", { hasText: "both" }).innerText(), /untrusted evidence/);
+  for (const where of [".description", ".comment-body"]) {
+    assert.equal(await dialog.locator(`${where} script, ${where} img, ${where} a[href^="javascript"]`).count(), 0);
+  }
+  await page.screenshot({ path: join(outDir, "task-markdown.png") });
+  await page.keyboard.press("Escape");
+
+  await page.goto(`${base}/#room/red`);
+  const post = page.locator(".post.evidence", { hasText: "See the runbook" });
+  await post.locator("strong", { hasText: "the runbook" }).waitFor();
+  assert.equal(await post.locator("script, img").count(), 0);
+  await post.locator("a", { hasText: "click" }).click().catch(() => {});
+  assert.equal(await page.evaluate(() => window.__pwned), undefined, "nothing in the text ran");
 });

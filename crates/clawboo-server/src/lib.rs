@@ -31,6 +31,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 pub mod conn;
 pub mod error;
 pub mod guard;
+pub mod markdown;
 pub mod mcp_http;
 pub mod mcp_sessions;
 pub mod mounts;

@@ -1,6 +1,7 @@
 // The Clawboo web board: plain JavaScript over the REST API and the live feed
 // (/api/events). Everything that came from an agent is put on the page as text
-// (textContent), never as markup.
+// (textContent), never as markup, except the HTML the server rendered from markdown and
+// sanitized (descriptions, comments and posts: `richText`).
 'use strict';
 
 const VIEWS = ['board', 'room', 'memory', 'approvals', 'audit'];
@@ -197,6 +198,7 @@ async function loadBoard() {
   addTeamsSeenOn(tasks);
   renderBoard();
   renderAgents();
+  afterBoardRender();
   if (state.openTaskId && $('task-dialog').open) await loadDetail(state.openTaskId);
 }
 
@@ -259,6 +261,7 @@ function card(task, byId, childCount) {
 
 async function openTask(id) {
   state.openTaskId = id;
+  setAddress(`task/${id}`);
   $('comment-text').value = '';
   await attempt(() => loadDetail(id));
   const dialog = $('task-dialog');
@@ -275,20 +278,21 @@ async function loadDetail(id) {
   const { task, comments, ancestors, links } = await api(`/api/board/${encodeURIComponent(id)}`);
   $('task-dialog-title').textContent = task.title;
   const moves = (state.workflow?.transitions[task.status] || []).map((to) =>
-    h('button', { type: 'button', dataset: { move: to }, onclick: () => moveTask(task.id, to) },
+    h('button', { type: 'button', dataset: { move: to }, onclick: () => safeMove(task, to) },
       `Move to ${STATUS_LABELS[to] || to}`));
   const subtasks = state.tasks.filter((t) => t.parentTaskId === task.id);
-  const candidates = state.tasks.filter((t) => t.id !== task.id && !task.dependsOn.includes(t.id));
   fill($('task-detail'), 
     h('p', { class: 'card-meta' },
       h('span', { class: 'pill status', dataset: { status: task.status } }, STATUS_LABELS[task.status] || task.status),
       h('span', { class: 'pill' }, `P${task.priority}`),
       task.assigneeAgentId ? h('span', { class: 'assignee' }, `@${task.assigneeAgentId}`) : h('span', { class: 'muted' }, 'unassigned'),
       task.teamId ? h('span', { class: 'muted' }, `team ${teamName(task.teamId)}`) : null,
-      h('span', { class: 'muted' }, `updated ${when(task.updatedAt)}`)),
+      h('span', { class: 'muted' }, 'updated ', timeEl(task.updatedAt))),
     ancestors.length ? h('nav', { class: 'crumbs', 'aria-label': 'Ancestors' },
       ancestors.map((a) => [taskLink(a.id), ' › '])) : null,
-    h('div', { class: 'description' }, task.description || h('span', { class: 'muted' }, 'No description.')),
+    task.description ? richText('description', task.descriptionHtml, task.description)
+      : h('div', { class: 'description' }, h('span', { class: 'muted' }, 'No description.')),
+    editForm(task),
     pathsSection(task),
     h('div', { class: 'moves', role: 'group', 'aria-label': 'Change status' },
       moves.length ? moves : h('span', { class: 'muted' }, 'A finished task does not move.')),
@@ -300,18 +304,13 @@ async function loadDetail(id) {
     h('h3', {}, 'Dependencies'),
     task.dependsOn.length ? h('ul', { class: 'links' }, task.dependsOn.map((d) => h('li', {}, taskLink(d))))
       : h('p', { class: 'muted' }, 'None.'),
-    candidates.length ? h('form', {
-      class: 'row',
-      onsubmit: (e) => { e.preventDefault(); addDependency(task.id, e.target.elements.dep.value); },
-    }, h('label', {}, 'Depends on ', h('select', { name: 'dep' },
-      candidates.map((c) => h('option', { value: c.id }, c.title)))),
-    h('button', { type: 'submit' }, 'Add dependency')) : null,
+    depPicker(task, ancestors),
     subtasks.length ? [h('h3', {}, 'Sub-tasks'),
       h('ul', { class: 'links' }, subtasks.map((s) => h('li', {}, taskLink(s.id))))] : null,
     h('h3', {}, `Comments (${comments.length})`),
     h('ol', { class: 'comments' }, comments.map((c) => h('li', {},
-      h('div', { class: 'comment-head' }, c.authorAgentId || c.authorType, ' · ', when(c.createdAt)),
-      h('div', { class: 'comment-body' }, c.body)))),
+      h('div', { class: 'comment-head' }, commentHead(c)),
+      richText('comment-body', c.bodyHtml, c.body)))),
     linksSection(links || []),
   );
 }
@@ -401,12 +400,14 @@ async function loadRoom(reset) {
 function renderRoom() {
   const items = state.posts.map((p) => {
     const fromOperator = p.kind === 'user';
-    return h('li', { class: fromOperator ? 'post operator' : 'post evidence', dataset: { seq: p.seq } },
+    const fromServer = p.kind === 'system';
+    return h('li', { class: fromOperator ? 'post operator' : fromServer ? 'post system' : 'post evidence', dataset: { seq: p.seq } },
       h('div', { class: 'post-head' },
         fromOperator ? h('span', { class: 'pill' }, 'operator')
-          : h('span', { class: 'pill evidence-tag' }, p.kind === 'system' ? 'system' : 'untrusted evidence'),
-        ' ', h('strong', {}, p.authorAgentId), ' · #', p.seq, ' · ', when(p.createdAt)),
-      h('blockquote', { class: 'post-body' }, p.body));
+          : fromServer ? h('span', { class: 'pill' }, 'system')
+            : h('span', { class: 'pill evidence-tag' }, 'untrusted evidence'),
+        ' ', h('strong', {}, p.authorAgentId), ' · #', p.seq, ' · ', timeEl(p.createdAt)),
+      richText('post-body', p.bodyHtml, p.body, 'blockquote'));
   });
   fill($('posts'), ...(items.length ? items : [h('li', { class: 'muted' }, 'No posts yet.')]));
 }
@@ -471,19 +472,48 @@ function prettyArgs(text) {
 }
 
 async function loadApprovals() {
-  const { approvals } = await api('/api/tools/approvals');
-  fill($('approvals'), ...approvals.map((a) => h('li', { class: 'item approval', dataset: { approvalId: a.id } },
+  const [{ approvals: all }, { agents }] = await Promise.all([api('/api/tools/approvals'), api('/api/agents')]);
+  waiting.approvals = all;
+  showWaiting();
+  const holders = new Map(agents.map((a) => [a.id, a.held]));
+  const approvals = all.filter((a) => !state.team || a.teamId === state.team);
+  fill($('approvals'), ...approvals.map((a) => approvalItem(a, holders.get(a.agentId) || [])));
+  if (!approvals.length) {
+    $('approvals').append(h('li', { class: 'muted' }, all.length
+      ? `Nothing is waiting for you in this team (${all.length} in other teams).` : 'Nothing is waiting for you.'));
+  }
+}
+
+/** One waiting call: what it wants, who asks and what they hold, how long it waits, and
+ *  the answers (for a destructive tool Deny is the filled button, not Allow). */
+function approvalItem(a, held) {
+  const destructive = a.risk === 'destructive';
+  return h('li', { class: 'item approval', dataset: { approvalId: a.id } },
     h('div', { class: 'item-head' }, h('strong', {}, a.toolName), ' ',
       h('span', { class: `pill risk-${a.risk}` }, a.risk), ' ',
-      h('span', { class: 'muted' }, `${a.agentId ? `@${a.agentId}` : 'unbound agent'}${a.teamId ? ` · team ${teamName(a.teamId)}` : ''} · asked ${when(a.createdAt)} · expires ${when(a.expiresAt)}`)),
+      h('span', { class: 'muted' }, `${a.agentId ? `@${a.agentId}` : 'unbound agent'}${a.teamId ? ` · team ${teamName(a.teamId)}` : ''} · asked `,
+        timeEl(a.createdAt), ' · '), expiryEl(a.expiresAt)),
     h('p', {}, a.message),
+    held.length ? h('p', { class: 'held-by' }, `@${a.agentId} holds `, held.map((t, i) => [i ? ', ' : '',
+      h('button', { type: 'button', class: 'link', onclick: () => openTask(t.id) }, t.title)])) : null,
     h('pre', { class: 'args', 'aria-label': 'arguments (scrubbed)' }, prettyArgs(a.argsJson)),
-    h('div', { class: 'row', role: 'group', 'aria-label': `Answer ${a.toolName}` },
-      h('button', { type: 'button', class: 'primary', onclick: () => decide(a.id, 'allow_once') }, 'Allow once'),
-      h('button', { type: 'button', onclick: () => decide(a.id, 'allow_always') }, 'Allow always'),
-      h('button', { type: 'button', class: 'danger', onclick: () => decide(a.id, 'deny') }, 'Deny')))));
-  if (!approvals.length) $('approvals').append(h('li', { class: 'muted' }, 'Nothing is waiting for you.'));
-  setBadge(approvals.length);
+    h('div', { class: 'row answers', role: 'group', 'aria-label': `Answer ${a.toolName}` },
+      h('button', { type: 'button', class: destructive ? null : 'primary', onclick: () => decide(a.id, 'allow_once') }, 'Allow once'),
+      h('button', { type: 'button', onclick: () => confirmAllowAlways(a) }, 'Allow always…'),
+      h('button', { type: 'button', class: destructive ? 'danger filled' : 'danger', onclick: () => decide(a.id, 'deny') }, 'Deny')));
+}
+
+/** "Allow always" stops every later ask for this tool and caller: say so before sending it. */
+async function confirmAllowAlways(a) {
+  const who = a.agentId ? `@${a.agentId}` : 'this caller';
+  const ok = await askConfirm({
+    title: `Always allow ${a.toolName}?`,
+    lines: [`From now on ${who}'s ${a.toolName} calls run without asking you.`,
+      a.risk === 'destructive' ? `${a.toolName} is destructive: what it removes does not come back.` : null],
+    ok: 'Allow always',
+    danger: true,
+  });
+  if (ok) await decide(a.id, 'allow_always');
 }
 
 async function decide(id, decision) {
@@ -506,15 +536,55 @@ async function loadAudit() {
   const params = new URLSearchParams({ limit: '200' });
   const tool = $('audit-tool').value.trim();
   if (tool) params.set('toolName', tool);
-  const { audit } = await api(`/api/tools/audit?${params}`);
-  fill($('audit').tBodies[0], ...audit.map((r) => h('tr', { class: r.decision === 'deny' || r.isError ? 'bad' : '' },
-    h('td', {}, when(r.createdAt)), h('td', {}, r.toolName), h('td', {}, r.phase),
-    h('td', {}, r.decision), h('td', {}, r.agentId || ''), h('td', {}, r.teamId ? teamName(r.teamId) : ''),
-    h('td', {}, [r.reason, ...(r.observations || [])].filter(Boolean).join(', ')),
-    h('td', {}, h('code', { class: 'clip' }, r.phase === 'after' ? (r.resultText || '') : (r.argsJson || ''))))));
-  if (!audit.length) {
+  const [{ audit }, { approvals }] = await Promise.all([api(`/api/tools/audit?${params}`), api('/api/tools/approvals')]);
+  const calls = auditCalls(audit, approvals.filter((a) => !tool || a.toolName === tool))
+    .filter((c) => !state.team || c.teamId === state.team);
+  fill($('audit').tBodies[0], ...calls.map((c) => h('tr', {
+    class: c.decision === 'deny' || c.isError ? 'bad' : c.decision === 'waiting' ? 'waiting' : '', dataset: { callId: c.callId },
+  },
+  h('td', {}, timeEl(c.createdAt)), h('td', {}, c.toolName),
+  h('td', {}, c.decision === 'waiting' ? 'waiting for you' : c.decision || '', c.isError ? ' · failed' : ''),
+  h('td', {}, decidedByLabel(c.decidedBy)),
+  h('td', {}, c.agentId || ''), h('td', {}, c.teamId ? teamName(c.teamId) : ''),
+  h('td', {}, [c.reason, ...(c.observations || [])].filter(Boolean).join(', ')),
+  h('td', {}, h('code', { class: 'clip' }, c.argsJson || ''),
+    c.resultText ? h('code', { class: 'clip result' }, `→ ${c.resultText}`) : null))));
+  if (!calls.length) {
     $('audit').tBodies[0].append(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No tool calls yet.')));
   }
+}
+
+/** The audit's two rows of a call (its decision and its result) as one, newest first, with
+ *  the calls still waiting for a human (no audit row yet) from the pending approvals. */
+function auditCalls(rows, pending) {
+  const calls = new Map();
+  for (const r of rows) {
+    let c = calls.get(r.callId);
+    if (!c) {
+      c = { callId: r.callId, toolName: r.toolName, agentId: r.agentId, teamId: r.teamId, createdAt: r.createdAt };
+      calls.set(r.callId, c);
+    }
+    if (r.phase === 'before') {
+      Object.assign(c, { decision: r.decision, reason: r.reason, observations: r.observations,
+        decidedBy: r.decidedBy, argsJson: r.argsJson, createdAt: r.createdAt });
+    } else {
+      Object.assign(c, { resultText: r.resultText, isError: r.isError });
+    }
+  }
+  const waitingCalls = pending.filter((a) => !calls.has(a.callId)).map((a) => ({
+    callId: a.callId, toolName: a.toolName, agentId: a.agentId, teamId: a.teamId, createdAt: a.createdAt,
+    decision: 'waiting', reason: a.message, argsJson: a.argsJson,
+  }));
+  return [...waitingCalls, ...calls.values()].sort((x, y) => y.createdAt - x.createdAt);
+}
+
+/** Who decided a call, in the operator's words. */
+function decidedByLabel(by) {
+  const labels = {
+    policy: 'policy', allow_always: 'remembered grant', api: 'operator', web: 'operator', cli: 'operator (CLI)',
+    elicitation: "the agent's user", expired: 'nobody (expired)',
+  };
+  return by ? (labels[by] || by) : '';
 }
 
 async function loadToolNames() {
@@ -555,6 +625,9 @@ function connectLive() {
     const before = state.marks;
     state.marks = marks;
     setBadge(marks.pendingApprovals);
+    if (!before || marks.approvals !== before.approvals || marks.pendingApprovals !== before.pendingApprovals) {
+      refresh('waiting', loadWaiting);
+    }
     if (!before) return;
     for (const [area, view] of Object.entries(AREA_VIEWS)) {
       if (marks[area] !== before[area] && state.view === view) loaders[view]();
@@ -564,14 +637,15 @@ function connectLive() {
 }
 
 function wire() {
-  window.addEventListener('hashchange', () => showView(location.hash.slice(1)));
+  window.addEventListener('hashchange', () => route());
   $('team-filter').addEventListener('change', (e) => {
     state.team = e.target.value;
+    setAddress(currentPath(), true);
     if (state.team) { state.room = state.team; $('room-team').value = state.team; loadRoom(true); }
     loaders[state.view]();
   });
   $('show-dropped').addEventListener('change', () => loaders.board());
-  $('room-team').addEventListener('change', (e) => { state.room = e.target.value; refresh('room', () => loadRoom(true)); });
+  $('room-team').addEventListener('change', (e) => { state.room = e.target.value; setAddress(`room/${state.room}`); refresh('room', () => loadRoom(true)); });
   $('post-form').addEventListener('submit', async (e) => {
     e.preventDefault();
     const text = $('post-text').value;
@@ -582,7 +656,7 @@ function wire() {
       await loaders.room();
     });
   });
-  $('memory-form').addEventListener('submit', (e) => { e.preventDefault(); loaders.memory(); });
+  $('memory-form').addEventListener('submit', (e) => { e.preventDefault(); setAddress(memoryPath()); loaders.memory(); });
   $('memory-mode').addEventListener('change', () => loaders.memory());
   $('audit-tool').addEventListener('change', () => loaders.audit());
   $('new-task-button').addEventListener('click', () => {
@@ -620,7 +694,521 @@ function wire() {
   for (const button of document.querySelectorAll('[data-close]')) {
     button.addEventListener('click', () => button.closest('dialog').close());
   }
-  $('task-dialog').addEventListener('close', () => { state.openTaskId = null; });
+  $('task-dialog').addEventListener('close', () => { state.openTaskId = null; leaveTaskAddress(); });
+}
+
+// ---------- approvals everywhere (issue 46) ----------
+
+const BASE_TITLE = document.title;
+
+/** The calls waiting for a human, whichever view is open. */
+const waiting = { approvals: [] };
+
+async function loadWaiting() {
+  const { approvals } = await api('/api/tools/approvals');
+  waiting.approvals = approvals;
+  showWaiting();
+}
+
+/** The count in the page title, the banner, the badge and the "waiting for you" marks. */
+function showWaiting() {
+  const list = waiting.approvals;
+  document.title = list.length ? `(${list.length}) waiting · ${BASE_TITLE}` : BASE_TITLE;
+  const banner = $('waiting-banner');
+  banner.hidden = !list.length;
+  if (list.length) {
+    fill(banner, h('strong', {}, list.length === 1 ? '1 call waits for your approval' : `${list.length} calls wait for your approval`),
+      ': ', list.slice(0, 3).map((a, i) => [i ? ', ' : '', `${a.toolName} by ${a.agentId ? `@${a.agentId}` : 'an unbound agent'}`]),
+      list.length > 3 ? ', …' : '', ' ', h('a', { href: hashFor('approvals') }, 'Answer'));
+  } else {
+    banner.replaceChildren();
+  }
+  setBadge(list.length);
+  if (state.agents.length) { renderAgents(); tidyAgents(); }
+  markWaiting();
+}
+
+/** Mark the agents who wait on a human, in the agents panel and on the cards they hold. */
+function markWaiting() {
+  const agents = new Set(waiting.approvals.map((a) => a.agentId).filter(Boolean));
+  for (const el of document.querySelectorAll('.agent[data-agent-id]')) {
+    if (!agents.has(el.dataset.agentId)) continue;
+    // Its calls stopped because it waits: not silent, and the ticker must not say so.
+    el.className = 'agent waiting-you';
+    delete el.dataset.aliveUntil;
+    el.querySelector('.agent-state').textContent = 'waiting for you';
+  }
+  const byId = new Map(state.tasks.map((t) => [t.id, t]));
+  for (const el of document.querySelectorAll('#columns .card[data-task-id]')) {
+    const task = byId.get(el.dataset.taskId);
+    const is = Boolean(task && task.assigneeAgentId && agents.has(task.assigneeAgentId));
+    el.classList.toggle('waiting-you', is);
+    const tag = el.querySelector('.waiting-tag');
+    if (is && !tag) el.querySelector('.card-meta').prepend(h('span', { class: 'waiting-tag' }, 'waiting for you'));
+    if (!is && tag) tag.remove();
+  }
+}
+
+/** Time left before a waiting call expires (`expires in 4:32`). */
+function expiryLeft(expiresAt) {
+  const left = Math.ceil((expiresAt - Date.now()) / 1000);
+  if (left <= 0) return 'expired';
+  return `expires in ${Math.floor(left / 60)}:${String(left % 60).padStart(2, '0')}`;
+}
+
+function expiryEl(expiresAt) {
+  return h('span', { class: 'expiry', title: `expires at ${when(expiresAt)}`, dataset: { expiresAt } }, expiryLeft(expiresAt));
+}
+
+/** A modal question; resolves true when the operator confirms. `lines` are paragraphs. */
+function askConfirm({ title, lines, ok, danger }) {
+  const dialog = $('confirm-dialog');
+  $('confirm-title').textContent = title;
+  fill($('confirm-text'), lines.filter(Boolean).map((line) => h('p', {}, line)));
+  const okButton = $('confirm-ok');
+  okButton.textContent = ok;
+  okButton.className = danger ? 'danger filled' : 'primary';
+  dialog.returnValue = '';
+  dialog.showModal();
+  $('confirm-cancel').focus();
+  return new Promise((resolve) => {
+    dialog.addEventListener('close', () => resolve(dialog.returnValue === 'ok'), { once: true });
+  });
+}
+
+// ---------- addresses (issue 46) ----------
+
+/** `#view[/arg][?query]`: the view, its argument (a task id, a room) and the query (the
+ *  team filter as `team`, the memory search as `q`). */
+function parseAddress(hash) {
+  const raw = hash.replace(/^#/, '');
+  const q = raw.indexOf('?');
+  const path = q < 0 ? raw : raw.slice(0, q);
+  const params = new URLSearchParams(q < 0 ? '' : raw.slice(q + 1));
+  const [view, ...rest] = path.split('/');
+  return { view: view || 'board', arg: rest.length ? decodeURIComponent(rest.join('/')) : '', params };
+}
+
+/** The address of `path` with the team filter. */
+function hashFor(path) {
+  if (!state.team) return `#${path}`;
+  return `#${path}${path.includes('?') ? '&' : '?'}team=${encodeURIComponent(state.team)}`;
+}
+
+/** The address of what is on screen now, without the team filter. */
+function currentPath() {
+  const { view, arg, params } = parseAddress(location.hash);
+  params.delete('team');
+  const query = params.toString();
+  return `${view}${arg ? `/${encodeURIComponent(arg)}` : ''}${query ? `?${query}` : ''}`;
+}
+
+/** Put `path` in the address bar (a new history entry unless `replace`), without routing. */
+function setAddress(path, replace) {
+  const next = hashFor(path);
+  if (location.hash !== next) {
+    if (replace) history.replaceState(null, '', next);
+    else history.pushState(null, '', next);
+  }
+  updateTabLinks();
+}
+
+function memoryPath() {
+  const query = $('memory-query').value.trim();
+  return query ? `memory?${new URLSearchParams({ q: query })}` : 'memory';
+}
+
+/** The tabs keep the team filter. */
+function updateTabLinks() {
+  for (const a of document.querySelectorAll('.tabs a[data-view]')) a.setAttribute('href', hashFor(a.dataset.view));
+}
+
+/** Closing a task's dialog by hand leaves its address for the board's. */
+function leaveTaskAddress() {
+  if (parseAddress(location.hash).view === 'task') setAddress('board');
+}
+
+/** Show what the address names: on load, on back and forward, on a pasted link. */
+async function route() {
+  const { view, arg, params } = parseAddress(location.hash);
+  const team = params.get('team') || '';
+  if (team !== state.team) {
+    state.team = team;
+    if (team && ![...$('team-filter').options].some((o) => o.value === team)) {
+      state.teams = [...state.teams, { id: team, name: team }];
+      renderTeamPickers();
+    }
+    $('team-filter').value = team;
+    if (team) { state.room = team; $('room-team').value = team; state.posts = []; state.roomCursor = 0; }
+  }
+  updateTabLinks();
+  if (view === 'task' && arg) {
+    if (state.view !== 'board' || $('view-board').hidden) showView('board');
+    if (state.openTaskId !== arg || !$('task-dialog').open) await openTask(arg);
+    return;
+  }
+  if ($('task-dialog').open) $('task-dialog').close();
+  if (view === 'room' && arg && arg !== state.room) {
+    state.room = arg;
+    if (![...$('room-team').options].some((o) => o.value === arg)) {
+      state.teams = [...state.teams, { id: arg, name: arg }];
+      renderTeamPickers();
+    }
+    $('room-team').value = arg;
+    state.posts = [];
+    state.roomCursor = 0;
+  }
+  if (view === 'memory') $('memory-query').value = params.get('q') || '';
+  showView(view);
+}
+
+async function copyTaskLink() {
+  if (!state.openTaskId) return;
+  const link = `${location.origin}${location.pathname}#task/${encodeURIComponent(state.openTaskId)}`;
+  try {
+    await navigator.clipboard.writeText(link);
+    $('copy-link').textContent = 'Copied';
+    setTimeout(() => { $('copy-link').textContent = 'Copy link'; }, 1500);
+  } catch {
+    toast(`Copy this link: ${link}`);
+  }
+}
+
+// ---------- habits: times, authors, theme, keyboard (issue 46) ----------
+
+/** `3 min ago` (or `in 2 min`), the absolute time on hover. */
+function relTime(ms) {
+  const diff = Math.round((Date.now() - ms) / 1000);
+  const abs = Math.abs(diff);
+  const say = (n, unit) => (diff >= 0 ? `${n} ${unit} ago` : `in ${n} ${unit}`);
+  if (abs < 45) return diff >= 0 ? 'just now' : 'in a moment';
+  if (abs < 3600) return say(Math.max(1, Math.round(abs / 60)), 'min');
+  if (abs < 86400) return say(Math.round(abs / 3600), 'h');
+  if (abs < 7 * 86400) return say(Math.round(abs / 86400), 'd');
+  return new Date(ms).toLocaleDateString();
+}
+
+function timeEl(ms) {
+  if (!ms) return '';
+  return h('time', { datetime: new Date(ms).toISOString(), title: when(ms), dataset: { rel: ms } }, relTime(ms));
+}
+
+/** The operator is "operator" everywhere; the server's notices are "system". */
+function authorName(type) {
+  return type === 'user' ? 'operator' : type;
+}
+
+/** Agents' words are untrusted evidence; the operator's and the server's are not. */
+function authorTag(type) {
+  if (type === 'agent') return h('span', { class: 'pill evidence-tag' }, 'untrusted evidence');
+  return h('span', { class: 'pill' }, authorName(type));
+}
+
+/** `operator · 3 min ago`, `system · …`, or an agent's id behind the untrusted tag. */
+function commentHead(c) {
+  const who = c.authorType === 'agent' ? [authorTag('agent'), ' ', c.authorAgentId || 'agent'] : authorTag(c.authorType);
+  return [who, ' · ', timeEl(c.createdAt)];
+}
+
+/** Markdown the server rendered and sanitized (pulldown-cmark, then ammonia), or the
+ *  plain text when no rendering came. Parsed inert in a template: nothing in it runs, and
+ *  the page's CSP allows no inline script anyway. */
+function richText(cls, html, text, tag = 'div') {
+  const el = h(tag, { class: `${cls} md` });
+  if (typeof html !== 'string') { el.textContent = text; return el; }
+  const template = document.createElement('template');
+  template.innerHTML = html;
+  el.append(template.content);
+  for (const a of el.querySelectorAll('a[href]')) a.target = '_blank';
+  return el;
+}
+
+/** Every second: expiry countdowns and relative times. */
+function tickHabits() {
+  for (const el of document.querySelectorAll('[data-expires-at]')) el.textContent = expiryLeft(Number(el.dataset.expiresAt));
+  for (const el of document.querySelectorAll('time[data-rel]')) el.textContent = relTime(Number(el.dataset.rel));
+}
+
+const THEMES = ['auto', 'dark', 'light'];
+
+/** `auto` follows the system's `prefers-color-scheme`; a choice is remembered. */
+function applyTheme(theme) {
+  if (theme === 'auto') delete document.documentElement.dataset.theme;
+  else document.documentElement.dataset.theme = theme;
+  $('theme-toggle').textContent = `Theme: ${theme}`;
+}
+
+function savedTheme() {
+  try { return THEMES.includes(localStorage.getItem('clawboo.theme')) ? localStorage.getItem('clawboo.theme') : 'auto'; } catch { return 'auto'; }
+}
+
+function cycleTheme() {
+  const next = THEMES[(THEMES.indexOf(savedTheme()) + 1) % THEMES.length];
+  try { localStorage.setItem('clawboo.theme', next); } catch { /* private mode: this page only */ }
+  applyTheme(next);
+}
+
+/** The board's cards narrowed to those whose title holds the filter text. */
+function applyBoardSearch() {
+  const query = $('board-search').value.trim().toLowerCase();
+  for (const li of document.querySelectorAll('#columns .cards > li')) {
+    const title = li.querySelector('.card-title')?.textContent.toLowerCase() || '';
+    li.hidden = Boolean(query) && !title.includes(query);
+  }
+}
+
+function afterBoardRender() {
+  tidyAgents();
+  markWaiting();
+  roomForColumns();
+  applyBoardSearch();
+}
+
+function focusSearch() {
+  const targets = { board: 'board-search', memory: 'memory-query', audit: 'audit-tool' };
+  if (!targets[state.view]) location.hash = hashFor('board');
+  $(targets[state.view] || 'board-search').focus();
+}
+
+/** `j`/`k`: the next or previous visible card takes the focus. */
+function moveCardFocus(step) {
+  const cards = [...document.querySelectorAll('#columns .card')].filter((c) => c.offsetParent !== null);
+  if (!cards.length) return;
+  const at = cards.indexOf(document.activeElement);
+  const next = cards[at < 0 ? 0 : Math.min(cards.length - 1, Math.max(0, at + step))];
+  next.focus();
+  next.scrollIntoView({ block: 'nearest', inline: 'nearest' });
+}
+
+const GO_KEYS = { b: 'board', r: 'room', m: 'memory', a: 'approvals', l: 'audit' };
+let goPending = false;
+
+function onShortcut(e) {
+  const t = e.target;
+  const typing = t instanceof HTMLElement && (t.isContentEditable || ['INPUT', 'TEXTAREA', 'SELECT'].includes(t.tagName));
+  if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
+    const form = typing ? t.closest('form') : null;
+    if (form) { e.preventDefault(); form.requestSubmit(); }
+    return;
+  }
+  if (typing || e.ctrlKey || e.metaKey || e.altKey || document.querySelector('dialog[open]')) return;
+  if (goPending) {
+    goPending = false;
+    if (GO_KEYS[e.key]) { e.preventDefault(); location.hash = hashFor(GO_KEYS[e.key]); }
+    return;
+  }
+  switch (e.key) {
+    case 'c':
+      e.preventDefault();
+      if (state.view !== 'board') location.hash = hashFor('board');
+      $('new-task-button').click();
+      break;
+    case '/': e.preventDefault(); focusSearch(); break;
+    case 'j': moveCardFocus(1); break;
+    case 'k': moveCardFocus(-1); break;
+    case 'g': goPending = true; setTimeout(() => { goPending = false; }, 1500); break;
+    case '?': e.preventDefault(); $('shortcuts-dialog').showModal(); break;
+    default:
+  }
+}
+
+function wireHabits() {
+  applyTheme(savedTheme());
+  $('theme-toggle').addEventListener('click', cycleTheme);
+  $('shortcuts-button').addEventListener('click', () => $('shortcuts-dialog').showModal());
+  document.addEventListener('keydown', onShortcut);
+  $('board-search').addEventListener('input', applyBoardSearch);
+  $('copy-link').addEventListener('click', copyTaskLink);
+  wireKanban();
+  setInterval(tickHabits, 1000);
+}
+
+// ---------- a kanban with room (issue 46) ----------
+
+/** What the operator folded away, remembered across visits. */
+const kanban = {
+  collapsed: new Set(readPref('clawboo.collapsed', ['backlog', 'done', 'cancelled'])),
+  agentsOpen: readPref('clawboo.agentsOpen', !window.matchMedia('(max-width: 760px)').matches),
+  showSilent: false,
+  phoneColumn: 'todo',
+};
+
+function readPref(key, fallback) {
+  try { const v = localStorage.getItem(key); return v === null ? fallback : JSON.parse(v); } catch { return fallback; }
+}
+
+function writePref(key, value) {
+  try { localStorage.setItem(key, JSON.stringify(value)); } catch { /* private mode: this page only */ }
+}
+
+/** The agents strip folds away; agents silent with nothing held hide behind a button. */
+function tidyAgents() {
+  const list = $('agent-list');
+  list.hidden = !kanban.agentsOpen;
+  $('agents-toggle').setAttribute('aria-expanded', String(kanban.agentsOpen));
+  const silentIdle = state.agents.filter((a) => !a.alive && !a.held.length).map((a) => a.id);
+  const held = state.agents.reduce((n, a) => n + a.held.length, 0);
+  $('agents-summary').textContent = state.agents.length
+    ? `${state.agents.length - silentIdle.length} active · ${held} task(s) held${silentIdle.length ? ` · ${silentIdle.length} silent` : ''}` : '';
+  const hidden = new Set(kanban.showSilent ? [] : silentIdle);
+  for (const li of list.querySelectorAll('.agent[data-agent-id]')) li.hidden = hidden.has(li.dataset.agentId);
+  $('silent-toggle')?.parentElement.remove();
+  if (silentIdle.length) {
+    list.append(h('li', {}, h('button', {
+      type: 'button', class: 'link', id: 'silent-toggle',
+      onclick: () => { kanban.showSilent = !kanban.showSilent; renderAgents(); tidyAgents(); markWaiting(); },
+    }, kanban.showSilent ? 'Hide silent agents' : `Show ${silentIdle.length} silent agent(s)`)));
+  }
+}
+
+/** Fold buttons on Backlog, Done and Cancelled; waiting cards dimmed with what they wait
+ *  on; sub-task progress; the phone's one-column switcher. */
+function roomForColumns() {
+  const byId = new Map(state.tasks.map((t) => [t.id, t]));
+  for (const column of document.querySelectorAll('#columns .column[data-status]')) {
+    const status = column.dataset.status;
+    column.classList.toggle('phone-current', status === kanban.phoneColumn);
+    if (!['backlog', 'done', 'cancelled'].includes(status)) continue;
+    const folded = kanban.collapsed.has(status);
+    column.classList.toggle('collapsed', folded);
+    column.querySelector('h3').prepend(h('button', {
+      type: 'button', class: 'fold', 'aria-expanded': String(!folded),
+      'aria-label': `${folded ? 'Expand' : 'Collapse'} ${STATUS_LABELS[status] || status}`,
+      onclick: () => toggleColumn(status),
+    }, folded ? '▸' : '▾'));
+  }
+  for (const el of document.querySelectorAll('#columns .card[data-task-id]')) {
+    const task = byId.get(el.dataset.taskId);
+    if (!task) continue;
+    if (task.teamId) {
+      // A colour per team, set through the CSSOM (the CSP allows no style attribute).
+      el.classList.add('teamed');
+      el.style.setProperty('--team-hue', String(teamHue(task.teamId)));
+    }
+    const open = task.dependsOn.map((id) => byId.get(id)).filter((d) => d && d.status !== 'done');
+    if (open.length && !['done', 'cancelled'].includes(task.status)) {
+      el.classList.add('waits');
+      el.append(h('span', { class: 'waits-on' }, `waits on ${open.map((d) => d.title).join(', ')}`));
+    }
+    const kids = state.tasks.filter((t) => t.parentTaskId === task.id);
+    if (kids.length) {
+      const done = kids.filter((t) => t.status === 'done').length;
+      el.querySelector('.card-meta').append(h('span', { class: 'progress', title: `${done} of ${kids.length} sub-tasks done` },
+        h('progress', { max: kids.length, value: done }), ` ${done}/${kids.length} done`));
+    }
+  }
+  const counts = new Map();
+  for (const t of state.tasks) counts.set(t.status, (counts.get(t.status) || 0) + 1);
+  const statuses = state.workflow ? state.workflow.statuses : Object.keys(STATUS_LABELS);
+  fill($('column-switcher'), statuses.map((status) => h('button', {
+    type: 'button', dataset: { status }, 'aria-pressed': String(status === kanban.phoneColumn),
+    onclick: () => { kanban.phoneColumn = status; roomForPhone(); },
+  }, STATUS_LABELS[status] || status, ' ', h('span', { class: 'count' }, counts.get(status) || 0))));
+}
+
+/** A stable hue for a team id, so each team's cards carry the same colour everywhere. */
+function teamHue(id) {
+  let hash = 0;
+  for (const ch of id) hash = (hash * 31 + ch.codePointAt(0)) % 360;
+  return hash;
+}
+
+function roomForPhone() {
+  for (const column of document.querySelectorAll('#columns .column[data-status]')) {
+    column.classList.toggle('phone-current', column.dataset.status === kanban.phoneColumn);
+  }
+  for (const b of $('column-switcher').querySelectorAll('button')) {
+    b.setAttribute('aria-pressed', String(b.dataset.status === kanban.phoneColumn));
+  }
+}
+
+function toggleColumn(status) {
+  if (kanban.collapsed.has(status)) kanban.collapsed.delete(status);
+  else kanban.collapsed.add(status);
+  writePref('clawboo.collapsed', [...kanban.collapsed]);
+  renderBoard();
+  afterBoardRender();
+}
+
+function wireKanban() {
+  $('agents-toggle').addEventListener('click', () => {
+    kanban.agentsOpen = !kanban.agentsOpen;
+    writePref('clawboo.agentsOpen', kanban.agentsOpen);
+    tidyAgents();
+  });
+}
+
+
+// ---------- safe moves and editing (issue 46) ----------
+
+/** Ask before a move that cannot be undone (Done, Cancelled), one that leaves dependencies
+ *  open, or one that takes a task from the agent who holds it. */
+async function safeMove(task, to) {
+  const label = STATUS_LABELS[to] || to;
+  const byId = new Map(state.tasks.map((t) => [t.id, t]));
+  const open = task.dependsOn.filter((id) => byId.get(id)?.status !== 'done');
+  const final = to === 'done' || to === 'cancelled';
+  // Only a move back to To do clears the holder (the store's rule).
+  const takesBack = Boolean(task.assigneeAgentId) && to === 'todo';
+  const lines = [
+    final ? `${label} is final: the task does not move again.` : null,
+    to === 'done' && open.length ? `It depends on ${open.length} task(s) not done yet: ${open.map((id) => byId.get(id)?.title || id).join(', ')}.` : null,
+    takesBack ? `@${task.assigneeAgentId} holds it: moving it takes it back, ends the agent's claim and lease, and leaves a comment saying so.` : null,
+  ];
+  if (lines.some(Boolean)) {
+    const ok = await askConfirm({ title: `Move “${task.title}” to ${label}?`, lines, ok: `Move to ${label}`, danger: final || takesBack });
+    if (!ok) return;
+  }
+  await moveTask(task.id, to);
+}
+
+/** The "Depends on" picker: tasks of the same team only, never the task's ancestors,
+ *  narrowed by a search. */
+function depPicker(task, ancestors) {
+  const existing = $('dep-picker');
+  if (existing && existing.dataset.taskId === task.id && existing.querySelector('input').value) return existing;
+  const excluded = new Set([task.id, ...task.dependsOn, ...ancestors.map((a) => a.id)]);
+  const candidates = state.tasks.filter((t) => !excluded.has(t.id) && (t.teamId || '') === (task.teamId || ''));
+  if (!candidates.length) return h('p', { class: 'muted' }, 'No other task of this team to depend on.');
+  const select = h('select', { name: 'dep', id: 'dep-select' });
+  const show = (query) => fill(select, candidates.filter((c) => c.title.toLowerCase().includes(query.toLowerCase()))
+    .map((c) => h('option', { value: c.id }, `${c.title} (${STATUS_LABELS[c.status] || c.status})`)));
+  show('');
+  return h('form', {
+    class: 'row', id: 'dep-picker', dataset: { taskId: task.id },
+    onsubmit: (e) => { e.preventDefault(); if (select.value) addDependency(task.id, select.value); },
+  },
+  h('label', {}, 'Find ', h('input', { type: 'search', id: 'dep-search', placeholder: 'title contains…', autocomplete: 'off', oninput: (e) => show(e.target.value) })),
+  h('label', {}, 'Depends on ', select),
+  h('button', { type: 'submit' }, 'Add dependency'));
+}
+
+/** Title, description and priority, edited in place (kept while a live refresh redraws). */
+function editForm(task) {
+  const existing = $('edit-task');
+  if (existing && existing.dataset.taskId === task.id && existing.open) return existing;
+  return h('details', { id: 'edit-task', class: 'edit', dataset: { taskId: task.id } },
+    h('summary', {}, 'Edit'),
+    h('form', { class: 'stack', onsubmit: (e) => { e.preventDefault(); saveEdit(task, e.target); } },
+      h('label', {}, 'Title', h('input', { name: 'title', required: true, maxlength: 500, value: task.title })),
+      h('label', {}, 'Description', h('textarea', { name: 'description', rows: 4 }, task.description || '')),
+      h('label', {}, 'Priority', h('input', { name: 'priority', type: 'number', min: -1000, max: 1000, value: task.priority })),
+      h('div', {}, h('button', { type: 'submit', class: 'primary' }, 'Save'))));
+}
+
+async function saveEdit(task, form) {
+  const body = {};
+  const { title, description, priority } = form.elements;
+  if (title.value !== task.title) body.title = title.value;
+  if (description.value !== (task.description || '')) body.description = description.value;
+  if (Number(priority.value) !== task.priority) body.priority = Number(priority.value);
+  if (!Object.keys(body).length) { $('edit-task').open = false; return; }
+  await attempt(async () => {
+    await api(`/api/board/${encodeURIComponent(task.id)}`, { method: 'PATCH', body });
+    $('edit-task').open = false;
+    await loadBoard();
+    await loadDetail(task.id);
+  });
 }
 
 async function start() {
@@ -629,7 +1217,8 @@ async function start() {
     state.workflow = await api('/api/board/workflow');
     await loadTeams();
   });
-  showView(location.hash.slice(1) || 'board');
+  wireHabits();
+  await route();
   connectLive();
   setInterval(tickCountdowns, 1000);
   attempt(loadToolNames);

@@ -169,3 +169,43 @@ async fn moving_a_task_nobody_holds_into_progress_claims_it_for_someone_named() 
     assert_eq!(task["task"]["assigneeAgentId"], "frank");
     assert_eq!(task["task"]["claimToken"], 1);
 }
+
+#[tokio::test]
+async fn taking_a_held_task_back_leaves_a_system_comment_and_detail_renders_markdown() {
+    let server = Server::start(&[]);
+    let task = http_support::create_task(&server, "oil the hinges", "red").await;
+    let id = task["id"].as_str().unwrap();
+    let url = server.url(&format!("/api/board/{id}"));
+    let http = client();
+    let send = |body: Value| http.patch(&url).json(&body).send();
+    let held = send(json!({"status": "in_progress", "assigneeAgentId": "gus",
+                           "description": "**steps** <script>x()</script>"}))
+    .await
+    .unwrap();
+    assert_eq!(held.status(), 200);
+    // A move the holder keeps (and one by the holder itself) leaves no note.
+    let blocked = send(json!({"status": "blocked"})).await.unwrap();
+    assert_eq!(blocked.status(), 200);
+    let back = send(json!({"status": "todo"})).await.unwrap();
+    assert_eq!(back.status(), 200);
+    assert_eq!(
+        back.json::<Value>().await.unwrap()["task"]["assigneeAgentId"],
+        Value::Null
+    );
+
+    let detail = http_support::get_json(&url).await;
+    let comments = detail["comments"].as_array().unwrap();
+    assert_eq!(comments.len(), 1, "{detail}");
+    assert_eq!(comments[0]["authorType"], "system");
+    let body = comments[0]["body"].as_str().unwrap();
+    assert!(
+        body.contains("took this task back from gus (it was blocked, now todo)"),
+        "{body}"
+    );
+    assert!(comments[0]["bodyHtml"].as_str().unwrap().starts_with("<p>"));
+    let html = detail["task"]["descriptionHtml"].as_str().unwrap();
+    assert!(
+        html.contains("<strong>steps</strong>") && !html.contains("<script"),
+        "{html}"
+    );
+}

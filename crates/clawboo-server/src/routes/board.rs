@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use clawboo_store::board::{
-    AuthorType, BoardCursor, CreatePolicy, NewComment, NewTask, Scope, Status, TaskFilter,
+    AuthorType, BoardCursor, CreatePolicy, NewComment, NewTask, Scope, Status, Task, TaskFilter,
     TaskPatch,
 };
 use serde::Deserialize;
@@ -104,7 +104,19 @@ async fn detail(
     let lookup = id.clone();
     let detail = blocking(move || Ok(store.task_detail(&lookup, Scope::ALL)?)).await?;
     let detail = detail.ok_or_else(|| AppError::not_found(format!("not found: {id}")))?;
-    Ok(axum::Json(json!(detail)))
+    // The board shows the description and comments as rendered markdown.
+    let mut answer = json!(detail);
+    if let Some(text) = answer["task"]["description"].as_str() {
+        answer["task"]["descriptionHtml"] = json!(crate::markdown::to_html(text));
+    }
+    if let Some(comments) = answer["comments"].as_array_mut() {
+        for comment in comments {
+            if let Some(text) = comment["body"].as_str() {
+                comment["bodyHtml"] = json!(crate::markdown::to_html(text));
+            }
+        }
+    }
+    Ok(axum::Json(answer))
 }
 
 #[derive(Deserialize)]
@@ -220,7 +232,12 @@ async fn patch(
                 body.actor_agent_id.as_deref(),
                 body.assignee_agent_id.as_deref(),
             );
-            task = Some(store.set_status(&id, status, actor, assignee, Scope::ALL)?);
+            let before = store.get_task(&id, Scope::ALL)?;
+            let moved = store.set_status(&id, status, actor, assignee, Scope::ALL)?;
+            if let Some(note) = before.and_then(|b| taken_back_note(&b, &moved, actor)) {
+                store.add_comment(&id, note, Scope::ALL)?;
+            }
+            task = Some(moved);
         }
         if let Some(dropped) = body.dropped {
             task = Some(store.set_dropped(&id, dropped, Scope::ALL)?);
@@ -229,6 +246,24 @@ async fn patch(
     })
     .await?;
     Ok(axum::Json(json!({ "task": task })))
+}
+
+/// The server's comment when the operator's move took a task from the agent who held it
+/// (its claim and lease end without the agent doing anything), so the agent and everyone
+/// reading the task later learn why it lost the task.
+fn taken_back_note(before: &Task, after: &Task, actor: Option<&str>) -> Option<NewComment> {
+    let holder = before.assignee_agent_id.as_deref()?;
+    if after.assignee_agent_id.is_some() || actor == Some(holder) {
+        return None;
+    }
+    Some(NewComment {
+        author_agent_id: None,
+        author_type: AuthorType::System,
+        body: format!(
+            "The operator took this task back from {holder} (it was {}, now {}): {holder}'s claim and lease ended. Claim it again to keep working on it.",
+            before.status, after.status
+        ),
+    })
 }
 
 #[derive(Deserialize)]

@@ -74,7 +74,8 @@ async fn read(
                 body: &p.body,
             });
             json!({"seq": p.seq, "roomId": p.room_id, "authorAgentId": p.author, "kind": p.kind,
-                   "body": p.body, "createdAt": p.created_at, "wrapped": wrapped})
+                   "body": p.body, "bodyHtml": crate::markdown::to_html(&p.body),
+                   "createdAt": p.created_at, "wrapped": wrapped})
         })
         .collect();
     Ok(axum::Json(
