@@ -34,6 +34,7 @@ pub mod guard;
 pub mod mcp_http;
 pub mod mcp_sessions;
 pub mod mounts;
+pub mod ops;
 pub mod rate_limit;
 pub mod routes;
 pub mod status;
@@ -434,7 +435,8 @@ fn router(state: AppState) -> Router {
         .merge(routes::tools::routes())
         .merge(routes::chat::routes())
         .merge(routes::events::routes())
-        .merge(routes::web::routes());
+        .merge(routes::web::routes())
+        .merge(ops::routes());
     for mount in &state.shared.mounts {
         router = router.route_service(&mount.path(), mount.route());
     }

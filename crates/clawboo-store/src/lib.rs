@@ -30,6 +30,7 @@ pub mod leases;
 mod migrations;
 pub mod normalize;
 mod notices;
+pub mod ops;
 mod path;
 mod postgres;
 pub mod scrub;

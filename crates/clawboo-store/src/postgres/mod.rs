@@ -16,6 +16,7 @@ mod codec;
 mod error;
 mod listen;
 mod migrations;
+pub(crate) use migrations::LATEST;
 mod pool;
 mod tls;
 
@@ -312,6 +313,11 @@ impl PgDb {
             Some((Mode::Autocommit, tx)) => self.in_transaction(tx, false, f),
             None => self.in_transaction(self.fresh_tx()?, false, f),
         }
+    }
+
+    /// The pool's occupancy, for the operators' gauges.
+    pub(crate) fn pool_stats(&self) -> crate::ops::PoolStats {
+        self.pool.stats()
     }
 
     pub(crate) fn queued_writes(&self) -> usize {

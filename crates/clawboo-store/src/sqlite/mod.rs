@@ -223,6 +223,7 @@ impl SqliteDb {
     where
         E: From<StoreError>,
     {
+        crate::ops::sqlite_round_trip();
         let conn = self.lock();
         if !conn.is_autocommit() {
             return in_transaction(&conn, Bracket::SAVEPOINT, f);
@@ -313,6 +314,7 @@ impl SqliteDb {
     }
 
     fn run_group(&self, store: &Store, conn: &Connection, group: Vec<QueuedWrite>) {
+        crate::ops::sqlite_group(group.len());
         if let Err(e) = run_cached(conn, "BEGIN IMMEDIATE") {
             // No shared transaction: the loop below runs each write on its own.
             tracing::debug!(error = %e, "group commit could not begin; writing one by one");
@@ -402,6 +404,7 @@ impl SqliteDb {
         &self,
         f: impl FnOnce(&Connection) -> Result<T, E>,
     ) -> Result<T, E> {
+        crate::ops::sqlite_round_trip();
         match self.connection_for_read() {
             ReadConnection::Writer(conn) => f(&conn),
             ReadConnection::Reader(reader) => f(&reader),
@@ -429,6 +432,7 @@ impl SqliteDb {
     where
         E: From<StoreError>,
     {
+        crate::ops::sqlite_round_trip();
         match self.connection_for_read() {
             ReadConnection::Writer(conn) if !conn.is_autocommit() => f(&conn),
             ReadConnection::Writer(conn) => in_transaction(&conn, Bracket::DEFERRED, f),
