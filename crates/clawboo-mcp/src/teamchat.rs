@@ -28,6 +28,7 @@ use serde_json::json;
 use crate::binding::Binding;
 use crate::envelope::{PeerPost, format_peer_post};
 use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
+use crate::metrics::ProtocolFamily;
 use crate::protocol::{
     Effect, blocking, blocking_write, invalid_args, json_result, store_failure, tool_error,
     unknown_tool,
@@ -92,7 +93,10 @@ impl TeamChatServer {
             }
             since_seq = page.next_seq;
             if held.is_none() {
-                held = Some(self.waits.begin(WaitOwner::of(&self.binding, request))?);
+                held = Some(self.waits.begin(
+                    WaitOwner::of(&self.binding, request),
+                    ProtocolFamily::of(request),
+                )?);
                 if let Some(token) = request.meta.get_progress_token() {
                     let waiting = ProgressNotificationParam::new(token, 0.0)
                         .with_message(format!("no new posts yet; waiting up to {wait_ms} ms"));

@@ -73,6 +73,8 @@ pub struct Counters {
     pub sqlite_grouped_writes: u64,
     /// Expired leases this process took back.
     pub leases_reclaimed: u64,
+    /// Chat posts this process wrote (agents', operators' and the server's own).
+    pub chat_posts: u64,
 }
 
 static POSTGRES_ROUND_TRIPS: AtomicU64 = AtomicU64::new(0);
@@ -82,6 +84,7 @@ static SQLITE_ERRORS: AtomicU64 = AtomicU64::new(0);
 static SQLITE_GROUPS: AtomicU64 = AtomicU64::new(0);
 static SQLITE_GROUPED_WRITES: AtomicU64 = AtomicU64::new(0);
 static LEASES_RECLAIMED: AtomicU64 = AtomicU64::new(0);
+static CHAT_POSTS: AtomicU64 = AtomicU64::new(0);
 
 fn bump(counter: &AtomicU64, by: u64) {
     counter.fetch_add(by, Ordering::Relaxed);
@@ -104,6 +107,9 @@ pub(crate) fn sqlite_group(writes: usize) {
     bump(&SQLITE_GROUPS, 1);
     bump(&SQLITE_GROUPED_WRITES, writes as u64);
 }
+pub(crate) fn chat_posted() {
+    bump(&CHAT_POSTS, 1);
+}
 pub(crate) fn leases_reclaimed(count: usize) {
     bump(&LEASES_RECLAIMED, count as u64);
 }
@@ -119,6 +125,7 @@ pub fn counters() -> Counters {
         sqlite_groups: read(&SQLITE_GROUPS),
         sqlite_grouped_writes: read(&SQLITE_GROUPED_WRITES),
         leases_reclaimed: read(&LEASES_RECLAIMED),
+        chat_posts: read(&CHAT_POSTS),
     }
 }
 

@@ -78,6 +78,7 @@ fn main() -> ExitCode {
         Command::Memory { db, command } => clawboo::memory::run(db, command),
         Command::Models { command } => clawboo::memory::run_models(command),
     };
+    clawboo::telemetry::shutdown();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
