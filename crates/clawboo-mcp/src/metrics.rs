@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use clawboo_memory::SearchMode;
@@ -111,6 +111,25 @@ static METRICS: LazyLock<McpMetrics> = LazyLock::new(|| McpMetrics {
     searches: Family::default(),
 });
 
+/// Every call recorded, and those answered with a tool-error, for the board's strip.
+static CALLS: AtomicU64 = AtomicU64::new(0);
+static ERRORS: AtomicU64 = AtomicU64::new(0);
+
+/// Tool calls this process answered, and how many of them were tool-errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallTotals {
+    pub calls: u64,
+    pub errors: u64,
+}
+
+/// The totals of [`CallTotals`] now.
+pub fn call_totals() -> CallTotals {
+    CallTotals {
+        calls: CALLS.load(Ordering::Relaxed),
+        errors: ERRORS.load(Ordering::Relaxed),
+    }
+}
+
 /// Whether calls are recorded: on unless `CLAWBOO_METRICS=off` ([`init_from_env`]).
 static ENABLED: AtomicBool = AtomicBool::new(true);
 
@@ -190,6 +209,10 @@ pub(crate) fn record_call(
 ) {
     let m = &*METRICS;
     let outcome = outcome_of(response);
+    CALLS.fetch_add(1, Ordering::Relaxed);
+    if outcome != "ok" && outcome != "input_required" {
+        ERRORS.fetch_add(1, Ordering::Relaxed);
+    }
     let tool = if outcome == "unknown_tool" {
         "unknown"
     } else {

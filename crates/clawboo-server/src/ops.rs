@@ -1,6 +1,7 @@
 //! The operators' routes (SPEC §17): `GET /healthz` (the process answers) and
 //! `GET /readyz` (the store answers a query and its schema is current), both outside
-//! `/api`, so the access gate never asks a load balancer for a token.
+//! `/api`, so the access gate never asks a load balancer for a token; and `GET /api/ops`,
+//! the few figures of the board's operations strip, behind the gate like the board.
 
 use std::time::Duration;
 
@@ -23,6 +24,24 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/api/ops", get(ops_summary))
+}
+
+/// `{calls, errors, approvalsPending, leasesHeld, leasesExpiring}`: this process's tool
+/// calls and tool-errors so far (the board turns them into rates), and the store's counts.
+async fn ops_summary(
+    State(state): State<AppState>,
+) -> Result<axum::Json<serde_json::Value>, AppError> {
+    let store = state.store();
+    let counts = crate::error::blocking(move || Ok(store.ops_counts()?)).await?;
+    let totals = clawboo_mcp::metrics::call_totals();
+    Ok(axum::Json(json!({
+        "calls": totals.calls,
+        "errors": totals.errors,
+        "approvalsPending": counts.approvals_pending,
+        "leasesHeld": counts.leases_held,
+        "leasesExpiring": counts.leases_expiring,
+    })))
 }
 
 async fn healthz() -> Response {
