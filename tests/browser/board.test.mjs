@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const binDir = process.env.CLAWBOO_BIN_DIR;
@@ -703,4 +704,42 @@ test("markdown in descriptions, comments and posts is rendered; raw HTML and a <
   assert.equal(await post.locator("script, img").count(), 0);
   await post.locator("a", { hasText: "click" }).click().catch(() => {});
   assert.equal(await page.evaluate(() => window.__pwned), undefined, "nothing in the text ran");
+});
+
+test("the operations strip shows calls a second, errors and leases lapsing, live", async () => {
+  // Leases of 30 s lapse within a minute as soon as they are taken.
+  const opsDb = join(mkdtempSync(join(tmpdir(), "clawboo-browser-ops-")), "clawboo.db");
+  const ops = await startServer(opsDb, { CLAWBOO_LEASE_SECS: "30" });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const client = new Client({ name: "browser-test-ops", version: "1.0.0" });
+  try {
+    const opsPage = await context.newPage();
+    opsPage.on("pageerror", (error) => { throw error; });
+    await opsPage.goto(`${ops.base}/#board`);
+    await opsPage.locator("#live.on").waitFor();
+    const strip = (id) => opsPage.locator(`#${id}`);
+    await opsPage.waitForFunction(() => document.getElementById("ops-rate").textContent === "0.0");
+    assert.equal(await strip("ops-errors").textContent(), "0");
+    assert.equal(await strip("ops-lapsing").textContent(), "0");
+    assert.equal(await strip("ops-approvals").textContent(), "0");
+
+    // Calls reach this server over HTTP (a stdio agent's calls are its own process's).
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${ops.base}/api/mcp/tasks`)));
+    const { task } = await call(client, "create_task", { title: "Watch the strip" });
+    for (let i = 0; i < 5; i++) await call(client, "get_task", { taskId: task.id });
+    const missing = await client.callTool({ name: "get_task", arguments: { taskId: "no-such-task" } });
+    assert.equal(missing.isError, true);
+    await call(client, "claim_task", { taskId: task.id, assigneeAgentId: "hal" });
+
+    await opsPage.waitForFunction(() => parseFloat(document.getElementById("ops-rate").textContent) > 0);
+    await opsPage.locator("#ops-errors.warn", { hasText: "1" }).waitFor();
+    await opsPage.locator("#ops-lapsing.warn", { hasText: "1" }).waitFor();
+    await opsPage.screenshot({ path: join(outDir, "ops-strip.png") });
+    // Quiet again: the rate falls back to zero at the next reading.
+    await opsPage.waitForFunction(() => document.getElementById("ops-rate").textContent === "0.0");
+  } finally {
+    await client.close().catch(() => {});
+    await context.close();
+    ops.child.kill();
+  }
 });

@@ -260,6 +260,10 @@ impl<S: Handlers> ToolSet for S {
         S::table().listed(self)
     }
 
+    fn binding(&self) -> Option<&Binding> {
+        Some(Handlers::binding(self))
+    }
+
     fn call<'a>(
         &'a self,
         name: &'a str,

@@ -26,6 +26,7 @@ mod elicit;
 pub mod envelope;
 mod handlers;
 pub mod memory;
+pub mod metrics;
 pub mod probe;
 pub mod protocol;
 pub mod server;

@@ -318,6 +318,7 @@ impl MemoryServer {
         let with_procedures = a.include_procedures.unwrap_or(false);
         let answer = blocking(&self.memory, move |m| {
             let outcome = m.search(&a.query, mode, &scope, limit)?;
+            crate::metrics::record_search(outcome.mode);
             let mut results: Vec<Value> = outcome
                 .hits
                 .iter()

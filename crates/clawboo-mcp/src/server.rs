@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
@@ -13,7 +14,10 @@ use rmcp::model::{
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
+use tracing::Instrument;
+
 use crate::MCP_SERVER_VERSION;
+use crate::metrics;
 
 /// A server's tools and how to answer them.
 pub trait ToolSet: Send + Sync + 'static {
@@ -26,6 +30,12 @@ pub trait ToolSet: Send + Sync + 'static {
     /// Whether the tool list can change during a session (advertised as `listChanged`).
     fn tool_list_changes(&self) -> bool {
         false
+    }
+
+    /// The identity a spawner or signed URL bound this server to, for the call's span;
+    /// `None` when the tool set has none.
+    fn binding(&self) -> Option<&crate::binding::Binding> {
+        None
     }
 
     /// Answer one `tools/call`. Unknown names are answered by the tool set itself (as a
@@ -141,6 +151,68 @@ impl<T: ToolSet> ServerHandler for McpServer<T> {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        Ok(self.tools.respond(request, context).await)
+        // The edge of every call, over stdio and HTTP alike: one span, one record.
+        let server = self.tools.server_name();
+        let server = server.strip_prefix("clawboo-").unwrap_or(server);
+        let span = call_span(server, &request.name, &context, self.tools.binding());
+        let started = Instant::now();
+        let tool = metrics::enabled().then(|| request.name.clone());
+        let response = self
+            .tools
+            .respond(request, context)
+            .instrument(span.clone())
+            .await;
+        let elapsed = started.elapsed();
+        if let Some(tool) = tool {
+            metrics::record_call(server, &tool, &response, elapsed);
+        }
+        // An access log line (`RUST_LOG=clawboo_mcp=debug`) carrying the span's fields.
+        tracing::debug!(parent: &span, elapsed_ms = elapsed.as_secs_f64() * 1e3, "tool call answered");
+        Ok(response)
     }
+}
+
+/// The span of one tool call: which server, tool, protocol family, session, team and
+/// agent (the bound ones; never an argument value). Its fields are filled only when some
+/// subscriber listens (a trace exporter, or `RUST_LOG` at `info`), so a quiet process pays
+/// one cached check.
+fn call_span(
+    server: &str,
+    tool: &str,
+    context: &RequestContext<RoleServer>,
+    binding: Option<&crate::binding::Binding>,
+) -> tracing::Span {
+    let span = tracing::info_span!(
+        "mcp.call",
+        otel.name = tracing::field::Empty,
+        otel.kind = "server",
+        server,
+        tool,
+        family = tracing::field::Empty,
+        session = tracing::field::Empty,
+        team = tracing::field::Empty,
+        agent = tracing::field::Empty,
+    );
+    if span.is_disabled() {
+        return span;
+    }
+    span.record("otel.name", format!("{server}/{tool}"));
+    span.record("family", metrics::ProtocolFamily::of(context).as_str());
+    let session = context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.headers.get("mcp-session-id"))
+        .and_then(|id| id.to_str().ok());
+    if let Some(session) = session {
+        span.record("session", session);
+    }
+    if let Some(binding) = binding {
+        if let Some(team) = &binding.team_id {
+            span.record("team", team.as_str());
+        }
+        if let Some(agent) = &binding.agent_id {
+            span.record("agent", agent.as_str());
+        }
+    }
+    span
 }

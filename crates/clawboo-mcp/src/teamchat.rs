@@ -29,6 +29,7 @@ use serde_json::json;
 use crate::binding::Binding;
 use crate::envelope::{PeerPost, format_peer_post};
 use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
+use crate::metrics::ProtocolFamily;
 use crate::protocol::{
     Effect, blocking, blocking_write, check_link_task, invalid_args, json_result, link_stored,
     store_failure, tool_error, unknown_tool,
@@ -93,7 +94,10 @@ impl TeamChatServer {
             }
             since_seq = page.next_seq;
             if held.is_none() {
-                held = Some(self.waits.begin(WaitOwner::of(&self.binding, request))?);
+                held = Some(self.waits.begin(
+                    WaitOwner::of(&self.binding, request),
+                    ProtocolFamily::of(request),
+                )?);
                 if let Some(token) = request.meta.get_progress_token() {
                     let waiting = ProgressNotificationParam::new(token, 0.0)
                         .with_message(format!("no new posts yet; waiting up to {wait_ms} ms"));

@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 
 use crate::binding::Binding;
 use crate::elicit;
+use crate::metrics::ProtocolFamily;
 use crate::protocol::{
     Effect, blocking, blocking_write, denied, described, internal_error, tool_error,
 };
@@ -147,7 +148,10 @@ impl ToolsServer {
                 Err(error) => return self.finish(Err(error), available, args, ctx).await,
             };
             if permit.is_none() {
-                match self.waits.begin(WaitOwner::of(&self.binding, ctx)) {
+                match self
+                    .waits
+                    .begin(WaitOwner::of(&self.binding, ctx), ProtocolFamily::of(ctx))
+                {
                     Ok(held) => permit = Some(held),
                     Err(refusal) => {
                         abandon(self.broker.store(), &opened.approval_id).await;
@@ -484,6 +488,10 @@ impl ToolSet for ToolsServer {
 
     fn tool_list_changes(&self) -> bool {
         true
+    }
+
+    fn binding(&self) -> Option<&Binding> {
+        Some(&self.binding)
     }
 
     async fn call<'a>(

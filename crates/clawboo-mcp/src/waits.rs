@@ -17,6 +17,7 @@ use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 
 use crate::binding::Binding;
+use crate::metrics::{self, ProtocolFamily, WaitGauge};
 use crate::protocol::tool_error;
 
 /// The environment variable that sets the most waits one caller holds at once.
@@ -109,9 +110,14 @@ impl WaitLimit {
         self.shared.max
     }
 
-    /// Begin a wait for `owner`: a permit that ends it when dropped, or the refusal of a
-    /// wait past the limit.
-    pub fn begin(&self, owner: WaitOwner) -> Result<WaitPermit, CallToolResult> {
+    /// Begin a wait for `owner`, a caller speaking `family`: a permit that ends it when
+    /// dropped (counted in `clawboo_mcp_waits` meanwhile), or the refusal of a wait past
+    /// the limit.
+    pub fn begin(
+        &self,
+        owner: WaitOwner,
+        family: ProtocolFamily,
+    ) -> Result<WaitPermit, CallToolResult> {
         let mut held = self
             .shared
             .by_owner
@@ -131,6 +137,7 @@ impl WaitLimit {
         Ok(WaitPermit {
             shared: Arc::clone(&self.shared),
             owner,
+            _counted: metrics::enabled().then(|| WaitGauge::hold(family)),
         })
     }
 }
@@ -140,6 +147,7 @@ impl WaitLimit {
 pub struct WaitPermit {
     shared: Arc<Held>,
     owner: WaitOwner,
+    _counted: Option<WaitGauge>,
 }
 
 impl Drop for WaitPermit {
@@ -162,6 +170,8 @@ impl Drop for WaitPermit {
 mod tests {
     use super::*;
 
+    const SESSION: ProtocolFamily = ProtocolFamily::Session;
+
     fn agent(team: &str, agent: &str) -> WaitOwner {
         WaitOwner::Agent {
             team: Some(team.into()),
@@ -172,19 +182,23 @@ mod tests {
     #[test]
     fn an_owner_holds_at_most_the_limit_and_a_finished_wait_frees_its_place() {
         let limit = WaitLimit::new(2);
-        let first = limit.begin(agent("red", "alice")).expect("first");
-        let _second = limit.begin(agent("red", "alice")).expect("second");
-        let refused = limit.begin(agent("red", "alice")).expect_err("third");
+        let first = limit.begin(agent("red", "alice"), SESSION).expect("first");
+        let _second = limit.begin(agent("red", "alice"), SESSION).expect("second");
+        let refused = limit
+            .begin(agent("red", "alice"), SESSION)
+            .expect_err("third");
         assert_eq!(
             refused.meta.as_ref().and_then(|m| m.0.get("error")),
             Some(&serde_json::json!("too_many_waits"))
         );
         // Another team's alice, and another address, count apart.
-        let _blue = limit.begin(agent("blue", "alice")).expect("other team");
+        let _blue = limit
+            .begin(agent("blue", "alice"), SESSION)
+            .expect("other team");
         let _peer = limit
-            .begin(WaitOwner::Peer(IpAddr::from([127, 0, 0, 1])))
+            .begin(WaitOwner::Peer(IpAddr::from([127, 0, 0, 1])), SESSION)
             .expect("peer");
         drop(first);
-        let _again = limit.begin(agent("red", "alice")).expect("freed");
+        let _again = limit.begin(agent("red", "alice"), SESSION).expect("freed");
     }
 }

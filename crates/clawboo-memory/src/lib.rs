@@ -485,6 +485,19 @@ impl Memory {
         vector_path(&self.store).clone()
     }
 
+    /// How many facts are stored, for the operators' gauge: facts are append-only, so the
+    /// highest sequence number, one index read (on PostgreSQL an aborted save may leave a
+    /// gap, so it may run a little ahead).
+    pub fn facts_stored(&self) -> Result<i64> {
+        self.store.read(|tx| {
+            tx.query_one(
+                "SELECT CAST(COALESCE(MAX(seq), 0) AS BIGINT) FROM memory_facts",
+                &[],
+                |row| row.get::<i64>(0),
+            )
+        })
+    }
+
     /// The embedder in use, if any.
     pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
         self.embedder.as_ref()

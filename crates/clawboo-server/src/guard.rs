@@ -332,7 +332,8 @@ pub(crate) fn access_refusal(state: &AppState, req: &mut Request) -> Option<Resp
     }
 
     let folded = fold_path(req.uri().path());
-    if is_api_path(&folded) {
+    // `/metrics` is held to the API's checks: it tells who works on what, and how much.
+    if is_api_path(&folded) || folded == "/metrics" {
         if let Err(why) = state.shared.host_policy.check(req.headers()) {
             tracing::warn!(path = req.uri().path(), "refused by origin guard: {why}");
             return Some(json_error(StatusCode::FORBIDDEN, why));

@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -34,7 +34,10 @@ pub mod guard;
 pub mod markdown;
 pub mod mcp_http;
 pub mod mcp_sessions;
+pub mod metrics;
 pub mod mounts;
+pub mod ops;
+mod process_stats;
 pub mod rate_limit;
 pub mod routes;
 pub mod status;
@@ -113,6 +116,10 @@ pub struct ServerOptions {
     pub probe_interval: Duration,
     /// How long a client may take to send a request's headers and body.
     pub deadlines: Deadlines,
+    /// `/metrics` is served on a listener of its own (`--metrics-bind`), not on this one.
+    pub metrics_apart: bool,
+    /// The binary's compiled-in features, for `clawboo_build_info`.
+    pub build_features: &'static str,
 }
 
 /// The base URL for a bound address: an unspecified address is reached on loopback.
@@ -146,6 +153,8 @@ impl ServerOptions {
             mcp: McpHttpConfig::default(),
             probe_interval: Duration::from_secs(60),
             deadlines: Deadlines::default(),
+            metrics_apart: false,
+            build_features: "",
         }
     }
 
@@ -397,11 +406,17 @@ impl App {
                 Err(never) => match never {},
             };
         };
+        let started = clawboo_mcp::metrics::enabled().then(Instant::now);
         // As the router's `CatchPanicLayer`.
-        AssertUnwindSafe(at_the_edge(&self.state, req, |req| mount.answer(req)))
+        let response = AssertUnwindSafe(at_the_edge(&self.state, req, |req| mount.answer(req)))
             .catch_unwind()
             .await
-            .unwrap_or_else(panic_response)
+            .unwrap_or_else(panic_response);
+        if let Some(started) = started {
+            let status = response.status().as_u16();
+            metrics::record(mount.path(), "POST".into(), status, started.elapsed());
+        }
+        response
     }
 }
 
@@ -435,11 +450,16 @@ fn router(state: AppState) -> Router {
         .merge(routes::tools::routes())
         .merge(routes::chat::routes())
         .merge(routes::events::routes())
-        .merge(routes::web::routes());
+        .merge(routes::web::routes())
+        .merge(ops::routes());
+    if !state.shared.options.metrics_apart {
+        router = router.route("/metrics", axum::routing::get(metrics::metrics));
+    }
     for mount in &state.shared.mounts {
         router = router.route_service(&mount.path(), mount.route());
     }
     router
+        .route_layer(axum::middleware::from_fn(metrics::observe_rest))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(
             state.shared.options.mcp.max_body_bytes,
@@ -447,6 +467,19 @@ fn router(state: AppState) -> Router {
         .layer(from_fn_with_state(state.clone(), edge))
         .layer(CatchPanicLayer::custom(panic_response))
         .with_state(state)
+}
+
+/// Serve `/metrics` alone on `listener` (`clawboo serve --metrics-bind`), for a scraper
+/// on an address apart from the public one; nothing else answers there.
+pub async fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+) -> std::io::Result<()> {
+    let router = Router::new()
+        .route("/metrics", axum::routing::get(metrics::metrics))
+        .fallback(not_found)
+        .with_state(state);
+    axum::serve(listener, router).await
 }
 
 /// Serve `state` on `listener` until `shutdown` resolves; starts the background work.

@@ -23,6 +23,9 @@ type ProbeFn = Arc<dyn Fn() -> BoxFuture<'static, Result<usize, ProbeError>> + S
 /// A mount's endpoint: answers one HTTP request.
 type AnswerFn = Arc<dyn Fn(Request) -> BoxFuture<'static, Response> + Send + Sync>;
 
+/// How many sessions a mount holds open, for `/metrics`.
+type SessionsFn = Arc<dyn Fn() -> BoxFuture<'static, usize> + Send + Sync>;
+
 /// One MCP server mounted at `/api/mcp/<name>`.
 #[derive(Clone)]
 pub struct McpMount {
@@ -30,6 +33,7 @@ pub struct McpMount {
     pub name: McpServerName,
     answer: AnswerFn,
     probe: ProbeFn,
+    sessions: SessionsFn,
 }
 
 impl McpMount {
@@ -48,6 +52,11 @@ impl McpMount {
             move |uri| binding_from_query(name, uri.query(), &signer).map(|b| for_http(b)),
             config,
         );
+        let counted = service.clone();
+        let sessions: SessionsFn = Arc::new(move || {
+            let service = counted.clone();
+            Box::pin(async move { service.session_count().await })
+        });
         let answer: AnswerFn = Arc::new(move |req| {
             let service = service.clone();
             Box::pin(async move { service.handle(req).await })
@@ -60,7 +69,13 @@ impl McpMount {
             name,
             answer,
             probe,
+            sessions,
         }
+    }
+
+    /// How many sessions this mount holds open now.
+    pub async fn session_count(&self) -> usize {
+        (self.sessions)().await
     }
 
     /// The URL path of this mount.

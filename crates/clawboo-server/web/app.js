@@ -1211,6 +1211,36 @@ async function saveEdit(task, form) {
   });
 }
 
+// ---------- operations strip ----------
+
+const OPS_EVERY_MS = 2000;
+let opsLast = null;
+
+/** Read /api/ops and show calls a second (from the change since the last read), this
+ * server's tool-errors so far, approvals waiting and leases lapsing within a minute. */
+async function loadOps() {
+  let ops;
+  try { ops = await api('/api/ops'); } catch { return; }
+  const at = performance.now();
+  if (opsLast) {
+    const perSecond = Math.max(0, ops.calls - opsLast.calls) / ((at - opsLast.at) / 1000);
+    $('ops-rate').textContent = perSecond.toFixed(1);
+  }
+  opsLast = { at, calls: ops.calls };
+  const show = (id, value) => {
+    $(id).textContent = String(value);
+    $(id).classList.toggle('warn', value > 0);
+  };
+  show('ops-errors', ops.errors);
+  show('ops-approvals', ops.approvalsPending);
+  show('ops-lapsing', ops.leasesExpiring);
+}
+
+function startOpsStrip() {
+  loadOps();
+  setInterval(loadOps, OPS_EVERY_MS);
+}
+
 async function start() {
   wire();
   await attempt(async () => {
@@ -1222,6 +1252,7 @@ async function start() {
   connectLive();
   setInterval(tickCountdowns, 1000);
   attempt(loadToolNames);
+  startOpsStrip();
 }
 
 start();

@@ -194,6 +194,7 @@ pub(crate) fn insert_post(
         &[&id, &room_id, &author, &body, &kind.as_str(), &now],
         |r| r.get(0),
     )?;
+    crate::counters::chat_posted();
     Ok(ChatPost {
         id,
         room_id: room_id.to_owned(),

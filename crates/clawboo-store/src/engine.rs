@@ -38,6 +38,19 @@ pub(crate) type Job<'a> = Box<dyn FnOnce() -> SettleWrite + 'a>;
 /// Hands out the next group of at most `max` queued writes; `None` ends the drain.
 pub(crate) type NextGroup<'a, 'j> = &'a mut dyn FnMut(usize) -> Option<Vec<Job<'j>>>;
 
+/// The PostgreSQL pool right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// The most connections the pool opens.
+    pub max: usize,
+    /// Connections open now, idle or lent.
+    pub open: usize,
+    /// Connections lent to a caller now.
+    pub in_use: usize,
+    /// Callers waiting for a connection to come free.
+    pub waiting: usize,
+}
+
 /// One engine under the store.
 pub(crate) trait Engine: Send + Sync {
     /// The engine's name, for logs and status: `sqlite` or `postgres`.
@@ -105,6 +118,15 @@ pub(crate) trait Engine: Send + Sync {
     /// every process tells every other of its writes), rather than found by polling.
     fn announces_writes(&self) -> bool {
         false
+    }
+
+    /// The statement that reads the schema version the database reports, and the version
+    /// this build migrates it to (a readiness probe's one query).
+    fn schema_probe(&self) -> (&'static str, i64);
+
+    /// The connection pool's occupancy, where the engine keeps one.
+    fn pool_stats(&self) -> Option<PoolStats> {
+        None
     }
 
     /// The engine itself, for the store's engine-specific entry points (SQLite's own

@@ -298,6 +298,16 @@ impl Store {
         self.engine.wait_poll(poll)
     }
 
+    /// What a readiness probe asks ([`Engine::schema_probe`]).
+    pub(crate) fn schema_probe(&self) -> (&'static str, i64) {
+        self.engine.schema_probe()
+    }
+
+    /// The engine's pool occupancy, where it keeps a pool.
+    pub(crate) fn engine_pool_stats(&self) -> Option<crate::engine::PoolStats> {
+        self.engine.pool_stats()
+    }
+
     /// Whether every process announces its writes to every other (PostgreSQL's
     /// `LISTEN/NOTIFY`), so a live view is told rather than polling.
     pub(crate) fn announces_writes(&self) -> bool {

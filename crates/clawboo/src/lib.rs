@@ -8,6 +8,7 @@ pub mod memory;
 pub mod reservations;
 pub mod serve;
 pub mod stdio;
+pub mod telemetry;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,15 +17,9 @@ use anyhow::Context;
 use clawboo_store::{DbLocation, Store, StoreConfig};
 
 /// Send logs to stderr (stdout belongs to JSON-RPC on stdio), filtered by `RUST_LOG`
-/// (default `warn`).
+/// (default `warn`), and traces over OTLP when configured ([`telemetry::init`]).
 pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .try_init();
+    telemetry::init();
 }
 
 /// Environment variable sizing a PostgreSQL store's connection pool.

@@ -94,6 +94,7 @@ fn main() -> ExitCode {
         Command::Reservations { db, command } => clawboo::reservations::run(db, command),
         Command::Hooks { command } => clawboo::reservations::run_hooks(command),
     };
+    clawboo::telemetry::shutdown();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -21,6 +21,10 @@ pub struct ServeArgs {
     /// SQLite file or postgres:// URL (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
     #[arg(long, value_name = "PATH_OR_URL")]
     pub db: Option<PathBuf>,
+    /// Serve `/metrics` on this address alone (for a scraper on an internal network),
+    /// instead of on `--bind` behind the access gate.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_bind: Option<SocketAddr>,
 }
 
 /// Tokio's own setting for its worker count; when set, `serve` leaves the count to it.
@@ -33,6 +37,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let launcher = crate::attach::stdio_launcher()?;
     // Every setting is read (and a bad one refused) before anything is opened.
     let mut options = ServerOptions::new(args.bind, location.clone(), launcher).with_env()?;
+    options.metrics_apart = args.metrics_bind.is_some();
+    options.build_features = if cfg!(feature = "minilm") {
+        "minilm"
+    } else {
+        ""
+    };
     let gate_on = options.access_token.is_some();
     let store = crate::open_store(&location, crate::SERVE_PG_POOL)?;
     let signer = ScopeSigner::from_store(&store)?;
@@ -63,12 +73,24 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let waits = clawboo_mcp::waits::WaitLimit::from_env().map_err(anyhow::Error::msg)?;
         let mounts = default_mounts(&store, &memory, &signer, options.mcp, &waits);
         let state = AppState::new(store, memory, signer, options, mounts);
-        let banner = banner(
+        let mut metrics_at = None;
+        if let Some(addr) = args.metrics_bind {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen for /metrics on {addr}"))?;
+            metrics_at = Some(listener.local_addr()?);
+            tokio::spawn(clawboo_server::serve_metrics(listener, state.clone()));
+        }
+        let mut banner = banner(
             &clawboo_server::base_url_for(local),
             &location,
             gate_on,
             &vector_search,
         );
+        if let Some(addr) = metrics_at {
+            let url = clawboo_server::base_url_for(addr);
+            banner.push_str(&format!("\x20 metrics:  {url}/metrics\n"));
+        }
         // One write: a script that reads the first line may close the pipe after it, and
         // a later write would then fail. Nothing else goes to stdout, so a failure (no
         // reader at all) does not stop the server.

@@ -172,7 +172,9 @@ struct StdioCli {
 pub fn bin_main(server: &str, serve: fn(StdioArgs) -> anyhow::Result<()>) -> ExitCode {
     crate::init_logging();
     let cli = StdioCli::parse();
-    match serve(cli.args) {
+    let result = serve(cli.args);
+    crate::telemetry::shutdown();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");

@@ -12,8 +12,8 @@
 mod common;
 mod http_support;
 mod multi_host;
+mod own_cluster;
 
-use std::process::Command;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -21,65 +21,16 @@ use std::time::{Duration, Instant};
 use clawboo_store::board::{CreatePolicy, NewTask};
 use common::{TestDb, not_a_postgres_run, sql_quote};
 use multi_host::{Host, McpClient, TASKS_BIN, TEAMCHAT_BIN, ok_json, stored_posts};
+use own_cluster::Cluster;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-const CLUSTER_SCRIPT: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../scripts/pg-test-cluster.sh"
-);
 /// How long a call may take to fail while the server is down ("fail fast").
 const FAIL_WITHIN: Duration = Duration::from_secs(10);
 /// How long the processes may take to answer successfully once the server is back.
 const RECOVER_WITHIN: Duration = Duration::from_secs(60);
 /// Calls each worker must see of a kind before the test moves on.
 const SEEN: usize = 3;
-
-/// This test's own cluster, removed on drop.
-struct Cluster {
-    url: String,
-}
-
-impl Cluster {
-    /// A fresh cluster, or `None` (after a notice) when there are no PostgreSQL binaries.
-    fn start() -> Option<Cluster> {
-        if !script(&["bindir"]).status.success() {
-            eprintln!("skipped: no PostgreSQL binaries to start a cluster of this test's own");
-            return None;
-        }
-        let out = script(&["start"]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let url = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-        Some(Cluster { url })
-    }
-
-    fn run(&self, action: &str) {
-        let out = script(&[action, &self.url]);
-        assert!(
-            out.status.success(),
-            "{action}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = script(&["stop", &self.url]);
-    }
-}
-
-fn script(args: &[&str]) -> std::process::Output {
-    Command::new("bash")
-        .arg(CLUSTER_SCRIPT)
-        .args(args)
-        .output()
-        .expect("run the cluster script")
-}
 
 /// One call a worker made: when it started, how long it took, its result.
 struct Record {

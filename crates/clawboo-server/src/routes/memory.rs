@@ -52,6 +52,7 @@ async fn search(
     blocking(move || match query {
         Some(text) => {
             let outcome = memory.search(&text, mode, &scope, q.limit.unwrap_or(10))?;
+            clawboo_mcp::metrics::record_search(outcome.mode);
             let results: Vec<Value> = outcome
                 .hits
                 .iter()

@@ -102,6 +102,7 @@ pub(crate) fn expire_in(tx: &dyn Tx, now: i64) -> Result<Vec<Reclaimed>> {
     let mut reclaimed = Vec::new();
     tx.query_batch(&mut [expire_batched(tx, &now, &mut reclaimed)])?;
     narrate_reclaimed(tx, now, &mut reclaimed)?;
+    crate::counters::leases_reclaimed(reclaimed.len());
     Ok(reclaimed)
 }
 

@@ -82,6 +82,7 @@ fn message_of(error: &tokio_postgres::Error) -> String {
 
 impl From<tokio_postgres::Error> for StoreError {
     fn from(error: tokio_postgres::Error) -> StoreError {
+        crate::counters::postgres_error();
         let kind = kind_of(&error);
         let mut message = format!("PostgreSQL: {}", message_of(&error));
         if is_tls(&error) {
@@ -103,6 +104,7 @@ impl From<tokio_postgres::Error> for StoreError {
 }
 
 pub(super) fn unavailable(message: impl Into<String>) -> StoreError {
+    crate::counters::postgres_error();
     StoreError::Backend(BackendError {
         kind: BackendErrorKind::Unavailable,
         message: message.into(),

@@ -16,6 +16,7 @@ mod codec;
 mod error;
 mod listen;
 mod migrations;
+pub(crate) use migrations::LATEST;
 mod pool;
 mod tls;
 
@@ -31,7 +32,7 @@ use futures_util::future::{join, join_all};
 
 use crate::config::StoreConfig;
 use crate::db::{Batched, DbRow, Dialect, Params, PerEngine, Tx, Value, dollar_placeholders};
-use crate::engine::{Abort, Body, Engine, NextGroup};
+use crate::engine::{Abort, Body, Engine, NextGroup, PoolStats};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use codec::{Param, Raw, decode};
 use error::unavailable;
@@ -355,6 +356,17 @@ impl Engine for PgDb {
 
     fn announces_writes(&self) -> bool {
         true
+    }
+
+    fn schema_probe(&self) -> (&'static str, i64) {
+        (
+            "SELECT CAST(COALESCE(MAX(version), 0) AS BIGINT) FROM clawboo_schema",
+            LATEST,
+        )
+    }
+
+    fn pool_stats(&self) -> Option<PoolStats> {
+        Some(self.pool.stats())
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

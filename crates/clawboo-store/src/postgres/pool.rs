@@ -147,6 +147,17 @@ impl Pool {
         }
     }
 
+    /// How many connections are open, lent and waited for now.
+    pub(super) fn stats(&self) -> crate::engine::PoolStats {
+        let slots = lock(&self.slots);
+        crate::engine::PoolStats {
+            max: self.max,
+            open: slots.open,
+            in_use: slots.open - slots.idle.len(),
+            waiting: slots.waiting,
+        }
+    }
+
     /// Drop every idle connection (a store closing); held ones close when given back.
     pub(super) fn close(&self) {
         let mut slots = lock(&self.slots);
@@ -386,6 +397,7 @@ impl Conn {
         request: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
         deadline: Option<Instant>,
     ) -> Result<T> {
+        crate::counters::postgres_round_trip();
         let mut request = pin!(request);
         let waker = self.driver.waker.clone();
         let mut cx = Context::from_waker(&waker);
@@ -419,6 +431,7 @@ impl Conn {
         &self,
         request: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
     ) {
+        crate::counters::postgres_round_trip();
         let waker = self.driver.waker.clone();
         let mut cx = Context::from_waker(&waker);
         // The client queues a request on the first poll of its future.

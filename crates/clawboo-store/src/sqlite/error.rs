@@ -30,6 +30,7 @@ fn kind_of(error: &rusqlite::Error) -> BackendErrorKind {
 #[doc(hidden)]
 impl From<rusqlite::Error> for StoreError {
     fn from(error: rusqlite::Error) -> StoreError {
+        crate::counters::sqlite_error();
         StoreError::Backend(BackendError {
             kind: kind_of(&error),
             message: error.to_string(),

@@ -212,6 +212,7 @@ impl SqliteDb {
     where
         E: From<StoreError>,
     {
+        crate::counters::sqlite_round_trip();
         let conn = self.lock();
         if !conn.is_autocommit() {
             return in_transaction(&conn, Bracket::SAVEPOINT, f);
@@ -240,6 +241,7 @@ impl SqliteDb {
     /// One group: one `BEGIN IMMEDIATE`, each write in its own savepoint, one `COMMIT`,
     /// then each write settled.
     fn run_group(&self, conn: &Connection, group: Vec<Job<'_>>) {
+        crate::counters::sqlite_group(group.len());
         if let Err(e) = run_cached(conn, "BEGIN IMMEDIATE") {
             // No shared transaction: the loop below runs each write on its own.
             tracing::debug!(error = %e, "group commit could not begin; writing one by one");
@@ -329,6 +331,7 @@ impl SqliteDb {
         &self,
         f: impl FnOnce(&Connection) -> Result<T, E>,
     ) -> Result<T, E> {
+        crate::counters::sqlite_round_trip();
         match self.connection_for_read() {
             ReadConnection::Writer(conn) => f(&conn),
             ReadConnection::Reader(reader) => f(&reader),
@@ -356,6 +359,7 @@ impl SqliteDb {
     where
         E: From<StoreError>,
     {
+        crate::counters::sqlite_round_trip();
         match self.connection_for_read() {
             ReadConnection::Writer(conn) if !conn.is_autocommit() => f(&conn),
             ReadConnection::Writer(conn) => in_transaction(&conn, Bracket::DEFERRED, f),
@@ -525,6 +529,10 @@ impl Engine for SqliteDb {
 
     fn run_idle_work(&self) -> Result<()> {
         SqliteDb::run_idle_work(self)
+    }
+
+    fn schema_probe(&self) -> (&'static str, i64) {
+        ("PRAGMA user_version", crate::migrations::LATEST)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
