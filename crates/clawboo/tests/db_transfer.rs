@@ -363,6 +363,23 @@ fn a_board_goes_to_postgresql_and_back_row_for_row() {
         1
     );
 
+    // pgvector's column, where the server has it, is derived: filled on the target.
+    let vector_column = pg.query_i64(
+        "SELECT count(*) FROM information_schema.columns
+         WHERE table_name = 'memory_facts' AND column_name = 'embedding_vec'",
+    );
+    if vector_column == 1 {
+        assert_eq!(
+            pg.query_i64(
+                "SELECT count(*) FROM memory_facts WHERE embedding IS NOT NULL AND embedding_vec IS NULL"
+            ),
+            0
+        );
+        assert!(
+            pg.query_i64("SELECT count(*) FROM memory_facts WHERE embedding_vec IS NOT NULL") > 0
+        );
+    }
+
     // Searches find the same facts in the same order on every copy.
     for (query, mode) in [
         ("release", "fts"),
