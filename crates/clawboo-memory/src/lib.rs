@@ -682,8 +682,10 @@ impl Memory {
     }
 }
 
-/// Facts whose terms [`rebuild_text_index`] reads and writes per round.
+/// Facts whose terms [`rebuild_text_index`] reads and makes per round.
 const REBUILD_BATCH: i64 = 1000;
+/// Facts whose term statistics [`rebuild_text_index`] writes per statement.
+const REBUILD_STATEMENT: usize = 200;
 
 /// Recompute the full-text index of every fact in `tx`'s database, for facts written there
 /// by something other than [`Memory`] (a copy of another database, `clawboo db copy`):
@@ -727,9 +729,21 @@ pub fn rebuild_text_index(tx: &dyn Tx) -> Result<u64> {
             })?;
         let Some(last) = batch.last() else { break };
         after = last.0;
-        for (seq, fact, tags_json) in &batch {
-            let terms = DocTerms::of([&fact.title, &fact.content, tags_json]);
-            pg_fts::record_terms(tx, *seq, fact, &terms)?;
+        let terms: Vec<DocTerms> = batch
+            .iter()
+            .map(|(_, fact, tags_json)| DocTerms::of([&fact.title, &fact.content, tags_json]))
+            .collect();
+        for chunk in batch
+            .iter()
+            .zip(&terms)
+            .collect::<Vec<_>>()
+            .chunks(REBUILD_STATEMENT)
+        {
+            let facts: Vec<(i64, &Fact, &DocTerms)> = chunk
+                .iter()
+                .map(|((seq, fact, _), terms)| (*seq, fact, *terms))
+                .collect();
+            pg_fts::record_terms_of(tx, &facts)?;
         }
         indexed += batch.len() as u64;
     }
