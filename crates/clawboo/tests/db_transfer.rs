@@ -448,7 +448,20 @@ fn a_target_with_rows_is_refused_untouched_and_replaced_with_force() {
     assert!(refused.contains("--force"), "{refused}");
     assert_eq!(target.query_text("SELECT title FROM tasks"), "already here");
 
-    copy(&source, &target, &["--force"]);
+    // Not on a terminal: --force goes ahead without asking, and progress is plain lines.
+    let replaced = db_cmd(&[
+        os("copy"),
+        os("--from"),
+        source.db_arg(),
+        os("--to"),
+        target.db_arg(),
+        os("--force"),
+    ]);
+    let progress = String::from_utf8_lossy(&replaced.stderr);
+    assert!(replaced.status.success(), "{progress}");
+    assert!(progress.lines().any(|l| l == "tasks: 1 rows"), "{progress}");
+    let said = String::from_utf8_lossy(&replaced.stdout);
+    assert!(said.contains("counts match on both sides"), "{said}");
     assert_eq!(
         target.query_text("SELECT title FROM tasks"),
         "from the source"
