@@ -71,7 +71,7 @@ if [ -n "$PGVECTOR_URL" ]; then
     CLAWBOO_TEST_PGVECTOR=1 cargo test -p clawboo-memory --locked "${MINILM[@]}"
   CLAWBOO_TEST_BACKEND=postgres CLAWBOO_TEST_POSTGRES_URL="$PGVECTOR_URL" \
     CLAWBOO_TEST_PGVECTOR=1 cargo test -p clawboo --locked "${MINILM[@]}" \
-    --test memory_stdio --test memory_quality --test memory_index
+    --test memory_stdio --test memory_quality --test memory_index --test db_transfer
 else
   echo "== SKIPPED the pgvector run: no CLAWBOO_TEST_PGVECTOR_URL, and PostgreSQL with pgvector" \
     "could not be installed (scripts/install-pgvector.sh needs Python 3 with venv and pip)"

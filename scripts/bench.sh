@@ -149,6 +149,7 @@ OUT="$TARGET/bench-results.txt"
     both contention --tasks "$(scale 2000)" --stdio 4 --sessions 4
     both flood --waits 600 --samples "$(scale 300)"
     both fact-memory --facts "$(scale 10000),$(scale 100000)"
+    run --pg "$PG_URL" transfer --facts "$(scale 100000)" --tasks "$(scale 100000)"
     run --pg "$PG_URL" soak --minutes "$SOAK_MINUTES" --rate 200
   else
     echo "## PostgreSQL beside SQLite: skipped (no PG_URL and no PostgreSQL binaries, or PG=0)"

@@ -17,6 +17,7 @@ mod recall;
 mod report;
 mod seed;
 mod soak;
+mod transfer;
 mod workload;
 
 use std::net::SocketAddr;
@@ -145,6 +146,9 @@ enum BenchCommand {
     /// Another agent's read and the board, timed on an idle `clawboo serve` and again while
     /// one agent holds `--waits` long-polls through its own signed URL, in one run.
     Flood(flood::FloodArgs),
+    /// `clawboo db copy`, `backup` and `restore` in rows a second: SQLite to SQLite, and
+    /// with `--pg` to PostgreSQL and back, over a kept board of facts and tasks.
+    Transfer(transfer::TransferArgs),
     /// Serve the bench's echo tool (used by `echo`; not a product server).
     #[command(hide = true)]
     EchoServer {
@@ -297,6 +301,7 @@ fn main() -> anyhow::Result<()> {
         } => contention::run(&env, tasks, stdio, sessions, window, claim_next),
         BenchCommand::Soak(args) => soak::run(&env, &args),
         BenchCommand::Flood(args) => flood::run(&env, &args),
+        BenchCommand::Transfer(args) => transfer::run(&env, &args),
         BenchCommand::EchoServer { transport, bind } => match transport {
             Transport::Stdio => echo::serve_stdio(),
             Transport::Http => echo::serve_http(bind),

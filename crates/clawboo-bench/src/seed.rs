@@ -84,18 +84,20 @@ pub fn board(db: &DbLocation, n: usize) -> anyhow::Result<Vec<String>> {
     let store = db::open(db)?;
     let mut ids = Vec::with_capacity(n);
     for i in 0..n {
-        let task = store.create_task(
-            NewTask {
-                title: format!("task {i}"),
-                priority: Some((i % 5) as i64),
-                team_id: Some(TEAM.into()),
-                ..NewTask::default()
-            },
-            CreatePolicy::Uncapped,
-        )?;
+        let task = store.create_task(task(i), CreatePolicy::Uncapped)?;
         ids.push(task.id);
     }
     Ok(ids)
+}
+
+/// The bench's task `i`: in team [`TEAM`], of one of five priorities.
+pub fn task(i: usize) -> NewTask {
+    NewTask {
+        title: format!("task {i}"),
+        priority: Some((i % 5) as i64),
+        team_id: Some(TEAM.into()),
+        ..NewTask::default()
+    }
 }
 
 /// `posts` chat posts in team [`TEAM`]'s room on `db`.
@@ -120,6 +122,18 @@ pub fn fact(rng: &mut Rng, i: usize) -> (String, String, String, Option<&'static
     (title, content, format!("t{}", i % 50), team)
 }
 
+/// [`fact`] `i` as memory saves it.
+pub fn new_fact(rng: &mut Rng, i: usize) -> NewFact {
+    let (title, content, tag, team) = fact(rng, i);
+    NewFact {
+        title,
+        content,
+        tags: vec![tag],
+        team_id: team.map(str::to_owned),
+        ..NewFact::default()
+    }
+}
+
 /// A database with `n` facts saved through `Memory::save_fact` with the embedder of
 /// `embeddings`, its full-text index then merged as an idle server merges it, kept between
 /// runs (seeding 100k facts takes minutes; searches only read).
@@ -134,14 +148,7 @@ pub fn memory_db(
         let memory = Memory::new(Arc::clone(&store), embedder(embeddings)?);
         let mut rng = Rng::new(42);
         for i in 0..n {
-            let (title, content, tag, team) = fact(&mut rng, i);
-            memory.save_fact(NewFact {
-                title,
-                content,
-                tags: vec![tag],
-                team_id: team.map(str::to_owned),
-                ..NewFact::default()
-            })?;
+            memory.save_fact(new_fact(&mut rng, i))?;
         }
         // What a running server does once idle for a second after writing facts.
         clawboo_memory::merge_search_index(&store)?;

@@ -704,6 +704,74 @@ impl Memory {
     }
 }
 
+/// Facts whose terms [`rebuild_text_index`] reads and makes per round.
+const REBUILD_BATCH: i64 = 1000;
+/// Facts whose term statistics [`rebuild_text_index`] writes per statement.
+const REBUILD_STATEMENT: usize = 200;
+
+/// Recompute the full-text index of every fact in `tx`'s database, for facts written there
+/// by something other than [`Memory`] (a copy of another database, `clawboo db copy`):
+/// the index is derived from the facts, so it is rebuilt where they land rather than
+/// carried across engines. On PostgreSQL the term statistics are emptied and written again
+/// from each fact, in the caller's transaction; on SQLite FTS5 is already kept by
+/// [`EXTENSION`]'s pre-commit hook, which indexes each inserted fact before the commit, so
+/// nothing is left to do. Returns the facts indexed here.
+pub fn rebuild_text_index(tx: &dyn Tx) -> Result<u64> {
+    if tx.dialect() == Dialect::Sqlite {
+        return Ok(0);
+    }
+    for table in [
+        "memory_fts_postings",
+        "memory_fts_terms",
+        "memory_fts_totals",
+    ] {
+        tx.execute(&format!("DELETE FROM {table}"), &[])?;
+    }
+    let sql = format!(
+        "SELECT f.seq, {FACT_COLUMNS} FROM memory_facts f WHERE f.seq > ?1 ORDER BY f.seq LIMIT ?2"
+    );
+    let (mut after, mut indexed) = (i64::MIN, 0u64);
+    loop {
+        let batch: Vec<(i64, Fact, String)> =
+            tx.query_map(&sql, &[&after, &REBUILD_BATCH], |r| {
+                let seq: i64 = r.get(0)?;
+                let tags: String = r.get(4)?;
+                let fact = Fact {
+                    id: r.get(1)?,
+                    title: r.get(2)?,
+                    content: r.get(3)?,
+                    tags: Vec::new(),
+                    team_id: r.get(5)?,
+                    agent_id: r.get(6)?,
+                    tenant_id: r.get(7)?,
+                    created_at: r.get(8)?,
+                    embedding_model: r.get(9)?,
+                };
+                Ok((seq, fact, tags))
+            })?;
+        let Some(last) = batch.last() else { break };
+        after = last.0;
+        let terms: Vec<DocTerms> = batch
+            .iter()
+            .map(|(_, fact, tags_json)| DocTerms::of([&fact.title, &fact.content, tags_json]))
+            .collect();
+        for chunk in batch
+            .iter()
+            .zip(&terms)
+            .collect::<Vec<_>>()
+            .chunks(REBUILD_STATEMENT)
+        {
+            let facts: Vec<(i64, &Fact, &DocTerms)> = chunk
+                .iter()
+                .map(|((seq, fact, _), terms)| (*seq, fact, *terms))
+                .collect();
+            pg_fts::record_terms_of(tx, &facts)?;
+        }
+        indexed += batch.len() as u64;
+    }
+    Ok(indexed)
+}
+
 /// Refuse a limit outside `1..=max`.
 pub(crate) fn check_limit(limit: u32, max: u32) -> Result<()> {
     if limit == 0 || limit > max {

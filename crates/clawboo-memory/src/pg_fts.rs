@@ -22,12 +22,18 @@ use clawboo_store::db::{ToValue, Tx};
 /// Rows of `memory_fts_totals`, and of `memory_fts_terms` per term, writers spread over.
 const SHARDS: i64 = 16;
 
-/// One term of a fact, as `record_terms` hands it to the database.
+/// One term of a fact, as `record_terms_of` hands it to the database, with what its
+/// posting carries of the fact.
 #[derive(Serialize)]
 struct TermRow<'a> {
+    seq: i64,
     term: &'a str,
     freq: u32,
     positions: &'a [i64],
+    length: u32,
+    team_id: Option<&'a str>,
+    agent_id: Option<&'a str>,
+    tenant_id: Option<&'a str>,
 }
 
 /// One term of a query: its phrase (the query word's place) and its place in the phrase.
@@ -46,49 +52,59 @@ fn json<T: Serialize>(value: &T) -> Result<String> {
 /// Write fact `seq`'s term statistics inside the transaction that inserted it, in one
 /// statement: its postings, the count of facts holding each of its terms, the totals.
 pub(super) fn record_terms(tx: &dyn Tx, seq: i64, fact: &Fact, terms: &DocTerms) -> Result<()> {
-    let rows: Vec<TermRow<'_>> = terms
-        .terms
+    record_terms_of(tx, &[(seq, fact, terms)])
+}
+
+/// [`record_terms`] for several facts in one statement (a rebuild writes them in batches).
+pub(super) fn record_terms_of(tx: &dyn Tx, facts: &[(i64, &Fact, &DocTerms)]) -> Result<()> {
+    let rows: Vec<TermRow<'_>> = facts
         .iter()
-        .map(|(term, (freq, positions))| TermRow {
-            term,
-            freq: *freq,
-            positions,
+        .flat_map(|(seq, fact, terms)| {
+            terms
+                .terms
+                .iter()
+                .map(move |(term, (freq, positions))| TermRow {
+                    seq: *seq,
+                    term,
+                    freq: *freq,
+                    positions,
+                    length: terms.length,
+                    team_id: fact.team_id.as_deref(),
+                    agent_id: fact.agent_id.as_deref(),
+                    tenant_id: fact.tenant_id.as_deref(),
+                })
         })
         .collect();
+    let tokens: i64 = facts.iter().map(|(_, _, t)| i64::from(t.length)).sum();
     // Each writer adds to the rows of its connection's shard: a transaction locks those,
     // so concurrent saves never wait on each other in a circle, and every save takes its
     // locks in the same order (the statement's, terms sorted).
     tx.execute(
         "WITH t AS (
-             SELECT t.term, t.freq, t.positions
-             FROM json_to_recordset(CAST(CAST(?2 AS TEXT) AS JSON))
-                 AS t(term TEXT, freq BIGINT, positions BIGINT[])
+             SELECT t.seq, t.term, t.freq, t.positions, t.length, t.team_id, t.agent_id,
+                 t.tenant_id
+             FROM json_to_recordset(CAST(CAST(?1 AS TEXT) AS JSON))
+                 AS t(seq BIGINT, term TEXT, freq BIGINT, positions BIGINT[], length BIGINT,
+                      team_id TEXT, agent_id TEXT, tenant_id TEXT)
          ),
          posted AS (
              INSERT INTO memory_fts_postings
                  (term, seq, freq, positions, length, team_id, agent_id, tenant_id)
-             SELECT t.term, CAST(?1 AS BIGINT), t.freq, t.positions, CAST(?3 AS BIGINT),
-                 CAST(?4 AS TEXT), CAST(?5 AS TEXT), CAST(?6 AS TEXT)
+             SELECT t.term, t.seq, t.freq, t.positions, t.length, t.team_id, t.agent_id,
+                 t.tenant_id
              FROM t
          ),
          counted AS (
              INSERT INTO memory_fts_terms (term, shard, docs)
-             SELECT t.term, pg_backend_pid() % CAST(?7 AS BIGINT), 1 FROM t
-             ON CONFLICT (term, shard) DO UPDATE SET docs = memory_fts_terms.docs + 1
+             SELECT t.term, pg_backend_pid() % CAST(?4 AS BIGINT), count(*) FROM t
+             GROUP BY t.term ORDER BY t.term
+             ON CONFLICT (term, shard) DO UPDATE SET docs = memory_fts_terms.docs + excluded.docs
          )
          INSERT INTO memory_fts_totals (shard, docs, tokens)
-         VALUES (pg_backend_pid() % CAST(?7 AS BIGINT), 1, ?3)
-         ON CONFLICT (shard) DO UPDATE SET docs = memory_fts_totals.docs + 1,
+         VALUES (pg_backend_pid() % CAST(?4 AS BIGINT), ?2, ?3)
+         ON CONFLICT (shard) DO UPDATE SET docs = memory_fts_totals.docs + excluded.docs,
              tokens = memory_fts_totals.tokens + excluded.tokens",
-        &[
-            &seq,
-            &json(&rows)?,
-            &terms.length,
-            &fact.team_id,
-            &fact.agent_id,
-            &fact.tenant_id,
-            &SHARDS,
-        ],
+        &[&json(&rows)?, &facts.len(), &tokens, &SHARDS],
     )?;
     Ok(())
 }

@@ -4,6 +4,7 @@
 pub mod approvals;
 pub mod attach;
 pub mod board;
+pub mod db;
 pub mod memory;
 pub mod reservations;
 pub mod serve;

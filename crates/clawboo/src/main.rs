@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use clawboo::approvals::ApprovalsCommand;
 use clawboo::attach::AttachArgs;
 use clawboo::board::BoardCommand;
+use clawboo::db::DbCommand;
 use clawboo::memory::{MemoryCommand, ModelsCommand};
 use clawboo::reservations::{HooksCommand, ReservationsCommand};
 use clawboo::serve::ServeArgs;
@@ -73,6 +74,14 @@ enum Command {
         #[command(subcommand)]
         command: HooksCommand,
     },
+    /// Move a board between databases, back it up, restore it, check it.
+    Db {
+        /// SQLite file or postgres:// URL (default: $CLAWBOO_DB_PATH, else ~/.clawboo/clawboo.db).
+        #[arg(long, global = true, value_name = "PATH_OR_URL")]
+        db: Option<PathBuf>,
+        #[command(subcommand)]
+        command: DbCommand,
+    },
     /// Install local model files (the MiniLM sentence model for memory search).
     Models {
         #[command(subcommand)]
@@ -90,6 +99,7 @@ fn main() -> ExitCode {
         Command::Board { db, command } => clawboo::board::run(db, command),
         Command::Approvals { db, command } => clawboo::approvals::run(db, command),
         Command::Memory { db, command } => clawboo::memory::run(db, command),
+        Command::Db { db, command } => clawboo::db::run(db, command),
         Command::Models { command } => clawboo::memory::run_models(command),
         Command::Reservations { db, command } => clawboo::reservations::run(db, command),
         Command::Hooks { command } => clawboo::reservations::run_hooks(command),
