@@ -19,7 +19,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 use crate::binding::Binding;
-use crate::protocol::{Effect, blocking, blocking_write, parse_args, tool, unknown_tool};
+use crate::protocol::{Effect, parse_args, store_read, store_write, tool, unknown_tool};
 use crate::server::ToolSet;
 
 /// A handler's answer: `Err` is a refusal (bad arguments, a rule), sent as it is.
@@ -208,7 +208,7 @@ pub(crate) async fn record_call(store: &Arc<Store>, agent: Option<String>, team:
         return;
     };
     let team = team.map(str::to_owned);
-    match blocking_write(store, move |s| s.record_call(&agent, team.as_deref())).await {
+    match store_write(store, move |s| s.record_call(&agent, team.as_deref())).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "recording a call failed; a later call renews"),
         Err(_) => tracing::warn!("recording a call failed; a later call renews"),
@@ -225,14 +225,14 @@ async fn piggyback_inbox(
 ) -> CallToolResult {
     let (agent, team) = (agent.to_owned(), team.map(str::to_owned));
     let (agent_read, team_read) = (agent.clone(), team.clone());
-    let pending = blocking(store, move |s| {
+    let pending = store_read(store, move |s| {
         s.has_pending_inbox(&agent_read, team_read.as_deref())
     })
     .await;
     if matches!(pending, Ok(Ok(false))) {
         return result;
     }
-    match blocking_write(store, move |s| {
+    match store_write(store, move |s| {
         s.take_inbox(&agent, team.as_deref(), INBOX_BATCH, "mcp")
     })
     .await

@@ -23,8 +23,8 @@ use serde_json::{Value, json};
 use crate::binding::Binding;
 use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
 use crate::protocol::{
-    Effect, blocking_write, check_link_task, internal_error, invalid_args, json_result,
-    link_stored, store_failure, tool_error,
+    Effect, check_link_task, internal_error, invalid_args, json_result, link_stored, store_failure,
+    store_write, tool_error,
 };
 
 /// Settings of a Memory server.
@@ -168,7 +168,7 @@ fn check_limit(limit: Option<u32>, max: u32) -> Result<u32, CallToolResult> {
 /// becomes an internal tool-error. Unlike quick store calls, memory work may embed text
 /// (tens of milliseconds with MiniLM) or call an HTTP embedder with a blocking client,
 /// which must never run on an async thread.
-async fn blocking<T, F>(memory: &Arc<Memory>, f: F) -> Result<T, CallToolResult>
+async fn memory_work<T, F>(memory: &Arc<Memory>, f: F) -> Result<T, CallToolResult>
 where
     T: Send + 'static,
     F: FnOnce(&Memory) -> T + Send + 'static,
@@ -266,7 +266,7 @@ impl MemoryServer {
                     agent_id,
                     tenant_id,
                 };
-                blocking(&self.memory, move |m| m.save_procedure(new))
+                memory_work(&self.memory, move |m| m.save_procedure(new))
                     .await?
                     .map(|p| json!({"saved": "procedure", "procedure": p}))
             }
@@ -282,12 +282,10 @@ impl MemoryServer {
                 let prepared = if self.memory.embeds_cheaply() {
                     self.memory.prepare_fact(new)
                 } else {
-                    blocking(&self.memory, move |m| m.prepare_fact(new)).await?
+                    memory_work(&self.memory, move |m| m.prepare_fact(new)).await?
                 };
                 let saved = match prepared {
-                    Ok(fact) => {
-                        blocking_write(self.memory.store(), move |s| fact.insert(s)).await?
-                    }
+                    Ok(fact) => store_write(self.memory.store(), move |s| fact.insert(s)).await?,
                     Err(e) => Err(e),
                 };
                 if let Ok(fact) = &saved {
@@ -316,7 +314,7 @@ impl MemoryServer {
         let scope = read_scope(ctx.binding, a.scope_team_id, a.scope_agent_id);
         let mode = a.mode.map(SearchMode::from);
         let with_procedures = a.include_procedures.unwrap_or(false);
-        let answer = blocking(&self.memory, move |m| {
+        let answer = memory_work(&self.memory, move |m| {
             let outcome = m.search(&a.query, mode, &scope, limit)?;
             crate::metrics::record_search(outcome.mode);
             let mut results: Vec<Value> = outcome
@@ -339,7 +337,7 @@ impl MemoryServer {
         let limit = check_limit(a.limit, clawboo_memory::MAX_BROWSE_LIMIT)?;
         let scope = read_scope(ctx.binding, a.scope_team_id, a.scope_agent_id);
         let with_procedures = a.include_procedures.unwrap_or(false);
-        let answer = blocking(&self.memory, move |m| {
+        let answer = memory_work(&self.memory, move |m| {
             let facts = m.browse(&scope, limit)?;
             if with_procedures {
                 let procedures = m.latest_procedures(&scope, None, limit)?;

@@ -111,7 +111,7 @@ pub(crate) async fn check_link_task(
     let Some(task_id) = task_id.map(str::to_owned) else {
         return Ok(());
     };
-    let found = blocking(store, move |s| {
+    let found = store_read(store, move |s| {
         s.require_linkable(&task_id, Scope::team(team.as_deref()))
     })
     .await?;
@@ -130,7 +130,7 @@ pub(crate) async fn link_stored(
     let Some(task_id) = task_id else {
         return Ok(());
     };
-    let linked = blocking_write(store, move |s| {
+    let linked = store_write(store, move |s| {
         s.link_to_task(&task_id, Scope::team(team.as_deref()), kind, &ref_id, &text)
     })
     .await?;
@@ -346,7 +346,7 @@ pub fn store_failure(e: StoreError) -> CallToolResult {
 
 /// Run one quick store read ([`Store::run_read`] decides where); a panic inside becomes an
 /// internal tool-error instead of taking the process down.
-pub async fn blocking<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
+pub async fn store_read<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
 where
     T: Send + 'static,
     F: FnOnce(&Store) -> T + Send + 'static,
@@ -356,7 +356,7 @@ where
 
 /// Run a store write ([`Store::run_write`]: SQLite's group commit, or a transaction of its
 /// own on PostgreSQL), answered once it committed.
-pub async fn blocking_write<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
+pub async fn store_write<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
 where
     T: Send + 'static,
     F: FnOnce(&Store) -> T + Send + 'static,
@@ -365,7 +365,7 @@ where
 }
 
 /// Run store work on the blocking pool ([`Store::run_off_thread`]).
-pub async fn on_blocking_pool<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
+pub async fn store_off_thread<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
 where
     T: Send + 'static,
     F: FnOnce(&Store) -> T + Send + 'static,

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use crate::binding::Binding;
 use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
 use crate::protocol::{
-    Effect, blocking, blocking_write, denied, globs_schema, invalid_args, json_result,
-    store_failure, tool_error,
+    Effect, denied, globs_schema, invalid_args, json_result, store_failure, store_read,
+    store_write, tool_error,
 };
 
 /// `list_tasks`' page when no `limit` is given.
@@ -477,7 +477,7 @@ impl TasksServer {
             ready: a.ready.unwrap_or(false),
             include_dropped: false,
         };
-        let page = blocking(&self.store, move |s| {
+        let page = store_read(&self.store, move |s| {
             s.list_tasks_page(&filter, after.as_ref(), limit)
         })
         .await?;
@@ -494,7 +494,7 @@ impl TasksServer {
     async fn get_task(&self, ctx: &CallContext<'_>, a: TaskIdArgs) -> Outcome {
         let team = ctx.binding.team_id.clone();
         let id = a.task_id.clone();
-        let detail = blocking(&self.store, move |s| {
+        let detail = store_read(&self.store, move |s| {
             s.task_detail(&a.task_id, Scope::team(team.as_deref()))
         })
         .await?;
@@ -542,7 +542,7 @@ impl TasksServer {
             ..new
         };
         let team = ctx.binding.team_id.clone();
-        let created = blocking_write(&self.store, move |s| {
+        let created = store_write(&self.store, move |s| {
             s.create_task_in(new, CreatePolicy::Capped, Scope::team(team.as_deref()))
         })
         .await?;
@@ -556,7 +556,7 @@ impl TasksServer {
         let agent = ctx.binding.agent_id.clone().unwrap_or(a.assignee_agent_id);
         non_empty("assigneeAgentId", &agent)?;
         let team = ctx.binding.team_id.clone();
-        let claimed = blocking_write(&self.store, move |s| {
+        let claimed = store_write(&self.store, move |s| {
             s.claim_reserving(
                 &a.task_id,
                 &agent,
@@ -583,7 +583,7 @@ impl TasksServer {
         };
         non_empty("assigneeAgentId", &agent)?;
         let team = ctx.binding.team_id.clone().or(a.team_id);
-        let claimed = blocking_write(&self.store, move |s| {
+        let claimed = store_write(&self.store, move |s| {
             let who = Claimant {
                 agent_id: &agent,
                 runtime: a.assignee_runtime.as_deref(),
@@ -647,7 +647,7 @@ impl TasksServer {
     ) -> Outcome {
         let team = ctx.binding.team_id.clone();
         let actor = ctx.binding.agent_id.clone();
-        let moved = blocking_write(&self.store, move |s| {
+        let moved = store_write(&self.store, move |s| {
             let actor = actor.as_deref();
             let scope = Scope::bound(team.as_deref(), actor).fenced(claim_token);
             match target {
@@ -670,7 +670,7 @@ impl TasksServer {
             body: a.body,
         };
         let team = ctx.binding.team_id.clone();
-        let added = blocking_write(&self.store, move |s| {
+        let added = store_write(&self.store, move |s| {
             let scope = Scope::team(team.as_deref()).fenced(a.claim_token);
             s.add_comment(&a.task_id, new, scope)
         })
@@ -684,7 +684,7 @@ impl TasksServer {
 
     async fn link_task(&self, ctx: &CallContext<'_>, a: LinkTaskArgs) -> Outcome {
         let team = ctx.binding.team_id.clone();
-        let linked = blocking_write(&self.store, move |s| {
+        let linked = store_write(&self.store, move |s| {
             s.link_task(
                 &a.task_id,
                 &a.depends_on_task_id,

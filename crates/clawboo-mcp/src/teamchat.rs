@@ -31,8 +31,8 @@ use crate::envelope::{PeerPost, format_peer_post};
 use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
 use crate::metrics::ProtocolFamily;
 use crate::protocol::{
-    Effect, blocking, blocking_write, check_link_task, invalid_args, json_result, link_stored,
-    store_failure, tool_error, unknown_tool,
+    Effect, check_link_task, invalid_args, json_result, link_stored, store_failure, store_read,
+    store_write, tool_error, unknown_tool,
 };
 use crate::waits::{WaitLimit, WaitOwner, WaitPermit};
 
@@ -153,7 +153,7 @@ impl RoomRead {
     /// The page past `since_seq`: a quick store read.
     async fn read(&self, store: &Arc<Store>, since_seq: i64) -> Result<ChatPage, CallToolResult> {
         let (room, me, limit) = (self.room.clone(), self.exclude_author.clone(), self.limit);
-        blocking(store, move |s| {
+        store_read(store, move |s| {
             s.read_chat(&ChatQuery {
                 room_id: &room,
                 since_seq,
@@ -308,7 +308,7 @@ impl TeamChatServer {
             return Err(tool_error("invalid_args", NO_POST_IDENTITY));
         };
         check_link_task(&self.store, a.task_id.as_deref(), team.clone()).await?;
-        let posted = blocking_write(&self.store, move |s| {
+        let posted = store_write(&self.store, move |s| {
             s.post_chat(&room, &author, PostKind::Peer, &a.text)
         })
         .await?
@@ -375,7 +375,7 @@ impl TeamChatServer {
             return Err(tool_error("invalid_args", DELEGATE_NEEDS_BOTH));
         };
         let (team, caller) = (team.to_owned(), caller.to_owned());
-        let done = blocking_write(&self.store, move |s| {
+        let done = store_write(&self.store, move |s| {
             s.delegate(&Delegation {
                 team_id: &team,
                 caller_agent_id: &caller,

@@ -30,7 +30,7 @@ use crate::binding::Binding;
 use crate::elicit;
 use crate::metrics::ProtocolFamily;
 use crate::protocol::{
-    Effect, blocking, blocking_write, denied, described, internal_error, tool_error,
+    Effect, denied, described, internal_error, store_read, store_write, tool_error,
 };
 use crate::server::ToolSet;
 use crate::signing::ScopeSigner;
@@ -190,7 +190,7 @@ impl ToolsServer {
         loop {
             bell.mark();
             let approval_id = id.clone();
-            let row = match blocking(store, move |s| s.approval(&approval_id)).await {
+            let row = match store_read(store, move |s| s.approval(&approval_id)).await {
                 Ok(Ok(row)) => row,
                 // The round that follows reads it again and says what went wrong.
                 Ok(Err(_)) | Err(_) => break,
@@ -421,7 +421,7 @@ fn to_result(outcome: CallOutcome) -> CallToolResult {
 /// Expire approval `approval_id`: its caller went away.
 async fn abandon(store: &Arc<Store>, approval_id: &str) {
     let id = approval_id.to_owned();
-    match blocking_write(store, move |s| s.abandon_approval(&id)).await {
+    match store_write(store, move |s| s.abandon_approval(&id)).await {
         Ok(Ok(_)) => {}
         Ok(Err(error)) => {
             tracing::warn!(%error, approval = %approval_id, "could not abandon an approval")

@@ -6,7 +6,9 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
-use clawboo_store::{BackendError, BackendErrorKind, StoreError};
+use std::sync::Arc;
+
+use clawboo_store::{BackendError, BackendErrorKind, RunError, Store, StoreError};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
@@ -99,8 +101,8 @@ impl From<StoreError> for AppError {
     }
 }
 
-impl From<tokio::task::JoinError> for AppError {
-    fn from(e: tokio::task::JoinError) -> AppError {
+impl From<RunError> for AppError {
+    fn from(e: RunError) -> AppError {
         tracing::error!("request worker failed: {e}");
         AppError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -125,11 +127,13 @@ pub fn json_error(status: StatusCode, message: impl Into<String>) -> Response {
     AppError::new(status, message).into_response()
 }
 
-/// Run a blocking store call off the async executor.
-pub async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, AppError> + Send + 'static,
+/// Run a REST request's store work through the store's own scheduling
+/// ([`Store::run_off_thread`]), never on an async thread; a panic becomes a 500.
+pub async fn store_call<T: Send + 'static>(
+    store: Arc<Store>,
+    f: impl FnOnce(&Store) -> Result<T, AppError> + Send + 'static,
 ) -> Result<T, AppError> {
-    tokio::task::spawn_blocking(f).await?
+    store.run_off_thread(f).await?
 }
 
 /// A JSON body whose rejection is an [`AppError`].

@@ -129,7 +129,7 @@ struct Counts {
 async fn read_counts(state: &AppState) -> Option<Counts> {
     let store = state.store();
     let memory = state.memory();
-    let read = tokio::task::spawn_blocking(move || -> Result<Counts, clawboo_store::StoreError> {
+    let read = store.run_off_thread(move |store| -> Result<Counts, clawboo_store::StoreError> {
         Ok(Counts {
             ops: store.ops_counts()?,
             facts: memory.facts_stored()?,

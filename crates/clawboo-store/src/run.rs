@@ -78,7 +78,9 @@ impl Store {
         F: FnOnce(&Store) -> T + Send + 'static,
     {
         let store = Arc::clone(self);
-        tokio::task::spawn_blocking(move || f(&store))
+        // The caller's span goes along, so the store's spans stay children of its call.
+        let span = tracing::Span::current();
+        tokio::task::spawn_blocking(move || span.in_scope(|| f(&store)))
             .await
             .map_err(|_| RunError::Panicked)
     }
@@ -103,8 +105,10 @@ impl Store {
             return self.run_off_thread(f).await;
         }
         let (answer, answered) = tokio::sync::oneshot::channel();
+        // The write may run on another caller's thread, in its group: under this call's span.
+        let span = tracing::Span::current();
         let must_drain = self.queue_write(Box::new(move |store: &Store| -> SettleWrite {
-            let value = f(store);
+            let value = span.in_scope(|| f(store));
             Box::new(move |group: Result<(), &StoreError>| {
                 let _ = answer.send(
                     group

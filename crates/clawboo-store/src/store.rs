@@ -118,13 +118,15 @@ impl Store {
     }
 
     /// Run `f` inside one write transaction: committed when `f` returns `Ok`, rolled back
-    /// otherwise. Every read-modify-write of a domain rule runs here. A write inside a
+    /// otherwise. Like `read` and `snapshot`, one `tracing` span (`store.write`), a child of
+    /// the call that asked, so a trace shows each call's trips to the database. Every read-modify-write of a domain rule runs here. A write inside a
     /// write on the same thread joins it (as a savepoint, so a failing inner write still
     /// changes nothing). Public for the domain crates over the store (memory).
     pub fn write<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
     where
         E: From<StoreError>,
     {
+        let _span = tracing::info_span!("store.write", engine = self.engine.name()).entered();
         in_body(f, |body| self.engine.write(body))
     }
 
@@ -135,6 +137,7 @@ impl Store {
     where
         E: From<StoreError>,
     {
+        let _span = tracing::info_span!("store.read", engine = self.engine.name()).entered();
         in_body(f, |body| self.engine.read(body))
     }
 
@@ -144,6 +147,7 @@ impl Store {
     where
         E: From<StoreError>,
     {
+        let _span = tracing::info_span!("store.snapshot", engine = self.engine.name()).entered();
         in_body(f, |body| self.engine.snapshot(body))
     }
 

@@ -22,11 +22,13 @@ pub const LOG_FORMAT_ENV: &str = "CLAWBOO_LOG_FORMAT";
 /// The trace exporter of this process, kept to flush it on the way out.
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 
-/// The crates whose spans are the edge of a call (`mcp.call`, `http.request`).
+/// The crates whose spans trace a call: its edge (`mcp.call`, `http.request`) and, as its
+/// children, the store's trips to the database (`store.read`, `store.write`, …).
 fn edge_spans() -> Targets {
     Targets::new()
         .with_target("clawboo_mcp", Level::INFO)
         .with_target("clawboo_server", Level::INFO)
+        .with_target("clawboo_store", Level::INFO)
 }
 
 /// Whether an OTLP endpoint for traces is configured.

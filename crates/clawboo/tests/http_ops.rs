@@ -456,7 +456,7 @@ fn line_after(lines: &Receiver<String>, prefix: &str) -> String {
 }
 
 #[test]
-fn a_tool_call_is_one_span_exported_over_otlp_without_its_arguments() {
+fn a_tool_call_is_a_span_tree_exported_over_otlp_without_its_arguments() {
     let Some(python) = ops_python() else {
         return;
     };
@@ -483,8 +483,15 @@ fn a_tool_call_is_one_span_exported_over_otlp_without_its_arguments() {
 
     let mut call = None;
     let mut request = None;
+    let mut store_spans: Vec<Value> = Vec::new();
+    let is_child_of = |child: &Value, parent: &Option<Value>| {
+        parent.as_ref().is_some_and(|p| {
+            child["traceId"] == p["traceId"] && child["parentSpanId"] == p["spanId"]
+        })
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
-    while call.is_none() || request.is_none() {
+    while call.is_none() || request.is_none() || !store_spans.iter().any(|s| is_child_of(s, &call))
+    {
         let left = deadline.saturating_duration_since(Instant::now());
         let line = spans
             .recv_timeout(left)
@@ -497,9 +504,16 @@ fn a_tool_call_is_one_span_exported_over_otlp_without_its_arguments() {
         match span["name"].as_str().unwrap() {
             "tasks/get_task" => call = Some(span),
             "GET /api/teams" => request = Some(span),
+            name if name.starts_with("store.") => store_spans.push(span),
             _ => {}
         }
     }
+    // The call's trip to the store is its child span, named by the engine it ran on.
+    let trip = store_spans.iter().find(|s| is_child_of(s, &call)).unwrap();
+    assert!(
+        ["sqlite", "postgres"].contains(&trip["attributes"]["engine"].as_str().unwrap_or("")),
+        "{trip}"
+    );
     let call = call.unwrap();
     let attributes = &call["attributes"];
     assert_eq!(attributes["server"], json!("tasks"), "{call}");

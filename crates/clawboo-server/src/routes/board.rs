@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::AppState;
-use crate::error::{ApiJson, ApiPath, ApiQuery, AppError, blocking};
+use crate::error::{ApiJson, ApiPath, ApiQuery, AppError, store_call};
 
 /// The board routes.
 pub fn routes() -> Router<AppState> {
@@ -88,7 +88,10 @@ async fn list(
     let limit = q.limit.unwrap_or(DEFAULT_PAGE);
     let after = q.cursor.as_deref().map(BoardCursor::decode).transpose()?;
     let store = state.store();
-    let page = blocking(move || Ok(store.list_tasks_page(&filter, after.as_ref(), limit)?)).await?;
+    let page = store_call(store, move |store| {
+        Ok(store.list_tasks_page(&filter, after.as_ref(), limit)?)
+    })
+    .await?;
     let mut answer = json!({ "tasks": page.tasks });
     if let Some(next) = page.next {
         answer["nextCursor"] = json!(next.encode());
@@ -102,7 +105,10 @@ async fn detail(
 ) -> Result<axum::Json<Value>, AppError> {
     let store = state.store();
     let lookup = id.clone();
-    let detail = blocking(move || Ok(store.task_detail(&lookup, Scope::ALL)?)).await?;
+    let detail = store_call(store, move |store| {
+        Ok(store.task_detail(&lookup, Scope::ALL)?)
+    })
+    .await?;
     let detail = detail.ok_or_else(|| AppError::not_found(format!("not found: {id}")))?;
     // The board shows the description and comments as rendered markdown.
     let mut answer = json!(detail);
@@ -152,7 +158,10 @@ async fn create(
         paths: body.paths.unwrap_or_default(),
     };
     let store = state.store();
-    let task = blocking(move || Ok(store.create_task(new, CreatePolicy::Uncapped)?)).await?;
+    let task = store_call(store, move |store| {
+        Ok(store.create_task(new, CreatePolicy::Uncapped)?)
+    })
+    .await?;
     Ok((StatusCode::CREATED, axum::Json(json!({ "task": task }))))
 }
 
@@ -172,7 +181,7 @@ async fn claim(
     ApiJson(body): ApiJson<ClaimBody>,
 ) -> Result<axum::Json<Value>, AppError> {
     let store = state.store();
-    let task = blocking(move || {
+    let task = store_call(store, move |store| {
         store
             .claim_reserving(
                 &id,
@@ -220,7 +229,7 @@ async fn patch(
         ));
     }
     let store = state.store();
-    let task = blocking(move || {
+    let task = store_call(store, move |store| {
         let mut task = None;
         if has_fields {
             task = Some(store.patch_task(&id, &fields, Scope::ALL)?);
@@ -295,7 +304,10 @@ async fn comment(
         body: body.body,
     };
     let store = state.store();
-    let comment = blocking(move || Ok(store.add_comment(&id, new, Scope::ALL)?)).await?;
+    let comment = store_call(store, move |store| {
+        Ok(store.add_comment(&id, new, Scope::ALL)?)
+    })
+    .await?;
     Ok((
         StatusCode::CREATED,
         axum::Json(json!({ "comment": comment })),
@@ -315,7 +327,10 @@ async fn link(
 ) -> Result<axum::Json<Value>, AppError> {
     let store = state.store();
     let (task_id, dep) = (id.clone(), body.depends_on_task_id.clone());
-    blocking(move || Ok(store.link_task(&task_id, &dep, Scope::ALL)?)).await?;
+    store_call(store, move |store| {
+        Ok(store.link_task(&task_id, &dep, Scope::ALL)?)
+    })
+    .await?;
     Ok(axum::Json(
         json!({ "taskId": id, "dependsOnTaskId": body.depends_on_task_id }),
     ))

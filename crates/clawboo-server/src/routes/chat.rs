@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::AppState;
-use crate::error::{ApiJson, ApiQuery, AppError, blocking};
+use crate::error::{ApiJson, ApiQuery, AppError, store_call};
 
 /// The team-chat routes.
 pub fn routes() -> Router<AppState> {
@@ -54,7 +54,7 @@ async fn read(
         )));
     }
     let store = state.store();
-    let page = blocking(move || {
+    let page = store_call(store, move |store| {
         Ok(store.read_chat(&ChatQuery {
             room_id: &room_id,
             since_seq,
@@ -103,9 +103,10 @@ async fn post(
     let room_id = room(body.room_id, body.team_id)?;
     let author = body.author.unwrap_or_else(|| OPERATOR_AUTHOR.to_owned());
     let store = state.store();
-    let posted =
-        blocking(move || Ok(store.post_chat(&room_id, &author, PostKind::User, &body.text)?))
-            .await?;
+    let posted = store_call(store, move |store| {
+        Ok(store.post_chat(&room_id, &author, PostKind::User, &body.text)?)
+    })
+    .await?;
     Ok((
         StatusCode::CREATED,
         axum::Json(

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::AppState;
-use crate::error::{ApiQuery, AppError, blocking};
+use crate::error::{ApiQuery, AppError, store_call};
 
 /// The memory routes.
 pub fn routes() -> Router<AppState> {
@@ -49,7 +49,7 @@ async fn search(
     let memory = state.memory();
     let scope = scope(q.team_id, q.agent_id);
     let query = q.query.filter(|text| !text.trim().is_empty());
-    blocking(move || match query {
+    store_call(state.store(), move |_| match query {
         Some(text) => {
             let outcome = memory.search(&text, mode, &scope, q.limit.unwrap_or(10))?;
             clawboo_mcp::metrics::record_search(outcome.mode);
@@ -87,7 +87,7 @@ async fn procedures(
 ) -> Result<axum::Json<Value>, AppError> {
     let memory = state.memory();
     let scope = scope(q.team_id, q.agent_id);
-    blocking(move || {
+    store_call(state.store(), move |_| {
         let procedures = match q.name.as_deref() {
             Some(name) => memory.procedure_versions(name, &scope)?,
             None => memory.latest_procedures(&scope, q.query.as_deref(), q.limit.unwrap_or(50))?,

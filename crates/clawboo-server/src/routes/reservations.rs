@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::AppState;
-use crate::error::{ApiQuery, AppError, blocking};
+use crate::error::{ApiQuery, AppError, store_call};
 
 /// The reservation routes.
 pub fn routes() -> Router<AppState> {
@@ -26,6 +26,9 @@ async fn list(
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<axum::Json<Value>, AppError> {
     let store = state.store();
-    let reservations = blocking(move || Ok(store.reservations(query.team_id.as_deref())?)).await?;
+    let reservations = store_call(store, move |store| {
+        Ok(store.reservations(query.team_id.as_deref())?)
+    })
+    .await?;
     Ok(axum::Json(json!({ "reservations": reservations })))
 }

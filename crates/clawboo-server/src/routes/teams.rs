@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::AppState;
-use crate::error::{ApiJson, ApiQuery, AppError, blocking};
+use crate::error::{ApiJson, ApiQuery, AppError, store_call};
 
 /// The team and agent routes.
 pub fn routes() -> Router<AppState> {
@@ -20,7 +20,7 @@ pub fn routes() -> Router<AppState> {
 
 async fn list_teams(State(state): State<AppState>) -> Result<axum::Json<Value>, AppError> {
     let store = state.store();
-    let teams = blocking(move || Ok(store.list_teams()?)).await?;
+    let teams = store_call(store, move |store| Ok(store.list_teams()?)).await?;
     Ok(axum::Json(json!({ "teams": teams })))
 }
 
@@ -36,7 +36,10 @@ async fn create_team(
     ApiJson(body): ApiJson<TeamBody>,
 ) -> Result<(StatusCode, axum::Json<Value>), AppError> {
     let store = state.store();
-    let team = blocking(move || Ok(store.upsert_team(body.id.as_deref(), &body.name)?)).await?;
+    let team = store_call(store, move |store| {
+        Ok(store.upsert_team(body.id.as_deref(), &body.name)?)
+    })
+    .await?;
     Ok((StatusCode::CREATED, axum::Json(json!({ "team": team }))))
 }
 
@@ -52,7 +55,10 @@ async fn list_agents(
 ) -> Result<axum::Json<Value>, AppError> {
     let store = state.store();
     // With each one's last call, liveness and held tasks (their leases), SPEC §12.
-    let agents = blocking(move || Ok(store.agents_seen(q.team_id.as_deref())?)).await?;
+    let agents = store_call(store, move |store| {
+        Ok(store.agents_seen(q.team_id.as_deref())?)
+    })
+    .await?;
     Ok(axum::Json(json!({ "agents": agents })))
 }
 
@@ -76,6 +82,6 @@ async fn create_agent(
         runtime: body.runtime,
     };
     let store = state.store();
-    let agent = blocking(move || Ok(store.upsert_agent(&new)?)).await?;
+    let agent = store_call(store, move |store| Ok(store.upsert_agent(&new)?)).await?;
     Ok((StatusCode::CREATED, axum::Json(json!({ "agent": agent }))))
 }

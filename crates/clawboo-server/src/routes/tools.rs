@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::AppState;
-use crate::error::{ApiJson, ApiPath, ApiQuery, AppError, blocking};
+use crate::error::{ApiJson, ApiPath, ApiQuery, AppError, store_call};
 
 /// Longest page of approvals or audit rows one request returns.
 const MAX_PAGE: usize = 500;
@@ -24,7 +24,7 @@ pub fn routes() -> Router<AppState> {
 
 async fn list_tools(State(state): State<AppState>) -> Result<axum::Json<Value>, AppError> {
     let broker = state.broker();
-    let tools = blocking(move || Ok(broker.tools()?)).await?;
+    let tools = store_call(state.store(), move |_| Ok(broker.tools()?)).await?;
     Ok(axum::Json(json!({ "ok": true, "tools": tools })))
 }
 
@@ -51,7 +51,10 @@ async fn list_approvals(
     };
     let limit = page_limit(q.limit)?;
     let store = state.store();
-    let approvals = blocking(move || Ok(store.list_approvals(pending_only, limit)?)).await?;
+    let approvals = store_call(store, move |store| {
+        Ok(store.list_approvals(pending_only, limit)?)
+    })
+    .await?;
     Ok(axum::Json(json!({ "ok": true, "approvals": approvals })))
 }
 
@@ -83,14 +86,16 @@ async fn resolve(
         ))
     })?;
     let store = state.store();
-    blocking(move || match store.resolve_approval(&id, decision, "api") {
-        Ok(approval) => Ok(axum::Json(json!({ "ok": true, "approval": approval }))),
-        Err(ApprovalError::Store(e)) => Err(e.into()),
-        Err(e @ ApprovalError::NotFound(_)) => {
-            Err(AppError::not_found(e.to_string()).with_ok_false())
-        }
-        Err(e) => {
-            Err(AppError::new(axum::http::StatusCode::CONFLICT, e.to_string()).with_ok_false())
+    store_call(store, move |store| {
+        match store.resolve_approval(&id, decision, "api") {
+            Ok(approval) => Ok(axum::Json(json!({ "ok": true, "approval": approval }))),
+            Err(ApprovalError::Store(e)) => Err(e.into()),
+            Err(e @ ApprovalError::NotFound(_)) => {
+                Err(AppError::not_found(e.to_string()).with_ok_false())
+            }
+            Err(e) => {
+                Err(AppError::new(axum::http::StatusCode::CONFLICT, e.to_string()).with_ok_false())
+            }
         }
     })
     .await
@@ -109,6 +114,9 @@ async fn audit(
 ) -> Result<axum::Json<Value>, AppError> {
     let limit = page_limit(q.limit)?;
     let store = state.store();
-    let rows = blocking(move || Ok(store.tool_audit(q.tool_name.as_deref(), limit)?)).await?;
+    let rows = store_call(store, move |store| {
+        Ok(store.tool_audit(q.tool_name.as_deref(), limit)?)
+    })
+    .await?;
     Ok(axum::Json(json!({ "ok": true, "audit": rows })))
 }
