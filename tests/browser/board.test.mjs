@@ -635,9 +635,19 @@ test("room for the kanban: folded columns and the agents strip are remembered; w
 
   await open("board?team=blue");
   await card("todo", "Launch the rocket").filter({ hasText: "1/2 done" }).waitFor();
-  const hue = (title) => card("todo", title).evaluate((el) => getComputedStyle(el).borderLeftColor);
+  // A live refresh may swap a card out while it is read (a detached card has no computed
+  // style): read again until the card in the page answers.
+  const style = async (title, property) => {
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const value = await card("todo", title).evaluate(
+        (el, name) => (el.isConnected ? getComputedStyle(el)[name] : ""), property);
+      if (value) return value;
+    }
+    return "";
+  };
+  const hue = (title) => style(title, "borderLeftColor");
   assert.equal(await hue("Launch the rocket"), await hue("Paint the van"), "one colour per team");
-  const top = await card("todo", "Paint the van").evaluate((el) => getComputedStyle(el).borderTopColor);
+  const top = await style("Paint the van", "borderTopColor");
   assert.notEqual(await hue("Paint the van"), top, "the team's colour marks the card");
   const waits = card("todo", "Ignite");
   await waits.waitFor();
