@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Caller;
 use clawboo_store::db::{DbRow, Tx};
+use clawboo_store::events::{self, Event};
 use clawboo_store::{Store, StoreError};
 
 /// Where an approval row stands.
@@ -311,18 +312,22 @@ pub(crate) fn standing(
 /// Mark a pending row expired; `false` when it was no longer pending.
 fn expire(store: &Store, approval_id: &str) -> Result<bool, StoreError> {
     let now = store.now_ms();
-    let expired = store.write::<_, StoreError>(|tx| {
+    store.write::<_, StoreError>(|tx| {
         let changed = tx.execute(
             "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?2
              WHERE id = ?1 AND status = 'pending'",
             &[&approval_id, &now],
         )?;
+        if changed == 1 {
+            events::raise(
+                tx,
+                Event::ApprovalSettled {
+                    id: approval_id.into(),
+                },
+            )?;
+        }
         Ok(changed == 1)
-    })?;
-    if expired {
-        store.ring_approval_bell();
-    }
-    Ok(expired)
+    })
 }
 
 /// Why a pending row read earlier in this transaction could not be decided or expired: a
@@ -347,7 +352,7 @@ pub(crate) fn resolve(
     decided_by: &str,
 ) -> Result<Approval, ApprovalError> {
     let now = store.now_ms();
-    let outcome = store.write::<_, StoreError>(|tx| {
+    store.write::<_, StoreError>(|tx| {
         let sql = format!("SELECT {COLUMNS} FROM tool_call_approvals WHERE id = ?1");
         let Some(row) = tx.query_opt(&sql, &[&id], from_row)? else {
             return Ok(Err(ApprovalError::NotFound(id.to_string())));
@@ -369,6 +374,7 @@ pub(crate) fn resolve(
             if expired == 0 {
                 return Ok(Err(settled_meanwhile(tx, &sql, id)?));
             }
+            events::raise(tx, Event::ApprovalSettled { id: id.into() })?;
             return Ok(Err(ApprovalError::Expired(id.to_string())));
         }
         let status = if decision == Decision::Deny {
@@ -388,7 +394,7 @@ pub(crate) fn resolve(
         let Some(row) = decided else {
             return Ok(Err(settled_meanwhile(tx, &sql, id)?));
         };
-        tx.notify(&clawboo_store::notices::approval(id))?;
+        events::raise(tx, Event::ApprovalSettled { id: id.into() })?;
         if decision == Decision::AllowAlways
             && let Some([agent, team, tenant]) = grant_identity(
                 row.agent_id.as_deref(),
@@ -407,11 +413,7 @@ pub(crate) fn resolve(
             )?;
         }
         Ok(Ok(row))
-    })?;
-    if outcome.is_ok() {
-        store.ring_approval_bell();
-    }
-    outcome
+    })?
 }
 
 /// Approvals, newest first (only `pending` ones when `pending_only`). Pending rows whose

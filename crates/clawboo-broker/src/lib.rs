@@ -8,7 +8,7 @@
 //! nor filesystem. Every method blocks on the database (and the executor): run it off the
 //! async executor. None waits for a human: a call that needs one comes back
 //! [`Round::Pending`] with its approval opened, and the caller waits for the decision
-//! (a future on [`Store::approval_bell`], never a parked thread) before
+//! (a future on [`Store::listen_to_approval`], never a parked thread) before
 //! [`Broker::resume_call`].
 //!
 //! ```

@@ -668,16 +668,16 @@ fn allow_always_is_remembered_for_a_bound_agent_only() {
 }
 
 #[tokio::test]
-async fn a_decision_from_another_thread_rings_the_approval_bell() {
+async fn a_decision_from_another_thread_wakes_that_approvals_listener() {
     let h = harness();
     let broker = h.default_broker();
     let args = json!({"path": "/w"});
     let args = args.as_object().unwrap();
-    let mut bell = h.store.approval_bell();
-    bell.mark();
     let Round::Pending(opened) = broker.call(&agent("a1"), "delete_path", args).unwrap() else {
         panic!("delete_path needs a human");
     };
+    let mut bell = h.store.listen_to_approval(&opened.approval_id);
+    bell.mark();
     let store = h.store.clone();
     let id = opened.approval_id.clone();
     let decider = std::thread::spawn(move || {
@@ -685,12 +685,12 @@ async fn a_decision_from_another_thread_rings_the_approval_bell() {
             .resolve_approval(&id, Decision::AllowOnce, "op")
             .unwrap();
     });
-    // Only the ring can end this wait quickly.
+    // Only the decision's event can end this wait quickly.
     let started = Instant::now();
-    bell.rung(Duration::from_secs(300)).await;
+    bell.heard(Duration::from_secs(300)).await;
     assert!(
         started.elapsed() < Duration::from_secs(60),
-        "the decision did not ring the bell"
+        "the decision did not wake its listener"
     );
     decider.join().unwrap();
     let round = broker

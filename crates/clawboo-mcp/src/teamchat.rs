@@ -82,7 +82,7 @@ impl TeamChatServer {
         request: &RequestContext<RoleServer>,
     ) -> Result<ChatPage, CallToolResult> {
         let deadline = Instant::now() + Duration::from_millis(wait_ms);
-        let mut bell = self.store.chat_bell();
+        let mut bell = self.store.listen_to_room(&room.room);
         let mut held: Option<WaitPermit> = None;
         loop {
             // Marked before the read, so a post committed after it still ends the wait.
@@ -107,7 +107,7 @@ impl TeamChatServer {
                 }
             }
             tokio::select! {
-                () = bell.rung(left.min(self.store.wait_poll(POLL_INTERVAL))) => {}
+                () = bell.heard(left.min(self.store.wait_poll(POLL_INTERVAL))) => {}
                 () = request.ct.cancelled() => {}
             }
         }

@@ -184,7 +184,7 @@ impl ToolsServer {
             approval_id: id.clone(),
         };
         let progress_token = ctx.meta.get_progress_token();
-        let mut bell = store.approval_bell();
+        let mut bell = store.listen_to_approval(id);
         let mut asking = None;
         let mut reported: Option<Instant> = None;
         loop {
@@ -218,7 +218,7 @@ impl ToolsServer {
             }
             let left = Duration::from_millis((row.expires_at - now).max(1).unsigned_abs());
             tokio::select! {
-                () = bell.rung(left.min(store.wait_poll(config.poll_interval))) => {}
+                () = bell.heard(left.min(store.wait_poll(config.poll_interval))) => {}
                 () = ctx.ct.cancelled() => {
                     abandon(store, id).await;
                     break;

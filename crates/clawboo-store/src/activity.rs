@@ -58,8 +58,7 @@ impl Store {
     /// more whenever the listening connection is made again, since announcements sent
     /// while it was down are lost); `None` on SQLite, where a view must poll the marks.
     pub fn activity_changes(&self) -> Option<watch::Receiver<u64>> {
-        self.announces_writes()
-            .then(|| crate::bell::ACTIVITY.subscribe())
+        self.announces_writes().then(|| self.bus.listen_to_writes())
     }
 
     /// Read the change mark of every area in one snapshot.

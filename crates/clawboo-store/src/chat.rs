@@ -117,11 +117,6 @@ pub struct ChatPage {
     pub next_seq: i64,
 }
 
-/// Wake this process's waiters after a write that posted from inside another operation.
-pub(crate) fn ring_doorbell() {
-    crate::bell::CHAT.ring();
-}
-
 fn post_from_row(r: &dyn DbRow) -> Result<ChatPost> {
     let kind: String = r.get(5)?;
     let kind = kind.parse().map_err(|e: StoreError| {
@@ -184,7 +179,12 @@ pub(crate) fn insert_post(
     body: &str,
 ) -> Result<ChatPost> {
     tx.serialize_on(&format!("chat-room:{room_id}"))?;
-    tx.notify(crate::notices::CHAT)?;
+    crate::events::raise(
+        tx,
+        crate::events::Event::Posted {
+            room: room_id.into(),
+        },
+    )?;
     let id = new_id();
     let seq: i64 = tx.query_one(
         "INSERT INTO team_chat(id, room_id, seq, author, body, kind, created_at)
@@ -220,9 +220,7 @@ impl Store {
         check_label("author", author)?;
         check_body(body)?;
         let now = self.now_ms();
-        let post = self.write(|tx| insert_post(tx, now, room_id, author, kind, body))?;
-        ring_doorbell();
-        Ok(post)
+        self.write(|tx| insert_post(tx, now, room_id, author, kind, body))
     }
 
     /// Posts of a room newer than the cursor, oldest first, skipping the excluded author's,
@@ -365,9 +363,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_post_rings_the_chat_bell() {
+    async fn a_post_wakes_its_rooms_listeners_only() {
         let (_dir, s) = store();
-        let mut bell = s.chat_bell();
+        let mut other_room = s.listen_to_room("elsewhere");
+        other_room.mark();
+        let mut bell = s.listen_to_room("r");
         bell.mark();
         let poster = Arc::clone(&s);
         let posted = std::thread::spawn(move || {
@@ -376,8 +376,64 @@ mod tests {
                 .unwrap();
         });
         let before = std::time::Instant::now();
-        bell.rung(MAX_WAIT).await;
+        bell.heard(MAX_WAIT).await;
         assert!(before.elapsed() < MAX_WAIT, "the post woke the listener");
         posted.join().unwrap();
+        let quiet = Duration::from_millis(200);
+        let before = std::time::Instant::now();
+        other_room.heard(quiet).await;
+        assert!(
+            before.elapsed() >= quiet,
+            "another room's listener slept on"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_post_in_a_group_commit_wakes_its_room_once_readable() {
+        let (_dir, s) = store();
+        for round in 1..=20 {
+            let mut bell = s.listen_to_room("r");
+            bell.mark();
+            let poster = Arc::clone(&s);
+            let posting = tokio::spawn(async move {
+                poster
+                    .run_write(|st| st.post_chat("r", "peer", PostKind::Peer, "hi"))
+                    .await
+            });
+            bell.heard(MAX_WAIT).await;
+            // The event comes after the commit, so the first read after it sees the post.
+            let page = s.read_chat(&query("r", round - 1, 10, None)).unwrap();
+            assert_eq!(
+                page.posts.len(),
+                1,
+                "round {round}: woken before the commit"
+            );
+            posting.await.unwrap().unwrap().unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_post_rolled_back_wakes_nobody() {
+        let (_dir, s) = store();
+        let mut bell = s.listen_to_room("r");
+        bell.mark();
+        let refused = s.write(|tx| {
+            insert_post(tx, 1, "r", "peer", PostKind::Peer, "never")?;
+            Err::<(), _>(StoreError::Invalid("the rest of the write failed".into()))
+        });
+        assert!(refused.is_err());
+        let quiet = Duration::from_millis(200);
+        let before = std::time::Instant::now();
+        bell.heard(quiet).await;
+        assert!(
+            before.elapsed() >= quiet,
+            "a rolled-back post woke its room"
+        );
+        assert!(
+            s.read_chat(&query("r", 0, 10, None))
+                .unwrap()
+                .posts
+                .is_empty()
+        );
     }
 }

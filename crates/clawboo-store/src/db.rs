@@ -339,9 +339,9 @@ pub trait Tx {
     fn serialize_on(&self, key: &str) -> Result<()>;
 
     /// Tell every process on this database, once this transaction commits, that `topic`
-    /// changed (a room got a post, an approval was decided), so their waiters wake at once
-    /// ([`crate::notices`]). SQLite's processes share one host and poll, and a write wakes
-    /// its own process's waiters itself: nothing to send there.
+    /// changed, so their waiters wake at once. Domain rules call [`crate::events::raise`],
+    /// which sends the event's topic here and publishes it in this process too. SQLite's
+    /// processes share one host and poll: nothing to send there.
     fn notify(&self, topic: &str) -> Result<()>;
 }
 

@@ -3,7 +3,7 @@
 //! so the board stays canonical and a post is only narration.
 
 use crate::board::{self, CreatePolicy, NewTask, Scope, Task};
-use crate::chat::{ChatPost, PostKind, SYSTEM_AUTHOR, check_label, insert_post, ring_doorbell};
+use crate::chat::{ChatPost, PostKind, SYSTEM_AUTHOR, check_label, insert_post};
 use crate::error::StoreError;
 use crate::teams::Agent;
 use crate::{Store, inbox};
@@ -189,7 +189,6 @@ impl Store {
             )?;
             Ok::<_, StoreError>((created, post))
         })?;
-        ring_doorbell();
         Ok(Delegated {
             task: created,
             assignee: target,

@@ -92,7 +92,7 @@ pub(crate) trait Engine: Send + Sync {
     }
 
     /// How long a wait that would poll every `poll` goes between reads when nothing rang
-    /// its bell (see `Store::wait_poll`).
+    /// its listener (see `Store::wait_poll`).
     fn wait_poll(&self, poll: Duration) -> Duration {
         poll
     }

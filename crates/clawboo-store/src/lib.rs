@@ -17,9 +17,11 @@
 //! assert_eq!(claimed.assignee_agent_id.as_deref(), Some("agent-1"));
 //! ```
 
+use std::sync::Arc;
+
 pub mod activity;
-mod bell;
 pub mod board;
+mod bus;
 pub mod chat;
 mod config;
 mod counters;
@@ -27,13 +29,13 @@ pub mod db;
 pub mod delegate;
 mod engine;
 mod error;
+pub mod events;
 pub mod extension;
 pub mod inbox;
 pub mod leases;
 pub mod links;
 mod migrations;
 pub mod normalize;
-pub mod notices;
 pub mod ops;
 mod pacing;
 mod path;
@@ -49,7 +51,7 @@ pub mod teams;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use bell::BellListener;
+pub use bus::Listener;
 pub use config::{Clock, StoreConfig};
 pub use db::ChangeToken;
 pub use engine::SettleWrite;
@@ -82,7 +84,7 @@ impl Store {
             (extension.sqlite_hooks)(&mut hooks);
         }
         let db = sqlite::SqliteDb::open(path, &config, hooks)?;
-        Store::from_engine(Box::new(db), &config).opened(&config)
+        Store::from_engine(Box::new(db), &config, Arc::default()).opened(&config)
     }
 
     /// Open the store `location` names: a SQLite file (created on first use) or a
@@ -97,8 +99,12 @@ impl Store {
                     .iter()
                     .flat_map(|extension| (extension.postgres_session_settings)())
                     .collect();
-                let db = postgres::PgDb::open(url, &config, notices::deliver, &session_settings)?;
-                Store::from_engine(Box::new(db), &config).opened(&config)
+                // The cross-host relay publishes what other hosts announce on this store's bus.
+                let bus = Arc::new(bus::Bus::default());
+                let relay = Arc::clone(&bus);
+                let on_notice = Box::new(move |topic: &str| relay.deliver(topic));
+                let db = postgres::PgDb::open(url, &config, on_notice, &session_settings)?;
+                Store::from_engine(Box::new(db), &config, bus).opened(&config)
             }
         }
     }

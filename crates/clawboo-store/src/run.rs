@@ -3,8 +3,8 @@
 //! free for it, and on the blocking pool otherwise; a write joins SQLite's group commit,
 //! whose first writer drains the queue after gathering the writers close behind it; on
 //! PostgreSQL each write runs beside the others, on a pooled connection of its own.
-//! Nothing here waits for a post or a human: those waits are futures on the bells
-//! ([`Store::chat_bell`], [`Store::approval_bell`]) between such runs.
+//! Nothing here waits for a post or a human: those waits are futures on the store's event
+//! bus ([`Store::listen_to_room`], [`Store::listen_to_approval`]) between such runs.
 
 use std::sync::Arc;
 use std::time::Instant;

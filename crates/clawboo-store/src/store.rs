@@ -5,13 +5,15 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::bus::Bus;
 use crate::config::{Clock, StoreConfig};
 use crate::db::{ChangeToken, Tx};
 use crate::engine::{Abort, Body, Engine, Job, SettleWrite};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
+use crate::events::{Event, Raising};
 use crate::extension::ExtensionState;
 use crate::pacing::Pacing;
 use crate::sqlite::SqliteDb;
@@ -47,6 +49,8 @@ pub struct Store {
     queued: Mutex<WriteQueue>,
     /// How its first writer paces a group commit ([`Store::run_write`]).
     pub(crate) pacing: Pacing,
+    /// Where committed events meet this process's waits ([`crate::events`]).
+    pub(crate) bus: Arc<Bus>,
 }
 
 impl std::fmt::Debug for Store {
@@ -69,7 +73,11 @@ fn sqlite_only(what: &str) -> StoreError {
 }
 
 impl Store {
-    pub(crate) fn from_engine(engine: Box<dyn Engine>, config: &StoreConfig) -> Store {
+    pub(crate) fn from_engine(
+        engine: Box<dyn Engine>,
+        config: &StoreConfig,
+        bus: Arc<Bus>,
+    ) -> Store {
         Store {
             engine,
             clock: config.clock,
@@ -81,6 +89,7 @@ impl Store {
             extension_state: Vec::new(),
             queued: Mutex::new(WriteQueue::default()),
             pacing: Pacing::default(),
+            bus,
         }
     }
 
@@ -121,13 +130,24 @@ impl Store {
     /// otherwise. Like `read` and `snapshot`, one `tracing` span (`store.write`), a child of
     /// the call that asked, so a trace shows each call's trips to the database. Every read-modify-write of a domain rule runs here. A write inside a
     /// write on the same thread joins it (as a savepoint, so a failing inner write still
-    /// changes nothing). Public for the domain crates over the store (memory).
+    /// changes nothing). The events it raised ([`crate::events::raise`]) are published once
+    /// it committed. Public for the domain crates over the store (memory, the broker).
     pub fn write<T, E>(&self, f: impl FnOnce(&dyn Tx) -> Result<T, E>) -> Result<T, E>
     where
         E: From<StoreError>,
     {
         let _span = tracing::info_span!("store.write", engine = self.engine.name()).entered();
-        in_body(f, |body| self.engine.write(body))
+        let raising = Raising::begin();
+        let written = in_body(f, |body| self.engine.write(body))?;
+        self.publish(&raising.succeeded());
+        Ok(written)
+    }
+
+    /// Wake this process's waits for committed `events`.
+    fn publish(&self, events: &[Event]) {
+        for event in events {
+            self.bus.publish(event);
+        }
     }
 
     /// Run read-only `f`; each statement sees a committed state (and, inside a write on
@@ -277,9 +297,29 @@ impl Store {
         let group = queue.writes.drain(..n);
         Some(
             group
-                .map(|write| -> Job<'_> { Box::new(move || write(self)) })
+                .map(|write| -> Job<'_> { Box::new(move || self.run_in_group(write)) })
                 .collect(),
         )
+    }
+
+    /// Run one queued write inside its group's transaction; the events it raised are
+    /// published when the group committed, before its caller hears so.
+    fn run_in_group(&self, write: QueuedWrite) -> SettleWrite {
+        let raising = Raising::begin();
+        let settle = write(self);
+        let raised = raising.ran_in_group();
+        if raised.is_empty() {
+            return settle;
+        }
+        let bus = Arc::clone(&self.bus);
+        Box::new(move |group: std::result::Result<(), &StoreError>| {
+            if group.is_ok() {
+                for event in &raised {
+                    bus.publish(event);
+                }
+            }
+            settle(group);
+        })
     }
 
     /// Run every queued write. On SQLite up to a group per transaction (one
@@ -291,11 +331,11 @@ impl Store {
         self.engine.drain_queued(&mut |max| self.next_group(max));
     }
 
-    /// The longest a wait goes between reads when no bell rang ([`Store::chat_bell`],
-    /// [`Store::approval_bell`]), for a wait that would poll every `poll` where polling is
-    /// how it learns of other processes' writes (SQLite: their writes ring nothing here).
-    /// On PostgreSQL every host's posts and decisions reach this process as `NOTIFY` and
-    /// ring the bells, so a wait reads again only as a safety net, every
+    /// The longest a wait goes between reads when it heard nothing ([`Store::listen_to_room`],
+    /// [`Store::listen_to_approval`]), for a wait that would poll every `poll` where polling is
+    /// how it learns of other processes' writes (SQLite: they tell nobody here). On
+    /// PostgreSQL every host's posts and decisions reach this process as `NOTIFY` and its
+    /// bus, so a wait reads again only as a safety net, every
     /// [`WAIT_SAFETY_NET`] at the most often: hundreds of waits polling a shared server
     /// would load it for every other caller.
     pub fn wait_poll(&self, poll: Duration) -> Duration {

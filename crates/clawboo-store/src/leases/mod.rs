@@ -556,7 +556,6 @@ impl Store {
         let now = self.now_ms();
         let reclaimed = self.write(|tx| expire_in(tx, now))?;
         if !reclaimed.is_empty() {
-            chat::ring_doorbell();
             tracing::info!(count = reclaimed.len(), "reclaimed expired leases");
         }
         Ok(reclaimed)

@@ -4,7 +4,7 @@
 //! of its next poll. The connection is remade after a loss; waiters keep their slow poll as
 //! the fallback for what was sent meanwhile.
 //!
-//! The same connection announces this process's writes ([`crate::notices::ACTIVITY`]) to
+//! The same connection announces this process's writes ([`Event::Wrote`]) to
 //! every process, the sender included, at most once every [`ANNOUNCE_EVERY`]: live views
 //! wake on it instead of polling. It is sent here, outside the writes, because a `NOTIFY`
 //! inside a transaction takes a database-wide lock from its commit to the end of that
@@ -20,7 +20,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_postgres::{AsyncMessage, Client, Connection};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::notices;
+use crate::events::Event;
 
 /// The channel every write's notices go to.
 const CHANNEL: &str = "clawboo";
@@ -32,11 +32,14 @@ const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 /// sends a few a second, not one a write, and a view hears of a write within this.
 const ANNOUNCE_EVERY: Duration = Duration::from_millis(50);
 
+/// Where the topics other processes sent go (the store's bus).
+pub(crate) type OnNotice = Box<dyn Fn(&str) + Send + Sync>;
+
 /// What the listening task needs: how to connect, and where topics go.
 pub(super) struct Listener {
     pub(super) config: tokio_postgres::Config,
     pub(super) tls: Option<MakeRustlsConnect>,
-    pub(super) on_notice: fn(&str),
+    pub(super) on_notice: OnNotice,
     /// Told after each of this process's committed writes.
     pub(super) wrote: Arc<tokio::sync::Notify>,
     /// Whether a committed write waits for its announcement (cleared here when sending).
@@ -45,7 +48,7 @@ pub(super) struct Listener {
 
 /// The statement that tells every process this one wrote.
 pub(super) fn announcement() -> String {
-    format!("NOTIFY {CHANNEL}, '{}'", notices::ACTIVITY)
+    format!("NOTIFY {CHANNEL}, '{}'", Event::Wrote.topic())
 }
 
 impl Listener {
@@ -103,9 +106,9 @@ impl Listener {
                         listening = true;
                         // Whatever was sent while this process was not listening is
                         // unknown: chat and approval waiters and live views look again.
-                        (self.on_notice)(notices::CHAT);
-                        (self.on_notice)(notices::ACTIVITY);
-                        (self.on_notice)(&notices::approval(""));
+                        for missed in [Event::PostedSomewhere, Event::Wrote, Event::ApprovalsSettled] {
+                            (self.on_notice)(&missed.topic());
+                        }
                     }
                 }
                 () = self.wrote.notified(), if listening && in_flight.is_none() => {

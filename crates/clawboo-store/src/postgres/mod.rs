@@ -105,7 +105,7 @@ impl PgDb {
     pub(crate) fn open(
         url: &str,
         config: &StoreConfig,
-        on_notice: fn(&str),
+        on_notice: listen::OnNotice,
         session_settings: &[(&str, String)],
     ) -> Result<PgDb> {
         let (mut pg_config, tls) = tls::configure(url)?;
@@ -347,7 +347,7 @@ impl Engine for PgDb {
         }
     }
 
-    /// Every host's posts and decisions reach this process as `NOTIFY` and ring the bells,
+    /// Every host's posts and decisions reach this process as `NOTIFY` and its bus,
     /// so a wait reads again only as a safety net: hundreds of waits polling a shared
     /// server would load it for every other caller.
     fn wait_poll(&self, poll: Duration) -> Duration {
