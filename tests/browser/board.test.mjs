@@ -524,7 +524,7 @@ test("addresses: a task's link survives a reload and back; the team filter, a ro
   assert.equal(await page.locator("#memory-query").inputValue(), "staging cluster");
 });
 
-test("short ids: a card and the task view show RED-n, #task/RED-n and its id open the task, Copy link copies the short address", async () => {
+test("short ids: a card and the task view show RED-n, #task/RED-n and its id open the task, the filter and the picker find it, Copy link copies the short address", async () => {
   const { tasks } = await rest("/api/board?teamId=red");
   const flux = tasks.find((t) => t.title === "Wire the flux capacitor");
   // Every red card wears its own short id.
@@ -543,9 +543,22 @@ test("short ids: a card and the task view show RED-n, #task/RED-n and its id ope
     assert.equal(new URL(page.url()).hash, "#task/RED-1", ref);
   }
   await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: base });
+  // The picker of dependencies finds a task by its short id.
+  const other = tasks.find((t) => t.id !== flux.id && t.id !== flux.parentTaskId && !flux.dependsOn.includes(t.id));
+  await page.locator("#dep-search").fill(other.shortId.toLowerCase());
+  const offered = await page.locator("#dep-select option").evaluateAll((os) => os.map((o) => o.textContent));
+  assert.equal(offered.length, 1, JSON.stringify(offered));
+  assert.ok(offered[0].startsWith(`${other.title} (`) && offered[0].endsWith(`, ${other.shortId})`), offered[0]);
   await page.locator("#copy-link").click();
   await page.locator("#copy-link", { hasText: "Copied" }).waitFor();
   assert.equal(await page.evaluate(() => navigator.clipboard.readText()), `${base}/#task/RED-1`);
+  // The board's filter finds a card by its short id.
+  await page.keyboard.press("Escape");
+  await page.locator("#board-search").fill("red-1");
+  await card("in_progress", "Wire the flux capacitor").waitFor();
+  await page.locator(".cards > li:not([hidden])").first().waitFor();
+  assert.equal(await page.locator(".cards > li:not([hidden])").count(), 1);
+  await page.locator("#board-search").fill("");
   // A short id no task has says so, and the board stays usable.
   await page.goto("about:blank");
   await page.goto(`${base}/#task/RED-999`);

@@ -975,12 +975,13 @@ function cycleTheme() {
   applyTheme(next);
 }
 
-/** The board's cards narrowed to those whose title holds the filter text. */
+/** The board's cards narrowed to those whose title or short id holds the filter text. */
 function applyBoardSearch() {
   const query = $('board-search').value.trim().toLowerCase();
   for (const li of document.querySelectorAll('#columns .cards > li')) {
     const title = li.querySelector('.card-title')?.textContent.toLowerCase() || '';
-    li.hidden = Boolean(query) && !title.includes(query);
+    const short = li.querySelector('.short-id')?.textContent.toLowerCase() || '';
+    li.hidden = Boolean(query) && !title.includes(query) && short !== query;
   }
 }
 
@@ -1198,14 +1199,17 @@ function depPicker(task, ancestors) {
   const candidates = state.tasks.filter((t) => !excluded.has(t.id) && (t.teamId || '') === (task.teamId || ''));
   if (!candidates.length) return h('p', { class: 'muted' }, 'No other task of this team to depend on.');
   const select = h('select', { name: 'dep', id: 'dep-select' });
-  const show = (query) => fill(select, candidates.filter((c) => c.title.toLowerCase().includes(query.toLowerCase()))
-    .map((c) => h('option', { value: c.id }, `${c.title} (${STATUS_LABELS[c.status] || c.status})`)));
+  const matches = (c, query) => c.title.toLowerCase().includes(query.toLowerCase())
+    || (c.shortId || '').toLowerCase() === query.trim().toLowerCase();
+  const show = (query) => fill(select, candidates.filter((c) => matches(c, query))
+    .map((c) => h('option', { value: c.id },
+      `${c.title} (${STATUS_LABELS[c.status] || c.status}${c.shortId ? `, ${c.shortId}` : ''})`)));
   show('');
   return h('form', {
     class: 'row', id: 'dep-picker', dataset: { taskId: task.id },
     onsubmit: (e) => { e.preventDefault(); if (select.value) addDependency(task.id, select.value); },
   },
-  h('label', {}, 'Find ', h('input', { type: 'search', id: 'dep-search', placeholder: 'title contains…', autocomplete: 'off', oninput: (e) => show(e.target.value) })),
+  h('label', {}, 'Find ', h('input', { type: 'search', id: 'dep-search', placeholder: 'title or RED-12', autocomplete: 'off', oninput: (e) => show(e.target.value) })),
   h('label', {}, 'Depends on ', select),
   h('button', { type: 'submit' }, 'Add dependency'));
 }

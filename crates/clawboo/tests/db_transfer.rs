@@ -407,15 +407,6 @@ fn a_board_goes_to_postgresql_and_back_row_for_row() {
         json!({"title": "after the move", "content": "saved on PostgreSQL"}),
     );
     memory.close();
-    // Short ids and their counters travel: the copy answers the same short ids, and its
-    // next task of the team takes the next number, not one already given.
-    let in_core = pg.query_i64("SELECT count(*) FROM tasks WHERE team_id = 'core'");
-    let mut tasks = stdio(TASKS, &pg, &["--team", "core", "--agent", "a1"]);
-    let epic = tasks.call_ok("get_task", json!({"taskId": "COR-1"}));
-    assert_eq!(epic["task"]["title"], "ship the release");
-    let next = tasks.call_ok("create_task", json!({"title": "after the move"}));
-    assert_eq!(next["task"]["shortId"], format!("COR-{}", in_core + 1));
-    tasks.close();
 
     for db in [&pg, &back] {
         let (report, passed) = check(db);
@@ -427,6 +418,16 @@ fn a_board_goes_to_postgresql_and_back_row_for_row() {
     assert_eq!(open_signed(&pg, &signed), Some(tasks_seen));
     assert_eq!(open_signed(&back, &signed), Some(tasks_seen));
     assert_eq!(open_signed(&TestDb::sqlite(), &signed), None);
+
+    // Short ids and their counters travel: the copy answers the same short ids, and its
+    // next task of the team takes the next number, not one already given.
+    let in_core = pg.query_i64("SELECT count(*) FROM tasks WHERE team_id = 'core'");
+    let mut tasks = stdio(TASKS, &pg, &["--team", "core", "--agent", "a1"]);
+    let epic = tasks.call_ok("get_task", json!({"taskId": "COR-1"}));
+    assert_eq!(epic["task"]["title"], "ship the release");
+    let next = tasks.call_ok("create_task", json!({"title": "after the move"}));
+    assert_eq!(next["task"]["shortId"], format!("COR-{}", in_core + 1));
+    tasks.close();
 }
 
 /// A fresh database on the backend under test holding one root task per title, made

@@ -107,69 +107,52 @@ fn get_task_takes_a_short_id_of_the_callers_team_only_over_stdio_and_the_cli_tak
     );
 }
 
+/// A REST request's status and JSON body.
+async fn rest(request: reqwest::RequestBuilder) -> (u16, Value) {
+    let answer = request.send().await.unwrap();
+    let status = answer.status().as_u16();
+    (status, answer.json().await.unwrap())
+}
+
 #[tokio::test]
 async fn short_ids_over_http_mcp_and_rest() {
     let server = Server::start(&[]);
     let http = client();
-    let team: Value = http
-        .post(server.url("/api/teams"))
-        .json(&json!({"id": "web", "name": "Web", "key": "FE"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(team["team"]["key"], "FE");
-    let taken = http
-        .post(server.url("/api/teams"))
-        .json(&json!({"id": "ops", "name": "Ops", "key": "fe"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(taken.status(), 400);
-    let message = taken.text().await.unwrap();
-    assert!(message.contains("key FE is taken by team web"), "{message}");
+    let teams = server.url("/api/teams");
+    let (status, team) = rest(
+        http.post(&teams)
+            .json(&json!({"id": "web", "name": "Web", "key": "FE"})),
+    )
+    .await;
+    assert_eq!((status, &team["team"]["key"]), (201, &json!("FE")));
+    let (status, taken) = rest(
+        http.post(&teams)
+            .json(&json!({"id": "ops", "name": "Ops", "key": "fe"})),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(
+        taken.to_string().contains("key FE is taken by team web"),
+        "{taken}"
+    );
 
     let task = http_support::create_task(&server, "ship it", "web").await;
     assert_eq!(task["shortId"], "FE-1");
     let other = http_support::create_task(&server, "elsewhere", "ops").await;
     assert_eq!(other["shortId"], "OPS-1");
 
-    // REST: the detail, a comment and a move by short id.
-    let detail: Value = http
-        .get(server.url("/api/board/fe-1"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(detail["task"]["id"], task["id"]);
-    let commented = http
-        .post(server.url("/api/board/FE-1/comments"))
-        .json(&json!({"body": "on it"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(commented.status(), 201);
-    let moved: Value = http
-        .patch(server.url("/api/board/FE-1"))
-        .json(&json!({"status": "cancelled"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    // REST: the detail, a comment and a move by short id; an unknown one is a 404.
+    let (status, detail) = rest(http.get(server.url("/api/board/fe-1"))).await;
+    assert_eq!((status, &detail["task"]["id"]), (200, &task["id"]));
+    let comment = http.post(server.url("/api/board/FE-1/comments"));
+    let (status, _) = rest(comment.json(&json!({"body": "on it"}))).await;
+    assert_eq!(status, 201);
+    let moving = http.patch(server.url("/api/board/FE-1"));
+    let (status, moved) = rest(moving.json(&json!({"status": "cancelled"}))).await;
+    assert_eq!(status, 200);
     assert_eq!(moved["task"]["status"], "cancelled");
     assert_eq!(moved["task"]["shortId"], "FE-1");
-    let unknown = http
-        .get(server.url("/api/board/FE-9"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(unknown.status(), 404);
+    assert_eq!(rest(http.get(server.url("/api/board/FE-9"))).await.0, 404);
 
     // MCP over HTTP, bound to a team by a signed URL: its own short id resolves, another
     // team's does not.
@@ -222,7 +205,7 @@ fn racing_processes_creating_in_one_team_take_every_number_once_with_no_gap() {
                             assert_eq!(result["_meta"]["denied"], "child_cap", "{result}");
                             refused += 1;
                         } else {
-                            let answer: Value = serde_json::from_str(&first_text(&result)).unwrap();
+                            let answer: Value = serde_json::from_str(first_text(&result)).unwrap();
                             shorts.push(short_id(&answer));
                         }
                     }
