@@ -102,7 +102,8 @@ before(async () => {
   });
   page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
   page.on("pageerror", (error) => { throw error; });
-  await rest("/api/teams", { method: "POST", body: { id: "red", name: "Red team" } });
+  // Red's short ids are RED-n by the key it is created with; Blue's key is derived (BT).
+  await rest("/api/teams", { method: "POST", body: { id: "red", name: "Red team", key: "RED" } });
   await rest("/api/teams", { method: "POST", body: { id: "blue", name: "Blue team" } });
 });
 
@@ -131,6 +132,8 @@ test("an agent creates and claims a task and the card moves, live", async () => 
   const claimed = card("in_progress", "Wire the flux capacitor");
   await claimed.waitFor();
   assert.equal(await card("todo", "Wire the flux capacitor").count(), 0);
+  assert.equal(task.shortId, "RED-1");
+  assert.equal(await claimed.locator(".short-id").innerText(), "RED-1");
   assert.match(await claimed.innerText(), /@doc-brown/);
   assert.match(await claimed.innerText(), /P2/);
 
@@ -498,8 +501,7 @@ test("addresses: a task's link survives a reload and back; the team filter, a ro
   await card("in_progress", "Wire the flux capacitor").click();
   const dialog = page.locator("#task-dialog");
   await dialog.waitFor();
-  const id = (await rest("/api/board?teamId=red")).tasks.find((t) => t.title === "Wire the flux capacitor").id;
-  assert.equal(new URL(page.url()).hash, `#task/${id}`);
+  assert.equal(new URL(page.url()).hash, "#task/RED-1");
   await page.reload();
   await page.locator("#task-dialog-title", { hasText: "Wire the flux capacitor" }).waitFor();
   await page.goBack();
@@ -520,6 +522,49 @@ test("addresses: a task's link survives a reload and back; the team filter, a ro
   await page.goto(`${base}/#memory?q=staging%20cluster`);
   await page.locator("#memory-summary", { hasText: "staging cluster" }).waitFor();
   assert.equal(await page.locator("#memory-query").inputValue(), "staging cluster");
+});
+
+test("short ids: a card and the task view show RED-n, #task/RED-n and its id open the task, the filter and the picker find it, Copy link copies the short address", async () => {
+  const { tasks } = await rest("/api/board?teamId=red");
+  const flux = tasks.find((t) => t.title === "Wire the flux capacitor");
+  // Every red card wears its own short id.
+  await open("board?team=red");
+  const shown = ["todo", "in_progress", "in_review", "blocked"];
+  for (const t of tasks.filter((x) => !x.dropped && shown.includes(x.status))) {
+    await page.locator(`.card[data-task-id="${t.id}"] .short-id`, { hasText: t.shortId }).waitFor();
+  }
+  // A pasted short address, in any case, and the task's id both land on the task, shown
+  // by its short id.
+  for (const ref of ["RED-1", "red-1", flux.id]) {
+    await page.goto("about:blank");
+    await page.goto(`${base}/#task/${ref}`);
+    await page.locator("#task-dialog-title .short-id", { hasText: "RED-1" }).waitFor();
+    await page.locator("#task-dialog-title", { hasText: "Wire the flux capacitor" }).waitFor();
+    assert.equal(new URL(page.url()).hash, "#task/RED-1", ref);
+  }
+  await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: base });
+  // The picker of dependencies finds a task by its short id.
+  const other = tasks.find((t) => t.id !== flux.id && t.id !== flux.parentTaskId && !flux.dependsOn.includes(t.id));
+  await page.locator("#dep-search").fill(other.shortId.toLowerCase());
+  const offered = await page.locator("#dep-select option").evaluateAll((os) => os.map((o) => o.textContent));
+  assert.equal(offered.length, 1, JSON.stringify(offered));
+  assert.ok(offered[0].startsWith(`${other.title} (`) && offered[0].endsWith(`, ${other.shortId})`), offered[0]);
+  await page.locator("#copy-link").click();
+  await page.locator("#copy-link", { hasText: "Copied" }).waitFor();
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), `${base}/#task/RED-1`);
+  // The board's filter finds a card by its short id.
+  await page.keyboard.press("Escape");
+  await page.locator("#board-search").fill("red-1");
+  await card("in_progress", "Wire the flux capacitor").waitFor();
+  await page.locator(".cards > li:not([hidden])").first().waitFor();
+  assert.equal(await page.locator(".cards > li:not([hidden])").count(), 1);
+  await page.locator("#board-search").fill("");
+  // A short id no task has says so, and the board stays usable.
+  await page.goto("about:blank");
+  await page.goto(`${base}/#task/RED-999`);
+  await page.locator("#toast", { hasText: "not found: RED-999" }).waitFor();
+  assert.equal(await page.locator("#task-dialog").isVisible(), false);
+  assert.equal(new URL(page.url()).hash, "#board");
 });
 
 test("habits: shortcuts with a sheet, Ctrl+Enter, operator comments, dark mode by preference and by toggle", async () => {

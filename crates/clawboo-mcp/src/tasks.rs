@@ -7,7 +7,7 @@ use clawboo_store::board::{
     Task, TaskFilter,
 };
 use clawboo_store::leases::Claimant;
-use clawboo_store::{Store, StoreError};
+use clawboo_store::{Store, StoreError, short_ids};
 use rmcp::model::CallToolResult;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -271,7 +271,7 @@ fn tool_table() -> ToolTable<TasksServer> {
             "get_task",
             "Get task",
             Effect::Read,
-            "A task, its comments and ancestors.",
+            "A task (id or RED-12), its comments and ancestors.",
             TasksCall::GetTask,
         ),
         ToolEntry::new(
@@ -500,6 +500,14 @@ impl TasksServer {
         .await?;
         Ok(match detail {
             Ok(Some(detail)) => json_result(&detail),
+            // A short id names a task of the caller's own team only (another team's
+            // `RED-12` is not found, exactly as one that does not exist): say so.
+            Ok(None) if ctx.binding.team_id.is_some() && short_ids::parse(&id).is_some() => {
+                tool_error(
+                    "not_found",
+                    format!("not found: {id} (a short id names a task of your own team only)"),
+                )
+            }
             Ok(None) => store_error(StoreError::NotFound(id), None),
             Err(e) => store_error(e, None),
         })

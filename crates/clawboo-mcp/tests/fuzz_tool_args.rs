@@ -581,7 +581,7 @@ fn teamchat_tools_decode_any_arguments() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = temp_store(&dir);
     store
-        .upsert_team(Some("t"), "the team")
+        .upsert_team(Some("t"), "the team", None)
         .expect("seed a team");
     for (id, name) in [("a", "ada"), ("b", "bob")] {
         store

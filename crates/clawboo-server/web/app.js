@@ -18,6 +18,8 @@ const state = {
   tasks: [],
   agents: [],
   openTaskId: null,
+  /** The open task's short id (`RED-12`), its address. */
+  openShortId: null,
   room: '',
   posts: [],
   roomCursor: 0,
@@ -235,6 +237,7 @@ function renderAgents() {
 function card(task, byId, childCount) {
   const waiting = task.dependsOn.filter((id) => byId.get(id)?.status !== 'done').length;
   const markers = [
+    task.shortId ? h('span', { class: 'short-id', title: 'short id' }, task.shortId) : null,
     h('span', { class: 'pill', title: 'priority' }, `P${task.priority}`),
     task.assigneeAgentId
       ? h('span', { class: 'assignee', title: 'assignee' }, `@${task.assigneeAgentId}`)
@@ -259,11 +262,22 @@ function card(task, byId, childCount) {
   }, h('span', { class: 'card-title' }, task.title), h('span', { class: 'card-meta' }, markers));
 }
 
-async function openTask(id) {
-  state.openTaskId = id;
-  setAddress(`task/${id}`);
+/** Open the task `ref` names: its id, or its short id (`RED-12`, what its address shows). */
+async function openTask(ref) {
+  const known = state.tasks.find((t) => t.id === ref || t.shortId === ref);
+  state.openTaskId = known ? known.id : ref;
+  state.openShortId = known?.shortId || null;
+  setAddress(`task/${state.openShortId || ref}`);
   $('comment-text').value = '';
-  await attempt(() => loadDetail(id));
+  const loaded = await attempt(async () => { await loadDetail(state.openTaskId); return true; });
+  if (!loaded) {
+    // No such task (a mistyped short id, another board's link): the toast says so.
+    if ($('task-dialog').open) $('task-dialog').close();
+    state.openTaskId = null;
+    state.openShortId = null;
+    setAddress('board', true);
+    return;
+  }
   const dialog = $('task-dialog');
   if (!dialog.open) dialog.showModal();
 }
@@ -276,7 +290,14 @@ function taskLink(id) {
 
 async function loadDetail(id) {
   const { task, comments, ancestors, links } = await api(`/api/board/${encodeURIComponent(id)}`);
-  $('task-dialog-title').textContent = task.title;
+  if (state.openTaskId === id) {
+    // A pasted `#task/RED-12` is known by its id from now on, and shows its short id.
+    state.openTaskId = task.id;
+    state.openShortId = task.shortId || null;
+    if (task.shortId && parseAddress(location.hash).view === 'task') setAddress(`task/${task.shortId}`, true);
+  }
+  fill($('task-dialog-title'),
+    task.shortId ? h('span', { class: 'short-id', title: 'short id' }, task.shortId) : null, task.title);
   const moves = (state.workflow?.transitions[task.status] || []).map((to) =>
     h('button', { type: 'button', dataset: { move: to }, onclick: () => safeMove(task, to) },
       `Move to ${STATUS_LABELS[to] || to}`));
@@ -694,7 +715,11 @@ function wire() {
   for (const button of document.querySelectorAll('[data-close]')) {
     button.addEventListener('click', () => button.closest('dialog').close());
   }
-  $('task-dialog').addEventListener('close', () => { state.openTaskId = null; leaveTaskAddress(); });
+  $('task-dialog').addEventListener('close', () => {
+    state.openTaskId = null;
+    state.openShortId = null;
+    leaveTaskAddress();
+  });
 }
 
 // ---------- approvals everywhere (issue 46) ----------
@@ -844,7 +869,8 @@ async function route() {
   updateTabLinks();
   if (view === 'task' && arg) {
     if (state.view !== 'board' || $('view-board').hidden) showView('board');
-    if (state.openTaskId !== arg || !$('task-dialog').open) await openTask(arg);
+    const showing = [state.openTaskId, state.openShortId].includes(arg);
+    if (!showing || !$('task-dialog').open) await openTask(arg);
     return;
   }
   if ($('task-dialog').open) $('task-dialog').close();
@@ -864,7 +890,8 @@ async function route() {
 
 async function copyTaskLink() {
   if (!state.openTaskId) return;
-  const link = `${location.origin}${location.pathname}#task/${encodeURIComponent(state.openTaskId)}`;
+  const ref = state.openShortId || state.openTaskId;
+  const link = `${location.origin}${location.pathname}#task/${encodeURIComponent(ref)}`;
   try {
     await navigator.clipboard.writeText(link);
     $('copy-link').textContent = 'Copied';
@@ -948,12 +975,13 @@ function cycleTheme() {
   applyTheme(next);
 }
 
-/** The board's cards narrowed to those whose title holds the filter text. */
+/** The board's cards narrowed to those whose title or short id holds the filter text. */
 function applyBoardSearch() {
   const query = $('board-search').value.trim().toLowerCase();
   for (const li of document.querySelectorAll('#columns .cards > li')) {
     const title = li.querySelector('.card-title')?.textContent.toLowerCase() || '';
-    li.hidden = Boolean(query) && !title.includes(query);
+    const short = li.querySelector('.short-id')?.textContent.toLowerCase() || '';
+    li.hidden = Boolean(query) && !title.includes(query) && short !== query;
   }
 }
 
@@ -1171,14 +1199,17 @@ function depPicker(task, ancestors) {
   const candidates = state.tasks.filter((t) => !excluded.has(t.id) && (t.teamId || '') === (task.teamId || ''));
   if (!candidates.length) return h('p', { class: 'muted' }, 'No other task of this team to depend on.');
   const select = h('select', { name: 'dep', id: 'dep-select' });
-  const show = (query) => fill(select, candidates.filter((c) => c.title.toLowerCase().includes(query.toLowerCase()))
-    .map((c) => h('option', { value: c.id }, `${c.title} (${STATUS_LABELS[c.status] || c.status})`)));
+  const matches = (c, query) => c.title.toLowerCase().includes(query.toLowerCase())
+    || (c.shortId || '').toLowerCase() === query.trim().toLowerCase();
+  const show = (query) => fill(select, candidates.filter((c) => matches(c, query))
+    .map((c) => h('option', { value: c.id },
+      `${c.title} (${STATUS_LABELS[c.status] || c.status}${c.shortId ? `, ${c.shortId}` : ''})`)));
   show('');
   return h('form', {
     class: 'row', id: 'dep-picker', dataset: { taskId: task.id },
     onsubmit: (e) => { e.preventDefault(); if (select.value) addDependency(task.id, select.value); },
   },
-  h('label', {}, 'Find ', h('input', { type: 'search', id: 'dep-search', placeholder: 'title contains…', autocomplete: 'off', oninput: (e) => show(e.target.value) })),
+  h('label', {}, 'Find ', h('input', { type: 'search', id: 'dep-search', placeholder: 'title or RED-12', autocomplete: 'off', oninput: (e) => show(e.target.value) })),
   h('label', {}, 'Depends on ', select),
   h('button', { type: 'submit' }, 'Add dependency'));
 }

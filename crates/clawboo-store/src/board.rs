@@ -14,7 +14,7 @@ use crate::task::{
     TASK_COLUMNS, UNFINISHED_DEP, check_fence, columns_for, load_task, load_task_sql, require_task,
     task_from_row,
 };
-use crate::{Store, inbox, new_id, reservations};
+use crate::{Store, inbox, new_id, reservations, short_ids};
 
 /// A parent may have at most this many live (non-dropped) children.
 pub const MAX_CHILDREN: i64 = 24;
@@ -504,11 +504,13 @@ pub(crate) fn insert_task(
     }
     let status = new.status.unwrap_or(Status::Todo);
     let id = new_id();
+    // Last before the insert, in its transaction: a refused create takes no number.
+    let short_id = short_ids::next(tx, team_id.as_deref())?;
     tx.execute(
         "INSERT INTO tasks(id, title, description, status, priority, team_id, assignee_agent_id,
                 assignee_runtime, parent_task_id, tenant_id, created_at, updated_at, completed_at,
-                paths)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13)",
+                paths, short_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13, ?14)",
         &[
             &id,
             &title,
@@ -523,6 +525,7 @@ pub(crate) fn insert_task(
             &now,
             &status.is_terminal().then_some(now),
             &reservations::join(&paths),
+            &short_id,
         ],
     )?;
     require_task(tx, &id, scope)
@@ -746,15 +749,19 @@ impl Store {
         self.create_task_in(new, policy, Scope::ALL)
     }
 
-    /// One task visible in `scope` (dropped ones included), or `None`.
+    /// One task visible in `scope` (dropped ones included), or `None`; `id` may be its
+    /// short id (`RED-12`).
     pub fn get_task(&self, id: &str, scope: Scope<'_>) -> Result<Option<Task>> {
-        self.read(|tx| load_task(tx, id, scope))
+        self.read(|tx| load_task(tx, &short_ids::resolve(tx, id, scope)?, scope))
     }
 
     /// A task with its comments (oldest first) and ancestors (root first), read in one
-    /// snapshot. The ancestors stop below the first one outside `scope`.
+    /// snapshot. The ancestors stop below the first one outside `scope`. `id` may be the
+    /// task's short id (`RED-12`).
     pub fn task_detail(&self, id: &str, scope: Scope<'_>) -> Result<Option<TaskDetail>> {
         self.snapshot(|tx| {
+            let id = short_ids::resolve(tx, id, scope)?;
+            let id = id.as_ref();
             let (mut task, mut comments, mut links) = (None, Vec::new(), Vec::new());
             tx.query_batch(&mut [
                 Batched::new(load_task_sql(scope), &[&id, &scope.team_id], |r| {
@@ -1122,6 +1129,8 @@ impl Store {
     pub fn set_dropped(&self, id: &str, dropped: bool, scope: Scope<'_>) -> Result<Task> {
         let now = self.now_ms();
         self.write(|tx| {
+            let id = short_ids::resolve(tx, id, scope)?;
+            let id = id.as_ref();
             require_task(tx, id, scope)?;
             tx.execute(
                 "UPDATE tasks SET dropped = ?1, updated_at = ?2 WHERE id = ?3",

@@ -44,6 +44,7 @@ pub mod reservations;
 mod run;
 pub mod scrub;
 pub mod settings;
+pub mod short_ids;
 mod sqlite;
 mod store;
 mod task;
@@ -110,13 +111,15 @@ impl Store {
     }
 
     /// The last step of opening: each extension's [`extension::Extension::opened`], its
-    /// result kept with the store, then the claims made without a lease get one.
+    /// result kept with the store, then the claims made without a lease get one, and the
+    /// tasks made before short ids existed theirs.
     fn opened(mut self, config: &StoreConfig) -> Result<Store, StoreError> {
         for extension in &config.extensions {
             let state = (extension.opened)(&self)?;
             self.extension_state.push(state);
         }
         self.lease_unleased_claims()?;
+        self.number_unnumbered_tasks()?;
         Ok(self)
     }
 }

@@ -51,6 +51,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0014_reservations_and_links",
         include_str!("../migrations/0014_reservations_and_links.sql"),
     ),
+    (
+        "0015_task_short_ids",
+        include_str!("../migrations/0015_task_short_ids.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).

@@ -96,6 +96,11 @@ impl FromStr for Status {
 #[serde(rename_all = "camelCase")]
 pub struct Task {
     pub id: String,
+    /// Its short id (`RED-12`): its team's key and its number in that team, given at
+    /// creation and never changed ([`crate::short_ids`]). Only a row written around the
+    /// store (by hand, in SQL) has none, until the store next opens and numbers it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub short_id: Option<String>,
     pub title: String,
     pub description: Option<String>,
     pub status: Status,
@@ -186,7 +191,7 @@ macro_rules! task_columns {
             $parent,
             ", dropped, tenant_id, created_at, updated_at, \
              completed_at, lease_expires_at, claim_token, reclaimed_at, reclaimed_from, paths, \
-             (SELECT string_agg(d.depends_on_task_id, '\u{1f}' \
+             short_id, (SELECT string_agg(d.depends_on_task_id, '\u{1f}' \
              ORDER BY d.created_at, d.depends_on_task_id) FROM task_deps d",
             $dep_join,
             " WHERE d.task_id = tasks.id",
@@ -264,8 +269,9 @@ pub(crate) fn task_from_row(r: &dyn DbRow) -> Result<Task> {
         reclaimed_at: r.get(16)?,
         reclaimed_from: r.get(17)?,
         paths: reservations::split(r.get::<Option<String>>(18)?.as_deref()),
+        short_id: r.get(19)?,
         depends_on: r
-            .get::<Option<String>>(19)?
+            .get::<Option<String>>(20)?
             .map(|joined| joined.split(DEP_SEPARATOR).map(str::to_owned).collect())
             .unwrap_or_default(),
     })

@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::db::DbRow;
 use crate::error::{Result, StoreError};
-use crate::{Store, new_id};
+use crate::{Store, new_id, short_ids};
 
 /// A named team.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -12,8 +12,14 @@ use crate::{Store, new_id};
 pub struct Team {
     pub id: String,
     pub name: String,
+    /// The key of its tasks' short ids (`RED` of `RED-12`, [`crate::short_ids`]).
+    pub key: Option<String>,
     pub created_at: i64,
 }
+
+/// Every read of teams, with their keys, in [`team_from_row`]'s order.
+const SELECT_TEAMS: &str = "SELECT teams.id, teams.name, k.key, teams.created_at FROM teams \
+     LEFT JOIN task_keys k ON k.team_id = teams.id";
 
 /// An agent on (at most) one team.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -53,7 +59,8 @@ fn team_from_row(r: &dyn DbRow) -> Result<Team> {
     Ok(Team {
         id: r.get(0)?,
         name: r.get(1)?,
-        created_at: r.get(2)?,
+        key: r.get(2)?,
+        created_at: r.get(3)?,
     })
 }
 
@@ -65,8 +72,11 @@ fn require_text(field: &str, value: &str) -> Result<()> {
 }
 
 impl Store {
-    /// Create a team (a fresh id unless `id` is given); an existing id is renamed.
-    pub fn upsert_team(&self, id: Option<&str>, name: &str) -> Result<Team> {
+    /// Create a team (a fresh id unless `id` is given); an existing id is renamed. `key`
+    /// is its short ids' key ([`crate::short_ids`]): a team without one gets `key`, or
+    /// the default derived from `name`; once its tasks carry a key it never changes (a
+    /// rename keeps it).
+    pub fn upsert_team(&self, id: Option<&str>, name: &str, key: Option<&str>) -> Result<Team> {
         require_text("name", name)?;
         let id = id.map(str::to_owned).unwrap_or_else(new_id);
         let now = self.now_ms();
@@ -76,8 +86,9 @@ impl Store {
                  ON CONFLICT(id) DO UPDATE SET name = excluded.name",
                 &[&id, &name, &now],
             )?;
+            short_ids::set_key(tx, &id, key)?;
             tx.query_one(
-                "SELECT id, name, created_at FROM teams WHERE id = ?1",
+                &format!("{SELECT_TEAMS} WHERE teams.id = ?1"),
                 &[&id],
                 team_from_row,
             )
@@ -88,7 +99,7 @@ impl Store {
     pub fn list_teams(&self) -> Result<Vec<Team>> {
         self.read(|tx| {
             tx.query_map(
-                "SELECT id, name, created_at FROM teams ORDER BY created_at, id",
+                &format!("{SELECT_TEAMS} ORDER BY teams.created_at, teams.id"),
                 &[],
                 team_from_row,
             )

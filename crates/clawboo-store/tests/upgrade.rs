@@ -42,7 +42,7 @@ fn every_fixture_migrates_with_its_data_intact_and_the_current_code_works_on_it(
             chat_is_intact(&store);
         }
 
-        board_works(&store);
+        board_works(&store, version);
         chat_works(&store, version);
         drop(store);
         reopens_unchanged(&db, |db| Store::open(db).unwrap());
@@ -75,6 +75,36 @@ fn board_is_intact(store: &Store, version: i64) {
         assert!(task.lease_expires_at.is_some_and(|at| at > store.now_ms()));
         assert_eq!(task.claim_token, 0);
     }
+    // Paths and links arrived with schema 14.
+    if version >= 14 {
+        assert_eq!(task.paths, CLAIMED_PATHS);
+        let links: Vec<(&str, &str)> = detail
+            .links
+            .iter()
+            .map(|l| (l.id.as_str(), l.line.as_str()))
+            .collect();
+        assert_eq!(links, [(LINKED_POST, "deploying now")]);
+    } else {
+        assert!(task.paths.is_empty() && detail.links.is_empty());
+    }
+    // Short ids came with schema 15: the store numbers each team's tasks in creation order
+    // when it opens the migrated file, with keys derived from the teams' names.
+    for (n, id) in TASKS[..10].iter().enumerate() {
+        let task = store.get_task(id, Scope::ALL).unwrap().unwrap();
+        assert_eq!(task.short_id, Some(format!("ALP-{}", n + 1)), "{id}");
+    }
+    let beta = store
+        .get_task("bet-1", Scope::team(Some(TEAM_BETA)))
+        .unwrap()
+        .unwrap();
+    assert_eq!(beta.id, BETA_ROOT);
+    let keys: Vec<Option<String>> = store
+        .list_teams()
+        .unwrap()
+        .into_iter()
+        .map(|t| t.key)
+        .collect();
+    assert_eq!(keys, [Some("ALP".to_owned()), Some("BET".to_owned())]);
     let comment_ids: Vec<&str> = detail.comments.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(
         comment_ids,
@@ -160,12 +190,20 @@ fn board_is_intact(store: &Store, version: i64) {
     );
 }
 
-fn board_works(store: &Store) {
+fn board_works(store: &Store, version: i64) {
     let claimed = store.claim_task(OPEN, "agent-new", Some("codex")).unwrap();
     assert_eq!(claimed.status, Status::InProgress);
-    // Tasks from before migration 14 declare no paths, so their claims reserve none.
+    // The task declares no paths, so its claim reserves none; only the claim made under
+    // schema 14 with paths holds a reservation.
     assert!(claimed.paths.is_empty());
-    assert!(store.reservations(None).unwrap().is_empty());
+    let reserved: Vec<String> = store
+        .reservations(None)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.task_id)
+        .collect();
+    let expected: &[&str] = if version >= 14 { &[CLAIMED] } else { &[] };
+    assert_eq!(reserved, expected);
     assert!(matches!(
         store.claim_task(OPEN, "agent-late", None),
         Err(StoreError::Conflict)
@@ -206,6 +244,8 @@ fn board_works(store: &Store) {
     sub.parent_task_id = Some(EPIC.into());
     let sub = store.create_task(sub, CreatePolicy::Capped).unwrap();
     assert_eq!(sub.team_id.as_deref(), Some(TEAM_ALPHA));
+    // Numbered after the tasks the open numbered.
+    assert_eq!(sub.short_id.as_deref(), Some("ALP-11"));
     store
         .create_task(NewTask::titled("a new root"), CreatePolicy::Capped)
         .unwrap();

@@ -38,6 +38,8 @@ pub struct Derived {
 pub const COPIED: &[Copied] = &[
     copied("settings", &["key"]),
     copied("teams", &["id"]),
+    // Each team's key and counter, so the target numbers new tasks after the copied ones.
+    copied("task_keys", &["team_id"]),
     copied("agents", &["id"]),
     copied("agent_presence", &["agent_id", "team_key"]),
     Copied {

@@ -87,6 +87,16 @@ const INVARIANTS: &[Invariant] = &[
               HAVING count(*) <> max(version) ORDER BY 1",
     },
     Invariant {
+        check: "short_id_counter_behind",
+        meaning: "a team's next short id number was already given (a new task would repeat it)",
+        sql: "SELECT k.key || ': next ' || CAST(k.next_number AS TEXT) || ', highest given '
+                  || CAST(max(CAST(substr(t.short_id, length(k.key) + 2) AS BIGINT)) AS TEXT)
+              FROM task_keys k JOIN tasks t ON t.short_id LIKE k.key || '-%'
+              GROUP BY k.key, k.next_number
+              HAVING max(CAST(substr(t.short_id, length(k.key) + 2) AS BIGINT)) >= k.next_number
+              ORDER BY 1",
+    },
+    Invariant {
         check: "inbox_half_delivered",
         meaning: "an inbox row has a delivery time without a way, or a way without a time",
         sql: "SELECT id FROM agent_inbox

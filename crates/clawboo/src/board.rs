@@ -25,12 +25,14 @@ pub enum BoardCommand {
     },
     /// Soft-delete a task: hidden from lists, claims and ready; frees a child-cap slot.
     Drop {
+        /// The task's id or short id (RED-12).
         id: String,
         #[arg(long)]
         json: bool,
     },
     /// Undo a drop.
     Restore {
+        /// The task's id or short id (RED-12).
         id: String,
         #[arg(long)]
         json: bool,
@@ -74,8 +76,15 @@ pub fn run(db: Option<PathBuf>, command: BoardCommand) -> anyhow::Result<()> {
                         .map_or_else(|| "-".to_owned(), |at| lease_left(at - now));
                     let dropped = if t.dropped { " (dropped)" } else { "" };
                     println!(
-                        "{}  {:<11}  p{:<3} {:<16} {:<12} {}{}",
-                        t.id, t.status, t.priority, who, lease, t.title, dropped
+                        "{:<9} {}  {:<11}  p{:<3} {:<16} {:<12} {}{}",
+                        t.short_id.as_deref().unwrap_or("-"),
+                        t.id,
+                        t.status,
+                        t.priority,
+                        who,
+                        lease,
+                        t.title,
+                        dropped
                     );
                 }
             }
@@ -95,7 +104,9 @@ fn set_dropped(
     let task = match store.set_dropped(id, dropped, Scope::ALL) {
         Ok(t) => t,
         Err(clawboo_store::StoreError::NotFound(_)) => {
-            bail!("no task with id {id}; `clawboo board list --include-dropped` shows every id")
+            bail!(
+                "no task {id}; `clawboo board list --include-dropped` shows every id and short id"
+            )
         }
         Err(e) => return Err(e).context("cannot update the task"),
     };
@@ -103,8 +114,9 @@ fn set_dropped(
         println!("{}", serde_json::json!({ "task": task }));
     } else {
         println!(
-            "{} {}: {}",
+            "{} {} ({}): {}",
             if dropped { "dropped" } else { "restored" },
+            task.short_id.as_deref().unwrap_or("-"),
             task.id,
             task.title
         );

@@ -418,6 +418,16 @@ fn a_board_goes_to_postgresql_and_back_row_for_row() {
     assert_eq!(open_signed(&pg, &signed), Some(tasks_seen));
     assert_eq!(open_signed(&back, &signed), Some(tasks_seen));
     assert_eq!(open_signed(&TestDb::sqlite(), &signed), None);
+
+    // Short ids and their counters travel: the copy answers the same short ids, and its
+    // next task of the team takes the next number, not one already given.
+    let in_core = pg.query_i64("SELECT count(*) FROM tasks WHERE team_id = 'core'");
+    let mut tasks = stdio(TASKS, &pg, &["--team", "core", "--agent", "a1"]);
+    let epic = tasks.call_ok("get_task", json!({"taskId": "COR-1"}));
+    assert_eq!(epic["task"]["title"], "ship the release");
+    let next = tasks.call_ok("create_task", json!({"title": "after the move"}));
+    assert_eq!(next["task"]["shortId"], format!("COR-{}", in_core + 1));
+    tasks.close();
 }
 
 /// A fresh database on the backend under test holding one root task per title, made
@@ -587,6 +597,7 @@ fn check_reports_each_broken_rule_and_fails() {
     // Another surface breaks two rules behind the store's back.
     db.exec("DELETE FROM team_chat WHERE seq = 2");
     db.exec("UPDATE tasks SET assignee_agent_id = NULL");
+    db.exec("UPDATE task_keys SET next_number = 1");
     let (report, passed) = check(&db);
     assert!(!passed);
     let found: Vec<&str> = report["violations"]
@@ -597,8 +608,10 @@ fn check_reports_each_broken_rule_and_fails() {
         .collect();
     assert!(found.contains(&"chat_seq_gap"), "{report}");
     assert!(found.contains(&"in_progress_without_holder"), "{report}");
+    assert!(found.contains(&"short_id_counter_behind"), "{report}");
     let text = report.to_string();
     assert!(text.contains(&id), "{text}");
+    assert!(text.contains("COR: next 1, highest given 1"), "{text}");
 }
 
 #[test]

@@ -182,6 +182,7 @@ async fn claim(
 ) -> Result<axum::Json<Value>, AppError> {
     let store = state.store();
     let task = store_call(store, move |store| {
+        let id = store.resolve_task_id(&id, Scope::ALL)?;
         store
             .claim_reserving(
                 &id,
@@ -230,6 +231,7 @@ async fn patch(
     }
     let store = state.store();
     let task = store_call(store, move |store| {
+        let id = store.resolve_task_id(&id, Scope::ALL)?;
         let mut task = None;
         if has_fields {
             task = Some(store.patch_task(&id, &fields, Scope::ALL)?);
@@ -305,6 +307,7 @@ async fn comment(
     };
     let store = state.store();
     let comment = store_call(store, move |store| {
+        let id = store.resolve_task_id(&id, Scope::ALL)?;
         Ok(store.add_comment(&id, new, Scope::ALL)?)
     })
     .await?;
@@ -326,12 +329,14 @@ async fn link(
     ApiJson(body): ApiJson<LinkBody>,
 ) -> Result<axum::Json<Value>, AppError> {
     let store = state.store();
-    let (task_id, dep) = (id.clone(), body.depends_on_task_id.clone());
-    store_call(store, move |store| {
-        Ok(store.link_task(&task_id, &dep, Scope::ALL)?)
+    let (task_id, dep) = store_call(store, move |store| {
+        let task_id = store.resolve_task_id(&id, Scope::ALL)?;
+        let dep = store.resolve_task_id(&body.depends_on_task_id, Scope::ALL)?;
+        store.link_task(&task_id, &dep, Scope::ALL)?;
+        Ok((task_id, dep))
     })
     .await?;
     Ok(axum::Json(
-        json!({ "taskId": id, "dependsOnTaskId": body.depends_on_task_id }),
+        json!({ "taskId": task_id, "dependsOnTaskId": dep }),
     ))
 }

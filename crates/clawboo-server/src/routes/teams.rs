@@ -29,6 +29,8 @@ async fn list_teams(State(state): State<AppState>) -> Result<axum::Json<Value>, 
 struct TeamBody {
     id: Option<String>,
     name: String,
+    /// Its short ids' key (`RED`); the default is derived from the name.
+    key: Option<String>,
 }
 
 async fn create_team(
@@ -37,7 +39,7 @@ async fn create_team(
 ) -> Result<(StatusCode, axum::Json<Value>), AppError> {
     let store = state.store();
     let team = store_call(store, move |store| {
-        Ok(store.upsert_team(body.id.as_deref(), &body.name)?)
+        Ok(store.upsert_team(body.id.as_deref(), &body.name, body.key.as_deref())?)
     })
     .await?;
     Ok((StatusCode::CREATED, axum::Json(json!({ "team": team }))))

@@ -31,6 +31,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0006_reservations_and_links",
         include_str!("../../migrations/postgres/0006_reservations_and_links.sql"),
     ),
+    (
+        "0007_task_short_ids",
+        include_str!("../../migrations/postgres/0007_task_short_ids.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated PostgreSQL database reports.

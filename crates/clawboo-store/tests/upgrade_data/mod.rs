@@ -186,6 +186,7 @@ pub fn insert(conn: &Connection, version: i64) {
         11 => leased_claim(conn),
         12 => decided_call(conn),
         13 => presence_on_another_team(conn),
+        14 => paths_and_a_link(conn),
         other => panic!("no fixture data for schema version {other}: add it here"),
     }
 }
@@ -518,6 +519,25 @@ fn presence_on_another_team(conn: &Connection) {
         "INSERT INTO agent_presence(agent_id, team_key, runtime, last_seen_at)
          VALUES (?1, ?2, 'codex', ?3)",
         params![AGENT_ALICE, TEAM_BETA, T0 + 1300],
+    )
+    .unwrap();
+}
+
+/// Migration 14's column and table: the paths the claimed task works on, and a room post
+/// linked to it.
+pub const CLAIMED_PATHS: [&str; 2] = ["docs/*.md", "src/**"];
+pub const LINKED_POST: &str = "01903a5c-0000-7000-8000-000000000201";
+
+fn paths_and_a_link(conn: &Connection) {
+    conn.execute(
+        "UPDATE tasks SET paths = ?2 WHERE id = ?1",
+        params![CLAIMED, CLAIMED_PATHS.join("\n")],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO task_links(task_id, kind, ref_id, line, created_at)
+         VALUES (?1, 'post', ?2, 'deploying now', ?3)",
+        params![CLAIMED, LINKED_POST, T0 + 1400],
     )
     .unwrap();
 }
