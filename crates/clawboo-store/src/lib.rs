@@ -34,6 +34,9 @@ pub mod links;
 mod migrations;
 pub mod normalize;
 pub mod notices;
+pub mod operator_activity;
+#[cfg(test)]
+mod operator_activity_tests;
 pub mod ops;
 mod pacing;
 mod path;

@@ -51,6 +51,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0014_reservations_and_links",
         include_str!("../migrations/0014_reservations_and_links.sql"),
     ),
+    (
+        "0016_operator_activity_and_fact_retirements",
+        include_str!("../migrations/0016_operator_activity_and_fact_retirements.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).

@@ -75,6 +75,23 @@ fn board_is_intact(store: &Store, version: i64) {
         assert!(task.lease_expires_at.is_some_and(|at| at > store.now_ms()));
         assert_eq!(task.claim_token, 0);
     }
+    // A fact linked and paths declared under schema 14, an operator's move recorded under
+    // schema 15, stay.
+    assert_eq!(
+        detail.links.iter().any(|l| l.id == FACT_TEAM),
+        version >= 14
+    );
+    let done = store.get_task(DONE, Scope::ALL).unwrap().unwrap();
+    assert_eq!(done.paths.is_empty(), version < 14, "{:?}", done.paths);
+    let activity = store.operator_activity(None, 10).unwrap();
+    assert_eq!(
+        activity.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+        if version >= 15 {
+            vec![OPERATOR_MOVE]
+        } else {
+            vec![]
+        }
+    );
     let comment_ids: Vec<&str> = detail.comments.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(
         comment_ids,

@@ -31,6 +31,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0006_reservations_and_links",
         include_str!("../../migrations/postgres/0006_reservations_and_links.sql"),
     ),
+    (
+        "0008_operator_activity_and_fact_retirements",
+        include_str!("../../migrations/postgres/0008_operator_activity_and_fact_retirements.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated PostgreSQL database reports.

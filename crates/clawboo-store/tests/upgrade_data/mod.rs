@@ -186,6 +186,8 @@ pub fn insert(conn: &Connection, version: i64) {
         11 => leased_claim(conn),
         12 => decided_call(conn),
         13 => presence_on_another_team(conn),
+        14 => paths_and_a_link(conn),
+        15 => operator_activity_and_a_retired_fact(conn),
         other => panic!("no fixture data for schema version {other}: add it here"),
     }
 }
@@ -513,6 +515,42 @@ fn leased_claim(conn: &Connection) {
 pub const DECIDED_CALL: &str = "call-12";
 
 /// Migration 13's table: alice seen calling on team beta too (her roster team is alpha).
+/// Paths declared on the done task and a fact linked to the claimed one (migration 14).
+pub const LINKED_PATHS: &str = "src/**/*.rs";
+
+fn paths_and_a_link(conn: &Connection) {
+    conn.execute(
+        "UPDATE tasks SET paths = ?1 WHERE id = ?2",
+        params![LINKED_PATHS, DONE],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO task_links(task_id, kind, ref_id, line, created_at)
+         VALUES (?1, 'fact', ?2, ?3, ?4)",
+        params![CLAIMED, FACT_TEAM, FACT_TEAM_CONTENT, T0 + 1400],
+    )
+    .unwrap();
+}
+
+pub const OPERATOR_MOVE: &str = "01903a5c-0000-7000-8000-0000000015a1";
+pub const RETIREMENT_REASON: &str = "the cluster moved to eu-central-1";
+
+/// An operator's move and a retired fact (migration 15 in this branch's numbering).
+fn operator_activity_and_a_retired_fact(conn: &Connection) {
+    conn.execute(
+        "INSERT INTO operator_activity(id, task_id, actor, action, detail, created_at)
+         VALUES (?1, ?2, 'api', 'moved', 'todo → blocked', ?3)",
+        params![OPERATOR_MOVE, BLOCKED, T0 + 1500],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO memory_fact_retirements(fact_id, retired_by, reason, retired_at)
+         VALUES (?1, 'cli', ?2, ?3)",
+        params![FACT_TEAM, RETIREMENT_REASON, T0 + 1501],
+    )
+    .unwrap();
+}
+
 fn presence_on_another_team(conn: &Connection) {
     conn.execute(
         "INSERT INTO agent_presence(agent_id, team_key, runtime, last_seen_at)
