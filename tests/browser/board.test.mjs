@@ -668,6 +668,64 @@ test("safe moves: Done with an open dependency warns, taking a held task back le
   await page.keyboard.press("Escape");
 });
 
+test("the audit lists the operator's own moves, edits and comments beside the tool calls, by team, team-less tasks included", async () => {
+  const { task: loose } = await rest("/api/board", { method: "POST", body: { title: "Sweep the shared hallway" } });
+  await rest(`/api/board/${loose.id}`, { method: "PATCH", body: { status: "blocked" } });
+  await rest(`/api/board/${loose.id}/comments`, { method: "POST", body: { body: "waiting on the landlord" } });
+  await open("audit");
+  const activity = page.locator("#audit tbody tr.operator-activity");
+  const moved = activity.filter({ hasText: "Sweep the shared hallway" }).filter({ hasText: "todo → blocked" });
+  await moved.waitFor();
+  assert.match(await moved.innerText(), /task moved[\s\S]*operator/);
+  await activity.filter({ hasText: "Sweep the shared hallway" }).filter({ hasText: "waiting on the landlord" }).waitFor();
+  // The moves of the "safe moves" test, made in the page: one row each, beside the calls.
+  await activity.filter({ hasText: "Merge the RFC" }).filter({ hasText: "in_progress → todo" }).waitFor();
+  assert.equal(await activity.filter({ hasText: "Write the changelog for 2.0" }).filter({ hasText: "task edited" }).count(), 1);
+  await page.locator("#audit tbody tr:not(.operator-activity)", { hasText: "delete_path" }).first().waitFor();
+
+  // The team filter keeps red's activity and drops the team-less task's.
+  await page.goto(`${base}/#audit?team=red`);
+  await activity.filter({ hasText: "Merge the RFC" }).first().waitFor();
+  await activity.filter({ hasText: "Sweep the shared hallway" }).first().waitFor({ state: "detached" });
+
+  // A row's task opens the task.
+  await activity.filter({ hasText: "Merge the RFC" }).first().getByRole("button", { name: "Merge the RFC" }).click();
+  await page.locator("#task-dialog-title", { hasText: "Merge the RFC" }).waitFor();
+  await page.keyboard.press("Escape");
+});
+
+test("memory: the operator retires a fact after saying why, and it leaves every list and search", async () => {
+  await open("memory");
+  const item = page.locator("#facts .item", { hasText: "On-call" });
+  await item.waitFor();
+  const factId = await item.getAttribute("data-fact-id");
+  const dialog = page.locator("#retire-dialog");
+
+  // Cancel changes nothing; Retire without a reason is not sent.
+  await item.getByRole("button", { name: "Retire…" }).click();
+  await dialog.filter({ hasText: "On-call" }).waitFor();
+  await dialog.getByRole("button", { name: "Cancel" }).click();
+  await dialog.waitFor({ state: "hidden" });
+  await item.getByRole("button", { name: "Retire…" }).click();
+  await dialog.getByRole("button", { name: "Retire fact" }).click();
+  assert.equal(await dialog.evaluate((d) => d.open), true, "no reason, no retirement");
+  assert.equal((await rest(`/api/memory/facts/${factId}`)).retirement, null);
+
+  await page.locator("#retire-reason").fill("Alice handed over to Bob");
+  await dialog.getByRole("button", { name: "Retire fact" }).click();
+  await item.waitFor({ state: "detached" });
+  const shown = await rest(`/api/memory/facts/${factId}`);
+  assert.equal(shown.retirement.reason, "Alice handed over to Bob");
+  assert.equal(shown.retirement.retiredBy, "api");
+  const memory = await agent("memory", ["--team", "red"]);
+  const found = await call(memory, "memory_search", { query: "Alice on call", mode: "fts" });
+  assert.ok(found.results.every((r) => r.fact.id !== factId), JSON.stringify(found));
+  await page.locator("#memory-query").fill("Alice on call");
+  await page.getByRole("button", { name: "Search" }).click();
+  await page.locator("#memory-summary", { hasText: "Alice on call" }).waitFor();
+  assert.equal(await page.locator("#facts .item", { hasText: "On-call" }).count(), 0);
+});
+
 test("room for the kanban: folded columns and the agents strip are remembered; waiting cards say what they wait on; sub-task progress", async () => {
   const tasks = await agent("tasks");
   const { task: epic } = await call(tasks, "create_task", { title: "Launch the rocket", teamId: "blue" });

@@ -19,6 +19,7 @@ mod fulltext;
 mod pg_fts;
 mod pgvector;
 mod procedures;
+mod retire;
 mod search;
 mod sqlite_fts;
 mod terms;
@@ -30,6 +31,7 @@ use serde::Serialize;
 pub use clawboo_embed::{EmbedError, Embedder};
 pub use pgvector::{PGVECTOR_ENV, VectorSearchPath};
 pub use procedures::{NewProcedure, Procedure};
+pub use retire::{MAX_REASON_CHARS, RetireOutcome, Retirement};
 pub use search::{MAX_QUERY_CHARS, MatchedVia, SearchHit, SearchMode, SearchOutcome};
 
 use clawboo_store::db::{DbRow, Dialect, ToValue, Tx};
@@ -583,7 +585,8 @@ impl Memory {
         })
     }
 
-    /// A fact by id (`None` when absent or outside `scope`).
+    /// A fact by id (`None` when absent or outside `scope`), retired or not
+    /// ([`Memory::fact_retirement`] says which).
     pub fn get_fact(&self, id: &str, scope: &ScopeFilter) -> Result<Option<Fact>> {
         let (cond, args) = scope.sql("f", 2);
         let sql = format!("SELECT {FACT_COLUMNS} FROM memory_facts f WHERE f.id = ?1 AND {cond}");
@@ -591,12 +594,14 @@ impl Memory {
             .read(|tx| tx.query_opt(&sql, &params_with(&id, &args), fact_from_row))
     }
 
-    /// The newest facts in `scope`, newest first. `limit` must be 1..=[`MAX_BROWSE_LIMIT`].
+    /// The newest facts in `scope` not retired, newest first. `limit` must be
+    /// 1..=[`MAX_BROWSE_LIMIT`].
     pub fn browse(&self, scope: &ScopeFilter, limit: u32) -> Result<Vec<Fact>> {
         check_limit(limit, MAX_BROWSE_LIMIT)?;
         let (cond, args) = scope.sql("f", 2);
+        let live = retire::live("f");
         let sql = format!(
-            "SELECT {FACT_COLUMNS} FROM memory_facts f WHERE {cond}
+            "SELECT {FACT_COLUMNS} FROM memory_facts f WHERE {cond} AND {live}
              ORDER BY f.created_at DESC, f.seq DESC LIMIT ?1"
         );
         self.store
@@ -782,6 +787,8 @@ pub(crate) fn check_limit(limit: u32, max: u32) -> Result<()> {
     Ok(())
 }
 
+#[cfg(test)]
+mod retire_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -376,12 +376,12 @@ enum Vectors<'m> {
 }
 
 impl Memory {
-    /// Search facts in `scope`. `mode` `None` uses [`Memory::default_mode`]; vector and
-    /// hybrid fall back to full text when there is no embedder or embedding the query
-    /// fails (the outcome's `mode` says which ran). `limit` must be 1..=100. Not for use
-    /// inside a [`clawboo_store::Store::write`]: a hybrid search reads on a second thread, which
-    /// cannot share that write's connection (on an in-memory store it would wait for it
-    /// forever).
+    /// Search facts in `scope`, retired ones never among the hits. `mode` `None` uses
+    /// [`Memory::default_mode`]; vector and hybrid fall back to full text when there is no
+    /// embedder or embedding the query fails (the outcome's `mode` says which ran). `limit`
+    /// must be 1..=100. Not for use inside a [`clawboo_store::Store::write`]: a hybrid
+    /// search reads on a second thread, which cannot share that write's connection (on an
+    /// in-memory store it would wait for it forever).
     pub fn search(
         &self,
         query: &str,
@@ -403,8 +403,12 @@ impl Memory {
             SearchMode::Fts => None,
             SearchMode::Vector | SearchMode::Hybrid => self.embed_one(query),
         };
+        // Each ranking is asked for as many more hits as there are retired facts in scope,
+        // which are then dropped (`retire`).
+        let retired = self.retired(scope)?;
         let Some((embedder, qv)) = query_vector else {
-            let ranked = self.fts_ranked(&words, scope, limit)?;
+            let ranked = self.fts_ranked(&words, scope, retired.widen(limit))?;
+            let ranked = retired.live_facts(ranked, limit);
             let hits = ranked
                 .into_iter()
                 .map(|(fact, score)| SearchHit {
@@ -422,7 +426,9 @@ impl Memory {
         match mode {
             SearchMode::Vector => {
                 let vectors = self.vectors(&qv, &model, scope)?;
-                let ranked = self.vector_ranked(vectors, &qv, &words, &model, scope, limit)?;
+                let wide = retired.widen(limit);
+                let ranked = self.vector_ranked(vectors, &qv, &words, &model, scope, wide)?;
+                let ranked = retired.live_seqs(ranked, limit);
                 let facts = self.facts_by_seq(ranked.iter().map(|(s, _)| *s))?;
                 let hits = ranked
                     .into_iter()
@@ -447,18 +453,20 @@ impl Memory {
                 // Both rankings at once: the full-text ranking runs on a thread of its own
                 // while this one scans the vectors, so a search waits for the longer
                 // instead of the sum.
+                let wide = retired.widen(candidates);
                 let (fts, vector) = std::thread::scope(|threads| {
-                    let fts = threads.spawn(|| self.fts_ranked(&words, scope, candidates));
+                    let fts = threads.spawn(|| self.fts_ranked(&words, scope, wide));
                     // Moved in, so a cache unlocks when the scan ends (other searches wait
                     // on it), not when the full-text ranking does.
-                    let vector =
-                        self.vector_ranked(vectors, &qv, &words, &model, scope, candidates);
+                    let vector = self.vector_ranked(vectors, &qv, &words, &model, scope, wide);
                     let fts = fts
                         .join()
                         .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
                     (fts, vector)
                 });
-                let hits = self.fuse(fts?, vector?, limit)?;
+                let fts = retired.live_facts(fts?, candidates);
+                let vector = retired.live_seqs(vector?, candidates);
+                let hits = self.fuse(fts, vector, limit)?;
                 Ok(SearchOutcome {
                     hits,
                     mode: SearchMode::Hybrid,
@@ -481,12 +489,15 @@ impl Memory {
             return Ok(Vec::new());
         };
         let model = embedder.model_id().to_string();
+        let retired = self.retired(scope)?;
+        let wide = retired.widen(limit as usize);
         let ranked = match self.vectors(&qv, &model, scope)? {
-            Vectors::Cache(cache) => cache.top_k(&qv, scope, limit as usize),
+            Vectors::Cache(cache) => cache.top_k(&qv, scope, wide),
             Vectors::Database => self
                 .store
-                .snapshot(|tx| scan_vectors(tx, &qv, &model, scope, limit as usize))?,
+                .snapshot(|tx| scan_vectors(tx, &qv, &model, scope, wide))?,
         };
+        let ranked = retired.live_seqs(ranked, limit as usize);
         let mut facts = self.facts_by_seq(ranked.iter().map(|(s, _)| *s))?;
         Ok(ranked
             .iter()

@@ -448,13 +448,35 @@ async function loadMemory() {
     : body.facts.map((fact) => ({ fact, note: when(fact.createdAt) }));
   $('memory-summary').textContent = body.results
     ? `${hits.length} result(s) for “${query}” (${body.mode})` : 'Newest facts';
-  fill($('facts'), ...hits.map(({ fact, note }) => h('li', { class: 'item' },
+  fill($('facts'), ...hits.map(({ fact, note }) => h('li', { class: 'item', dataset: { factId: fact.id } },
     h('div', { class: 'item-head' }, h('strong', {}, fact.title), ' ', h('span', { class: 'muted' }, note)),
     h('div', { class: 'item-body' }, fact.content),
     h('div', { class: 'card-meta' }, fact.tags.map((t) => h('span', { class: 'pill' }, t)),
-      fact.teamId ? h('span', { class: 'muted' }, `team ${teamName(fact.teamId)}`) : h('span', { class: 'muted' }, 'global')))));
+      fact.teamId ? h('span', { class: 'muted' }, `team ${teamName(fact.teamId)}`) : h('span', { class: 'muted' }, 'global'),
+      h('button', { type: 'button', class: 'danger retire', onclick: () => retireFact(fact) }, 'Retire…')))));
   if (!hits.length) $('facts').append(h('li', { class: 'muted' }, 'Nothing found.'));
   await loadProcedures();
+}
+
+/** Retire `fact` once the operator confirms and says why (a retirement is final). */
+async function retireFact(fact) {
+  const dialog = $('retire-dialog');
+  $('retire-fact').textContent = `“${fact.title}”`;
+  $('retire-reason').value = '';
+  dialog.returnValue = '';
+  dialog.showModal();
+  $('retire-reason').focus();
+  const ok = await new Promise((resolve) => {
+    dialog.addEventListener('close', () => resolve(dialog.returnValue === 'ok'), { once: true });
+  });
+  if (!ok) return;
+  await attempt(async () => {
+    await api(`/api/memory/facts/${encodeURIComponent(fact.id)}/retire`, {
+      method: 'POST', body: { reason: $('retire-reason').value },
+    });
+    toast(`Retired “${fact.title}”.`);
+    await loadMemory();
+  });
 }
 
 async function loadProcedures() {
@@ -557,10 +579,17 @@ async function loadAudit() {
   const params = new URLSearchParams({ limit: '200' });
   const tool = $('audit-tool').value.trim();
   if (tool) params.set('toolName', tool);
-  const [{ audit }, { approvals }] = await Promise.all([api(`/api/tools/audit?${params}`), api('/api/tools/approvals')]);
+  const activityParams = new URLSearchParams({ limit: '200' });
+  if (state.team) activityParams.set('teamId', state.team);
+  const [{ audit }, { approvals }, { activity }] = await Promise.all([api(`/api/tools/audit?${params}`),
+    api('/api/tools/approvals'), api(`/api/board/activity?${activityParams}`)]);
   const calls = auditCalls(audit, approvals.filter((a) => !tool || a.toolName === tool))
     .filter((c) => !state.team || c.teamId === state.team);
-  fill($('audit').tBodies[0], ...calls.map((c) => h('tr', {
+  // The operator's own moves, edits and comments sit beside the calls (not under a tool
+  // filter: they are no tool's).
+  const rows = [...calls, ...(tool ? [] : activity.map((a) => ({ ...a, operatorActivity: true })))]
+    .sort((x, y) => y.createdAt - x.createdAt);
+  fill($('audit').tBodies[0], ...rows.map((c) => c.operatorActivity ? activityRow(c) : h('tr', {
     class: c.decision === 'deny' || c.isError ? 'bad' : c.decision === 'waiting' ? 'waiting' : '', dataset: { callId: c.callId },
   },
   h('td', {}, timeEl(c.createdAt)), h('td', {}, c.toolName),
@@ -570,9 +599,18 @@ async function loadAudit() {
   h('td', {}, [c.reason, ...(c.observations || [])].filter(Boolean).join(', ')),
   h('td', {}, h('code', { class: 'clip' }, c.argsJson || ''),
     c.resultText ? h('code', { class: 'clip result' }, `→ ${c.resultText}`) : null))));
-  if (!calls.length) {
+  if (!rows.length) {
     $('audit').tBodies[0].append(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No tool calls yet.')));
   }
+}
+
+/** One thing the operator did to a task: who, what, when and which task (a link to it). */
+function activityRow(a) {
+  return h('tr', { class: 'operator-activity', dataset: { activityId: a.id } },
+    h('td', {}, timeEl(a.createdAt)), h('td', {}, `task ${a.action}`), h('td', {}, a.detail),
+    h('td', {}, decidedByLabel(a.actor)), h('td', {}, ''), h('td', {}, a.teamId ? teamName(a.teamId) : ''),
+    h('td', {}, h('button', { type: 'button', class: 'link', onclick: () => openTask(a.taskId) }, a.taskTitle)),
+    h('td', {}, ''));
 }
 
 /** The audit's two rows of a call (its decision and its result) as one, newest first, with

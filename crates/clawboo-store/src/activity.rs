@@ -21,11 +21,11 @@ pub struct ActivityMarks {
     pub board: String,
     /// Team-chat posts in every room.
     pub chat: String,
-    /// Facts and procedures.
+    /// Facts (their retirements included) and procedures.
     pub memory: String,
     /// Tool-call approvals (new ones and decisions).
     pub approvals: String,
-    /// Tool-call audit rows.
+    /// Tool-call audit rows and the operator's own activity.
     pub audit: String,
     /// Approvals waiting for a human now.
     pub pending_approvals: i64,
@@ -45,11 +45,13 @@ const MARKS_SQL: &str = "SELECT
         || '.' || CAST((SELECT coalesce(max(created_at), 0) FROM team_chat) AS TEXT),
     CAST((SELECT count(*) FROM memory_facts) AS TEXT)
         || '.' || CAST((SELECT coalesce(max(seq), 0) FROM memory_facts) AS TEXT)
-        || '.' || CAST((SELECT count(*) FROM memory_procedures) AS TEXT),
+        || '.' || CAST((SELECT count(*) FROM memory_procedures) AS TEXT)
+        || '.' || CAST((SELECT count(*) FROM memory_fact_retirements) AS TEXT),
     CAST((SELECT count(*) FROM tool_call_approvals) AS TEXT)
         || '.' || CAST((SELECT count(*) FROM tool_call_approvals WHERE status = 'pending') AS TEXT),
     CAST((SELECT count(*) FROM tool_call_audit) AS TEXT)
-        || '.' || CAST((SELECT coalesce(max(created_at), 0) FROM tool_call_audit) AS TEXT),
+        || '.' || CAST((SELECT coalesce(max(created_at), 0) FROM tool_call_audit) AS TEXT)
+        || '.' || CAST((SELECT count(*) FROM operator_activity) AS TEXT),
     (SELECT count(*) FROM tool_call_approvals WHERE status = 'pending')";
 
 impl Store {

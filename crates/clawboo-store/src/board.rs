@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::db::{Batched, DbRow, PerEngine, Tx};
 use crate::error::{CapReason, Result, StoreError};
 use crate::leases::{self, GRANT_LEASE};
+use crate::operator_activity::{self, OperatorAction};
 use crate::scrub::{is_only_redactions, scrub_text};
 pub use crate::task::{MAX_BODY_CHARS, MAX_TITLE_CHARS, Scope, Status, Task};
 use crate::task::{
@@ -1015,7 +1016,10 @@ impl Store {
                         from: task.status,
                         paths: None,
                     };
-                    return claim_in(tx, now, lease, id, claim, scope);
+                    let claimed = claim_in(tx, now, lease, id, claim, scope)?;
+                    let detail = format!("{} → {to} (claimed for {agent_id})", task.status);
+                    operator_activity::record_in(tx, now, scope, id, OperatorAction::Moved, &detail)?;
+                    return Ok(claimed);
                 }
                 let changed = tx.execute(
                     "UPDATE tasks SET status = ?1, updated_at = ?2,
@@ -1039,6 +1043,8 @@ impl Store {
                 )?;
                 if changed == 1 {
                     notify_assignee(tx, now, &task, actor, &format!("moved it to {to}"))?;
+                    let detail = format!("{} → {to}", task.status);
+                    operator_activity::record_in(tx, now, scope, id, OperatorAction::Moved, &detail)?;
                     return require_task(tx, id, scope);
                 }
             }
@@ -1066,8 +1072,10 @@ impl Store {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 &[&id, &task_id, &new.author_agent_id, &new.author_type.as_str(), &body, &now],
             )?;
-            let what = format!("commented \"{}\"", summarize(&body));
+            let line = summarize(&body);
+            let what = format!("commented \"{line}\"");
             notify_assignee(tx, now, &task, new.author_agent_id.as_deref(), &what)?;
+            operator_activity::record_in(tx, now, scope, task_id, OperatorAction::Commented, &line)?;
             Ok(Comment {
                 id,
                 task_id: task_id.to_owned(),
@@ -1131,11 +1139,19 @@ impl Store {
         self.write(|tx| {
             let id = short_ids::resolve(tx, id, scope)?;
             let id = id.as_ref();
-            require_task(tx, id, scope)?;
+            let before = require_task(tx, id, scope)?;
             tx.execute(
                 "UPDATE tasks SET dropped = ?1, updated_at = ?2 WHERE id = ?3",
                 &[&dropped, &now, &id],
             )?;
+            if before.dropped != dropped {
+                let (action, detail) = if dropped {
+                    (OperatorAction::Dropped, "dropped from the board")
+                } else {
+                    (OperatorAction::Restored, "restored to the board")
+                };
+                operator_activity::record_in(tx, now, scope, id, action, detail)?;
+            }
             require_task(tx, id, scope)
         })
     }
@@ -1154,6 +1170,14 @@ impl Store {
         let title = patch.title.as_deref().map(|t| scrub_text(t.trim()));
         let description = patch.description.as_deref().map(scrub_text);
         let now = self.now_ms();
+        let edited: Vec<&str> = [
+            ("title", title.is_some()),
+            ("description", description.is_some()),
+            ("priority", patch.priority.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(field, named)| named.then_some(field))
+        .collect();
         self.write(|tx| {
             require_task(tx, id, scope)?;
             tx.execute(
@@ -1161,6 +1185,10 @@ impl Store {
                      priority = COALESCE(?3, priority), updated_at = ?4 WHERE id = ?5",
                 &[&title, &description, &patch.priority, &now, &id],
             )?;
+            if !edited.is_empty() {
+                let detail = edited.join(", ");
+                operator_activity::record_in(tx, now, scope, id, OperatorAction::Edited, &detail)?;
+            }
             require_task(tx, id, scope)
         })
     }

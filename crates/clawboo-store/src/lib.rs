@@ -36,6 +36,9 @@ pub mod leases;
 pub mod links;
 mod migrations;
 pub mod normalize;
+pub mod operator_activity;
+#[cfg(test)]
+mod operator_activity_tests;
 pub mod ops;
 mod pacing;
 mod path;

@@ -55,6 +55,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0015_task_short_ids",
         include_str!("../migrations/0015_task_short_ids.sql"),
     ),
+    (
+        "0016_operator_activity_and_fact_retirements",
+        include_str!("../migrations/0016_operator_activity_and_fact_retirements.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated database reports (`PRAGMA user_version`).

@@ -143,15 +143,30 @@ pub struct Scope<'a> {
     /// The caller acts under this claim (`claimToken`): a move or comment on a task no
     /// longer held under it is refused ([`StoreError::StaleClaim`]).
     pub claim_token: Option<i64>,
+    /// The operator acting through this surface (`api`: REST and the board; `cli`): its
+    /// moves, edits, drops and comments are each recorded as operator activity
+    /// (`operator_activity`, listed by [`crate::Store::operator_activity`]) in the same
+    /// transaction. `None` for agents and the server's own writes.
+    pub operator: Option<&'a str>,
 }
 
 impl<'a> Scope<'a> {
-    /// The whole board, as an operator.
+    /// The whole board, unbound (an operator's reads, the server's own writes, an unbound
+    /// session): nothing it changes is recorded as the operator's activity.
     pub const ALL: Scope<'static> = Scope {
         team_id: None,
         agent_id: None,
         claim_token: None,
+        operator: None,
     };
+
+    /// The whole board, as the operator acting through `surface` (`api`, `cli`).
+    pub fn operator(surface: &'a str) -> Scope<'a> {
+        Scope {
+            operator: Some(surface),
+            ..Scope::ALL
+        }
+    }
 
     /// Only `team_id`'s tasks.
     pub fn team(team_id: Option<&'a str>) -> Scope<'a> {
@@ -166,7 +181,7 @@ impl<'a> Scope<'a> {
         Scope {
             team_id,
             agent_id,
-            claim_token: None,
+            ..Scope::ALL
         }
     }
 

@@ -105,6 +105,16 @@ fn board_is_intact(store: &Store, version: i64) {
         .map(|t| t.key)
         .collect();
     assert_eq!(keys, [Some("ALP".to_owned()), Some("BET".to_owned())]);
+    // An operator's move came with schema 16.
+    let activity = store.operator_activity(None, 10).unwrap();
+    assert_eq!(
+        activity.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+        if version >= 16 {
+            vec![OPERATOR_MOVE]
+        } else {
+            vec![]
+        }
+    );
     let comment_ids: Vec<&str> = detail.comments.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(
         comment_ids,

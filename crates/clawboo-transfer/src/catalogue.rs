@@ -49,9 +49,11 @@ pub const COPIED: &[Copied] = &[
     },
     copied("task_deps", &["task_id", "depends_on_task_id"]),
     copied("task_comments", &["id"]),
+    copied("operator_activity", &["id"]),
     copied("agent_inbox", &["id"]),
     copied("team_chat", &["id"]),
     copied("memory_facts", &["seq"]),
+    copied("memory_fact_retirements", &["fact_id"]),
     copied("memory_procedures", &["id"]),
     copied("tool_registry", &["name"]),
     copied(

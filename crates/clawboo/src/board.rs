@@ -101,7 +101,7 @@ fn set_dropped(
     dropped: bool,
     json: bool,
 ) -> anyhow::Result<()> {
-    let task = match store.set_dropped(id, dropped, Scope::ALL) {
+    let task = match store.set_dropped(id, dropped, Scope::operator("cli")) {
         Ok(t) => t,
         Err(clawboo_store::StoreError::NotFound(_)) => {
             bail!(

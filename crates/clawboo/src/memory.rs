@@ -9,6 +9,8 @@ use clap::Subcommand;
 use clawboo_embed::select::{
     EmbedConfig, MINILM_BUILT, MINILM_DIR_ENV, MINILM_NOT_BUILT, minilm_files_present,
 };
+use clawboo_memory::RetireOutcome;
+use clawboo_store::StoreError;
 
 /// `clawboo memory …`
 #[derive(Debug, Subcommand)]
@@ -16,6 +18,18 @@ pub enum MemoryCommand {
     /// Give every fact a vector from the configured embedder (run after switching models;
     /// searches also re-embed lazily).
     Reindex {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Retire a fact that is wrong or stale: no search or browse returns it again (by id
+    /// it shows its retirement). A retirement is final.
+    Retire {
+        /// The fact's id.
+        id: String,
+        /// Why it is wrong or stale (kept with the retirement).
+        #[arg(long)]
+        reason: String,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -59,6 +73,29 @@ pub fn run(db: Option<PathBuf>, command: MemoryCommand) -> anyhow::Result<()> {
                 );
             }
             Ok(())
+        }
+        MemoryCommand::Retire { id, reason, json } => {
+            let store = crate::open_db(db.as_deref(), crate::STDIO_PG_POOL)?;
+            let memory = crate::open_memory(store);
+            match memory.retire_fact(&id, "cli", &reason) {
+                Ok(RetireOutcome::Retired(retirement)) => {
+                    if json {
+                        println!("{}", serde_json::json!({ "retirement": retirement }));
+                    } else {
+                        println!("retired fact {id}: {}", retirement.reason);
+                    }
+                    Ok(())
+                }
+                Ok(RetireOutcome::AlreadyRetired(r)) => bail!(
+                    "fact {id} is already retired (by {}: {:?}); a retirement is final, so nothing changed",
+                    r.retired_by,
+                    r.reason
+                ),
+                Err(StoreError::NotFound(_)) => {
+                    bail!("no fact {id}: check the id (clawboo memory retire takes a fact's id)")
+                }
+                Err(e) => Err(e).context("retiring the fact failed"),
+            }
         }
     }
 }

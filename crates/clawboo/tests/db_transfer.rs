@@ -190,6 +190,37 @@ fn seed(db: &TestDb) -> String {
     ] {
         memory.call_ok("memory_save", json!({"title": title, "content": content}));
     }
+    // A fact the operator retired: it travels, and no copy's search finds it.
+    let stale = memory.call_ok(
+        "memory_save",
+        json!({"title": "old copy advice", "content": "copy the board by hand, table by table"}),
+    );
+    let stale = stale["fact"]["id"].as_str().unwrap().to_owned();
+    for args in [
+        vec![
+            "memory",
+            "retire",
+            stale.as_str(),
+            "--reason",
+            "clawboo db copy does it",
+        ],
+        // The operator's own activity (a drop and a restore: the board ends as it was).
+        vec!["board", "drop", epic.as_str()],
+        vec!["board", "restore", epic.as_str()],
+    ] {
+        let out = Command::new(CLAWBOO)
+            .args(&args)
+            .arg("--db")
+            .arg(db.db_arg())
+            .env_remove("CLAWBOO_DB_PATH")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     for steps in ["1. build 2. test", "1. build 2. test 3. tag"] {
         memory.call_ok(
             "memory_save",
@@ -380,7 +411,7 @@ fn a_board_goes_to_postgresql_and_back_row_for_row() {
         );
     }
 
-    // Searches find the same facts in the same order on every copy.
+    // Searches find the same facts in the same order on every copy, the retired one never.
     for (query, mode) in [
         ("release", "fts"),
         ("board copy", "hybrid"),

@@ -209,3 +209,255 @@ async fn taking_a_held_task_back_leaves_a_system_comment_and_detail_renders_mark
         "{html}"
     );
 }
+
+/// The text of a tool's answer over 2026-07-28, parsed.
+async fn tool_json(url: &str, id: i64, name: &str, arguments: Value) -> Value {
+    let answer = http_support::post_modern(
+        &client(),
+        url,
+        id,
+        "tools/call",
+        json!({"name": name, "arguments": arguments}),
+    )
+    .await;
+    let result = &answer.message["result"];
+    assert_ne!(result["isError"], true, "{name}: {result}");
+    serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn the_operators_moves_edits_and_comments_are_its_activity_and_an_agents_are_not() {
+    let server = Server::start(&[]);
+    let http = client();
+    let red = http_support::create_task(&server, "red task", "red").await;
+    let red_id = red["id"].as_str().unwrap();
+    // A team-less task: its team is null, and it is listed when no team is named.
+    let created = http
+        .post(server.url("/api/board"))
+        .json(&json!({"title": "nobody's team"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let loose = created.json::<Value>().await.unwrap()["task"].clone();
+    let loose_id = loose["id"].as_str().unwrap();
+
+    // An agent bound to red moves and comments over MCP: none of it is the operator's.
+    let url = http_support::signed_tasks_url(&server, "red", "hal");
+    tool_json(
+        &url,
+        1,
+        "update_task_status",
+        json!({"taskId": red_id, "status": "in_progress"}),
+    )
+    .await;
+    tool_json(
+        &url,
+        2,
+        "add_comment",
+        json!({"taskId": red_id, "body": "on it"}),
+    )
+    .await;
+
+    let patch = |id: &str, body: Value| {
+        http.patch(server.url(&format!("/api/board/{id}")))
+            .json(&body)
+            .send()
+    };
+    assert_eq!(
+        patch(red_id, json!({"status": "in_review"}))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        patch(loose_id, json!({"title": "somebody's team", "priority": 2}))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        patch(loose_id, json!({"dropped": true}))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let commented = http
+        .post(server.url(&format!("/api/board/{loose_id}/comments")))
+        .json(&json!({"body": "split this one\nplease"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(commented.status(), 201);
+    // A refused move records nothing.
+    assert_eq!(
+        patch(red_id, json!({"status": "backlog"}))
+            .await
+            .unwrap()
+            .status(),
+        409
+    );
+
+    let all = http_support::get_json(&server.url("/api/board/activity")).await;
+    let rows: Vec<(String, String, String, Value)> = all["activity"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            assert_eq!(a["actor"], "api");
+            (
+                a["taskId"].as_str().unwrap().to_owned(),
+                a["action"].as_str().unwrap().to_owned(),
+                a["detail"].as_str().unwrap().to_owned(),
+                a["teamId"].clone(),
+            )
+        })
+        .collect();
+    let row = |id: &str, action: &str, detail: &str, team: Value| {
+        (id.to_owned(), action.to_owned(), detail.to_owned(), team)
+    };
+    assert_eq!(
+        rows,
+        vec![
+            row(loose_id, "commented", "split this one", Value::Null),
+            row(loose_id, "dropped", "dropped from the board", Value::Null),
+            row(loose_id, "edited", "title, priority", Value::Null),
+            row(red_id, "moved", "in_progress → in_review", json!("red")),
+        ]
+    );
+    assert_eq!(all["activity"][0]["taskTitle"], "somebody's team");
+
+    let red_only = http_support::get_json(&server.url("/api/board/activity?teamId=red")).await;
+    assert_eq!(
+        red_only["activity"].as_array().unwrap().len(),
+        1,
+        "{red_only}"
+    );
+    let one = http_support::get_json(&server.url("/api/board/activity?limit=1")).await;
+    assert_eq!(one["activity"].as_array().unwrap().len(), 1);
+    let refused = http
+        .get(server.url("/api/board/activity?limit=0"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    assert!(refused.text().await.unwrap().contains("1..=500"));
+}
+
+#[tokio::test]
+async fn an_operator_retires_a_fact_and_no_search_finds_it_again() {
+    let server = Server::start(&[]);
+    let http = client();
+    let memory = http_support::signed_url(&server, "memory", "red", "ivy");
+    let mut ids = Vec::new();
+    for (i, title) in ["old deploy steps", "deploy steps", "deploy checklist"]
+        .iter()
+        .enumerate()
+    {
+        let saved = tool_json(
+            &memory,
+            i as i64 + 1,
+            "memory_save",
+            json!({"title": title, "content": format!("how to deploy, version {i}")}),
+        )
+        .await;
+        ids.push(saved["fact"]["id"].as_str().unwrap().to_owned());
+    }
+    let old = ids[0].clone();
+    let retire = |id: &str, body: Value| {
+        http.post(server.url(&format!("/api/memory/facts/{id}/retire")))
+            .json(&body)
+            .send()
+    };
+
+    let no_reason = retire(&old, json!({"reason": " "})).await.unwrap();
+    assert_eq!(no_reason.status(), 400);
+    assert!(no_reason.text().await.unwrap().contains("needs a reason"));
+    assert_eq!(
+        retire("nope", json!({"reason": "x"}))
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    let done = retire(&old, json!({"reason": "replaced by the checklist"}))
+        .await
+        .unwrap();
+    assert_eq!(done.status(), 201);
+    let retirement = done.json::<Value>().await.unwrap()["retirement"].clone();
+    assert_eq!(retirement["retiredBy"], "api");
+    let again = retire(&old, json!({"reason": "twice"})).await.unwrap();
+    assert_eq!(again.status(), 409);
+    assert!(
+        again
+            .text()
+            .await
+            .unwrap()
+            .contains("replaced by the checklist")
+    );
+
+    // Neither the board's search and list nor an agent's search returns it; two live
+    // facts remain for a limit of two.
+    for mode in ["fts", "vector", "hybrid"] {
+        let found = http_support::get_json(
+            &server.url(&format!("/api/memory?query=deploy&mode={mode}&limit=2")),
+        )
+        .await;
+        let hits: Vec<&str> = found["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["fact"]["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(hits.len(), 2, "{mode}: {found}");
+        assert!(!hits.contains(&old.as_str()), "{mode}");
+    }
+    let newest = http_support::get_json(&server.url("/api/memory?limit=10")).await;
+    assert_eq!(newest["facts"].as_array().unwrap().len(), 2, "{newest}");
+    let agent = tool_json(
+        &memory,
+        9,
+        "memory_search",
+        json!({"query": "old deploy steps"}),
+    )
+    .await;
+    assert!(
+        agent["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["fact"]["id"] != json!(old)),
+        "{agent}"
+    );
+
+    // By id it is found, with its retirement; a live fact has none.
+    let shown = http_support::get_json(&server.url(&format!("/api/memory/facts/{old}"))).await;
+    assert_eq!(shown["fact"]["title"], "old deploy steps");
+    assert_eq!(shown["retirement"]["reason"], "replaced by the checklist");
+    let live = http_support::get_json(&server.url(&format!("/api/memory/facts/{}", ids[1]))).await;
+    assert_eq!(live["retirement"], Value::Null);
+
+    // The CLI retires too, and says so when the fact already is.
+    let cli = |reason: &str| {
+        http_support::clawboo()
+            .args([
+                "memory", "retire", &ids[1], "--reason", reason, "--json", "--db",
+            ])
+            .arg(&server.db)
+            .output()
+            .unwrap()
+    };
+    let out = cli("merged into the checklist");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["retirement"]["retiredBy"], "cli");
+    let out = cli("again");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already retired"));
+    let newest = http_support::get_json(&server.url("/api/memory?limit=10")).await;
+    assert_eq!(newest["facts"].as_array().unwrap().len(), 1, "{newest}");
+}

@@ -20,10 +20,42 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/board", get(list).post(create))
         .route("/api/board/workflow", get(workflow))
+        .route("/api/board/activity", get(activity))
         .route("/api/board/{id}", get(detail).patch(patch))
         .route("/api/board/{id}/claim", post(claim))
         .route("/api/board/{id}/comments", post(comment))
         .route("/api/board/{id}/deps", post(link))
+}
+
+/// The REST API is the operator's surface (the board included): its moves, edits, drops
+/// and comments are recorded as the operator's activity, under this name.
+const OPERATOR: Scope<'static> = Scope {
+    operator: Some("api"),
+    ..Scope::ALL
+};
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ActivityQuery {
+    /// Only this team's tasks; without it every task, team-less ones included.
+    team_id: Option<String>,
+    /// Rows, 1..=500 (default 100).
+    limit: Option<usize>,
+}
+
+/// The operator's own moves, edits, drops and comments, newest first (`{activity}`), for
+/// the audit view beside the agents' tool calls.
+async fn activity(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<ActivityQuery>,
+) -> Result<axum::Json<Value>, AppError> {
+    let team = q.team_id.filter(|t| !t.is_empty());
+    let limit = q.limit.unwrap_or(100);
+    let rows = store_call(state.store(), move |store| {
+        Ok(store.operator_activity(team.as_deref(), limit)?)
+    })
+    .await?;
+    Ok(axum::Json(json!({ "activity": rows })))
 }
 
 fn parse_status(s: &str) -> Result<Status, AppError> {
@@ -234,7 +266,7 @@ async fn patch(
         let id = store.resolve_task_id(&id, Scope::ALL)?;
         let mut task = None;
         if has_fields {
-            task = Some(store.patch_task(&id, &fields, Scope::ALL)?);
+            task = Some(store.patch_task(&id, &fields, OPERATOR)?);
         }
         if let Some(status) = status {
             // A move into in_progress of a task nobody holds claims it for the assignee
@@ -244,14 +276,14 @@ async fn patch(
                 body.assignee_agent_id.as_deref(),
             );
             let before = store.get_task(&id, Scope::ALL)?;
-            let moved = store.set_status(&id, status, actor, assignee, Scope::ALL)?;
+            let moved = store.set_status(&id, status, actor, assignee, OPERATOR)?;
             if let Some(note) = before.and_then(|b| taken_back_note(&b, &moved, actor)) {
                 store.add_comment(&id, note, Scope::ALL)?;
             }
             task = Some(moved);
         }
         if let Some(dropped) = body.dropped {
-            task = Some(store.set_dropped(&id, dropped, Scope::ALL)?);
+            task = Some(store.set_dropped(&id, dropped, OPERATOR)?);
         }
         Ok(task)
     })
@@ -308,7 +340,7 @@ async fn comment(
     let store = state.store();
     let comment = store_call(store, move |store| {
         let id = store.resolve_task_id(&id, Scope::ALL)?;
-        Ok(store.add_comment(&id, new, Scope::ALL)?)
+        Ok(store.add_comment(&id, new, OPERATOR)?)
     })
     .await?;
     Ok((

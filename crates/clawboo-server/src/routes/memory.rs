@@ -1,20 +1,75 @@
-//! `/api/memory` (search or browse facts) and `/api/memory/procedures`.
+//! `/api/memory` (search or browse facts), one fact by id, retiring a fact (the operator's
+//! alone: no MCP tool retires) and `/api/memory/procedures`.
 
 use axum::Router;
 use axum::extract::State;
-use axum::routing::get;
-use clawboo_memory::{ScopeFilter, SearchMode, TeamFilter};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use clawboo_memory::{RetireOutcome, ScopeFilter, SearchMode, TeamFilter};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::AppState;
-use crate::error::{ApiQuery, AppError, store_call};
+use crate::error::{ApiJson, ApiPath, ApiQuery, AppError, store_call};
 
 /// The memory routes.
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/memory", get(search))
         .route("/api/memory/procedures", get(procedures))
+        .route("/api/memory/facts/{id}", get(fact))
+        .route("/api/memory/facts/{id}/retire", post(retire))
+}
+
+/// One fact by id, retired or not: `{fact, retirement}` (`retirement` null while live).
+async fn fact(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<axum::Json<Value>, AppError> {
+    let memory = state.memory();
+    store_call(state.store(), move |_| {
+        let fact = memory
+            .get_fact(&id, &ScopeFilter::default())?
+            .ok_or_else(|| AppError::not_found(format!("no fact {id}")))?;
+        let retirement = memory.fact_retirement(&id)?;
+        Ok(axum::Json(
+            json!({ "fact": fact, "retirement": retirement }),
+        ))
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetireBody {
+    /// Why the fact is wrong or stale (kept with the retirement).
+    reason: String,
+}
+
+/// Retire a fact: no search or browse returns it again; by id it shows its retirement.
+/// 201 with `{retirement}`; a fact already retired is 409 and keeps its first retirement.
+async fn retire(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<RetireBody>,
+) -> Result<(StatusCode, axum::Json<Value>), AppError> {
+    let memory = state.memory();
+    store_call(state.store(), move |_| {
+        match memory.retire_fact(&id, "api", &body.reason)? {
+            RetireOutcome::Retired(retirement) => Ok((
+                StatusCode::CREATED,
+                axum::Json(json!({ "retirement": retirement })),
+            )),
+            RetireOutcome::AlreadyRetired(r) => Err(AppError::new(
+                StatusCode::CONFLICT,
+                format!(
+                    "fact {id} is already retired (by {}: {:?}); a retirement is final, so nothing changed",
+                    r.retired_by, r.reason
+                ),
+            )),
+        }
+    })
+    .await
 }
 
 #[derive(Deserialize)]

@@ -35,6 +35,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0007_task_short_ids",
         include_str!("../../migrations/postgres/0007_task_short_ids.sql"),
     ),
+    (
+        "0008_operator_activity_and_fact_retirements",
+        include_str!("../../migrations/postgres/0008_operator_activity_and_fact_retirements.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated PostgreSQL database reports.

@@ -187,6 +187,9 @@ pub fn insert(conn: &Connection, version: i64) {
         12 => decided_call(conn),
         13 => presence_on_another_team(conn),
         14 => paths_and_a_link(conn),
+        // Short ids (migration 15) are numbered when the store opens the file: no rows.
+        15 => {}
+        16 => operator_activity_and_a_retired_fact(conn),
         other => panic!("no fixture data for schema version {other}: add it here"),
     }
 }
@@ -512,6 +515,25 @@ fn leased_claim(conn: &Connection) {
 
 /// An `echo` call of schema 12, its two audit rows saying who decided it.
 pub const DECIDED_CALL: &str = "call-12";
+
+pub const OPERATOR_MOVE: &str = "01903a5c-0000-7000-8000-0000000015a1";
+pub const RETIREMENT_REASON: &str = "the cluster moved to eu-central-1";
+
+/// An operator's move and a retired fact (migration 16).
+fn operator_activity_and_a_retired_fact(conn: &Connection) {
+    conn.execute(
+        "INSERT INTO operator_activity(id, task_id, actor, action, detail, created_at)
+         VALUES (?1, ?2, 'api', 'moved', 'todo → blocked', ?3)",
+        params![OPERATOR_MOVE, BLOCKED, T0 + 1500],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO memory_fact_retirements(fact_id, retired_by, reason, retired_at)
+         VALUES (?1, 'cli', ?2, ?3)",
+        params![FACT_TEAM, RETIREMENT_REASON, T0 + 1501],
+    )
+    .unwrap();
+}
 
 /// Migration 13's table: alice seen calling on team beta too (her roster team is alpha).
 fn presence_on_another_team(conn: &Connection) {

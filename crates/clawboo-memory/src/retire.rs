@@ -1,0 +1,161 @@
+//! Retiring a fact: an operator's word that a fact is wrong or stale. Facts stay
+//! append-only (the in-process search caches catch up by `seq` and never drop a row), so a
+//! retirement is a row of its own in `memory_fact_retirements`, written once. Every read
+//! that lists facts leaves retired ones out: browsing in its SQL; a search by asking each
+//! ranking for as many more hits as there are retired facts in scope and dropping those,
+//! so it still returns `limit` hits while enough live facts match (only the top of a
+//! ranking can hold a retired fact, and no more of them than there are). By id a retired
+//! fact is still found, and [`Memory::fact_retirement`] says when, by whom and why.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+
+use super::{Fact, Memory, ScopeFilter, check_len};
+use crate::Result;
+use clawboo_store::StoreError;
+use clawboo_store::db::{DbRow, ToValue};
+use clawboo_store::scrub::{is_only_redactions, scrub_text};
+
+/// Longest accepted reason for a retirement, in characters.
+pub const MAX_REASON_CHARS: usize = 1_000;
+
+/// The condition (on the facts aliased `alias`) that a fact is not retired.
+pub(crate) fn live(alias: &str) -> String {
+    format!("NOT EXISTS (SELECT 1 FROM memory_fact_retirements r WHERE r.fact_id = {alias}.id)")
+}
+
+/// When, by whom and why a fact was retired.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Retirement {
+    pub fact_id: String,
+    /// The operator's surface (`api`: REST and the board; `cli`).
+    pub retired_by: String,
+    /// Why, as the operator said it (scrubbed of secrets).
+    pub reason: String,
+    pub retired_at: i64,
+}
+
+/// What [`Memory::retire_fact`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RetireOutcome {
+    /// The fact is retired now.
+    Retired(Retirement),
+    /// It already was (a retirement is final); nothing changed.
+    AlreadyRetired(Retirement),
+}
+
+fn retirement_from_row(r: &dyn DbRow) -> Result<Retirement> {
+    Ok(Retirement {
+        fact_id: r.get(0)?,
+        retired_by: r.get(1)?,
+        reason: r.get(2)?,
+        retired_at: r.get(3)?,
+    })
+}
+
+const RETIREMENT_BY_FACT: &str = "SELECT fact_id, retired_by, reason, retired_at
+     FROM memory_fact_retirements WHERE fact_id = ?1";
+
+/// The retired facts a search in one scope must pass over, by row number and by id.
+#[derive(Debug, Default)]
+pub(crate) struct Retired {
+    seqs: HashSet<i64>,
+    ids: HashSet<String>,
+}
+
+impl Retired {
+    /// How many hits to ask a ranking for so that `k` live ones remain after
+    /// [`Retired::live_facts`] or [`Retired::live_seqs`], when that many match.
+    pub(crate) fn widen(&self, k: usize) -> usize {
+        k + self.seqs.len()
+    }
+
+    /// `ranked` without retired facts, cut to `k`.
+    pub(crate) fn live_facts(&self, mut ranked: Vec<(Fact, f64)>, k: usize) -> Vec<(Fact, f64)> {
+        if !self.ids.is_empty() {
+            ranked.retain(|(fact, _)| !self.ids.contains(&fact.id));
+        }
+        ranked.truncate(k);
+        ranked
+    }
+
+    /// `ranked` (row numbers) without retired facts, cut to `k`.
+    pub(crate) fn live_seqs(&self, mut ranked: Vec<(i64, f32)>, k: usize) -> Vec<(i64, f32)> {
+        if !self.seqs.is_empty() {
+            ranked.retain(|(seq, _)| !self.seqs.contains(seq));
+        }
+        ranked.truncate(k);
+        ranked
+    }
+}
+
+impl Memory {
+    /// Retire fact `id` (any scope: operators only), saying why; `by` names the operator's
+    /// surface. A fact already retired keeps its first retirement. A fact that does not
+    /// exist is [`StoreError::NotFound`]; an empty reason, or one that was nothing but
+    /// secrets, [`StoreError::Invalid`].
+    pub fn retire_fact(&self, id: &str, by: &str, reason: &str) -> Result<RetireOutcome> {
+        let reason = reason.trim();
+        if reason.is_empty() {
+            return Err(StoreError::Invalid(
+                "a retirement needs a reason: say why the fact is wrong or stale".into(),
+            ));
+        }
+        check_len("reason", reason, MAX_REASON_CHARS)?;
+        let reason = scrub_text(reason);
+        if is_only_redactions(&reason) {
+            return Err(StoreError::Invalid(
+                "the reason was entirely redacted secrets; say why without the credential".into(),
+            ));
+        }
+        let now = self.store().now_ms();
+        self.store().write(|tx| {
+            let exists: bool = tx.query_one(
+                "SELECT EXISTS(SELECT 1 FROM memory_facts WHERE id = ?1)",
+                &[&id],
+                |r| r.get(0),
+            )?;
+            if !exists {
+                return Err(StoreError::NotFound(format!("fact {id}")));
+            }
+            let inserted = tx.execute(
+                "INSERT INTO memory_fact_retirements(fact_id, retired_by, reason, retired_at)
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (fact_id) DO NOTHING",
+                &[&id, &by, &reason, &now],
+            )?;
+            let retirement = tx.query_one(RETIREMENT_BY_FACT, &[&id], retirement_from_row)?;
+            Ok(if inserted == 1 {
+                RetireOutcome::Retired(retirement)
+            } else {
+                RetireOutcome::AlreadyRetired(retirement)
+            })
+        })
+    }
+
+    /// The retirement of fact `id`, if it was retired.
+    pub fn fact_retirement(&self, id: &str) -> Result<Option<Retirement>> {
+        self.store()
+            .read(|tx| tx.query_opt(RETIREMENT_BY_FACT, &[&id], retirement_from_row))
+    }
+
+    /// The retired facts in `scope`: what a search there passes over.
+    pub(crate) fn retired(&self, scope: &ScopeFilter) -> Result<Retired> {
+        let (cond, args) = scope.sql("f", 1);
+        let sql = format!(
+            "SELECT f.seq, f.id FROM memory_fact_retirements r
+             JOIN memory_facts f ON f.id = r.fact_id WHERE {cond}"
+        );
+        self.store().read(|tx| {
+            let mut retired = Retired::default();
+            let params: Vec<&dyn ToValue> = args.iter().map(|a| a as &dyn ToValue).collect();
+            tx.query_each(&sql, &params, &mut |r| {
+                retired.seqs.insert(r.get(0)?);
+                retired.ids.insert(r.get(1)?);
+                Ok(())
+            })?;
+            Ok(retired)
+        })
+    }
+}
