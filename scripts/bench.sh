@@ -92,7 +92,7 @@ OUT="$TARGET/bench-results.txt"
     run stdio --tool claim-task --calls "$(scale 20000)" --claim-order created
     run stdio --tool create-subtask --calls "$(scale 20000)"
     # Window 8 leaves the one-threaded server waiting on the client between group commits;
-    # window 32 saturates it: the writes' throughput (docs/BENCHMARKS.md, the window sweep).
+    # window 32 saturates it (docs/BENCHMARKS.md, "Windows and group commit").
     run stdio --tool claim-task --calls "$(scale 20000)" --window 32
     run stdio --tool create-subtask --calls "$(scale 20000)" --window 32
     run stdio --tool list-tasks --tasks 1000 --calls "$(scale 300)" --warmup 10
