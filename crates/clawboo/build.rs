@@ -1,7 +1,7 @@
 //! Link the binaries with packed relative relocations (`DT_RELR`) on GNU/Linux: a
 //! position-independent executable otherwise carries a 24-byte `.rela.dyn` entry per
 //! pointer in its read-only data, all of which the loader reads at every start, so they
-//! stay resident for nothing once started (figures in docs/BENCHMARKS.md). GNU ld ≥ 2.38,
+//! stay resident for nothing once started (docs/BENCHMARKS.md's git history). GNU ld ≥ 2.38,
 //! lld and mold pack them; glibc ≥ 2.36 loads them. Older linkers ignore the option with a
 //! warning.
 

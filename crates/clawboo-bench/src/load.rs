@@ -145,6 +145,8 @@ fn drive_stdio(
 
 /// An HTTP client for MCP over Streamable HTTP (loopback: no proxy, `TCP_NODELAY`).
 pub fn http_client() -> anyhow::Result<reqwest::Client> {
+    // Built with the workspace, reqwest has rustls but no crypto provider of its own.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     Ok(reqwest::Client::builder()
         .no_proxy()
         .tcp_nodelay(true)

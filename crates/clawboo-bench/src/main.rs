@@ -181,7 +181,7 @@ struct LoadArgs {
     warmup: usize,
     /// Seconds of quiet after the warm-up, before measuring, for background work the
     /// warm-up started to end (the memory server fills its text index on a thread of its
-    /// own after the first search, for longer the larger the corpus; docs/BENCHMARKS.md).
+    /// own after the first search, for longer the larger the corpus; scripts/bench.sh).
     #[arg(long, default_value_t = 0.0)]
     settle: f64,
     /// The order claim-task takes its tasks in.

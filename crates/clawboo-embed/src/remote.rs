@@ -12,6 +12,9 @@ use crate::{EmbedError, Embedder, l2_normalize};
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn client(timeout: Duration) -> Result<reqwest::blocking::Client, EmbedError> {
+    // reqwest comes without a crypto provider (see the workspace manifest); a second
+    // install is refused, harmlessly.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::blocking::Client::builder()
         .timeout(timeout)
         .build()

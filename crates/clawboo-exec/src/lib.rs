@@ -142,6 +142,9 @@ fn web_search(base_url: &str, api_key: Option<&str>, query: &str, limit: Option<
         .unwrap_or(WEB_SEARCH_DEFAULT_RESULTS)
         .clamp(1, WEB_SEARCH_MAX_RESULTS);
     let url = format!("{}/search", base_url.trim_end_matches('/'));
+    // reqwest comes without a crypto provider (see the workspace manifest); a second
+    // install is refused, harmlessly.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = match reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()

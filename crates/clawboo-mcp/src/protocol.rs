@@ -227,7 +227,8 @@ fn plain_tools_call_id(object: &JsonObject) -> Option<RequestId> {
 /// and an optional `arguments` object, nothing else) built as rmcp's type directly; any
 /// other message comes back untouched for rmcp's decoder. Nearly every message of a busy
 /// session is such a call, and serde's path through rmcp's flattened, untagged message
-/// enums buffers the whole message twice over, a cost every call paid (docs/BENCHMARKS.md).
+/// enums buffers the whole message twice over, a cost every call paid (measured:
+/// docs/BENCHMARKS.md's git history).
 pub fn plain_tools_call(message: Value) -> Result<ClientJsonRpcMessage, Value> {
     let Value::Object(mut object) = message else {
         return Err(message);

@@ -2,10 +2,10 @@
 //! for memory in place of rmcp's `LocalSessionManager`.
 //!
 //! Written by hand because the crate's own manager made sessions most of `clawboo serve`'s
-//! memory under load (figures in `docs/BENCHMARKS.md`): a worker task per session and four
-//! Tokio channels that carry whole JSON-RPC messages by value, and Tokio allocates a
-//! channel's slots in blocks of 32, each slot a whole rmcp message, two blocks per busy
-//! channel. Here a session is a small struct shared by its transport and the HTTP side:
+//! memory under load (measured: `docs/BENCHMARKS.md`'s git history): a worker task per
+//! session and four Tokio channels that carry whole JSON-RPC messages by value, and Tokio
+//! allocates a channel's slots in blocks of 32, each slot a whole rmcp message, two blocks
+//! per busy channel. Here a session is a small struct shared by its transport and the HTTP side:
 //! inbound messages are boxed on their way to the service, and the service's messages are
 //! routed to the HTTP streams as it sends them, with no task of our own in between.
 //!

@@ -130,7 +130,7 @@ fn banner(
         DbLocation::Postgres(_) => (location.to_string(), "PostgreSQL"),
     };
     let mut attach = format!(
-        "{} attach --runtime claude-code --team demo --agent alice",
+        "{} attach --apply --runtime claude-code --team demo --agent alice",
         command_name()
     );
     if base != crate::attach::DEFAULT_URL {
@@ -145,7 +145,8 @@ fn banner(
          \x20 database: {database} ({engine})\n\
          \x20 memory:   vector search by {vector_search}\n\
          \x20 attach:   {attach}\n\
-         \x20           (prints how to add clawboo to Claude Code; --runtime codex for Codex)\n\
+         \x20           (adds clawboo to Claude Code's config; --runtime codex for Codex,\n\
+         \x20           without --apply it prints the snippet instead)\n\
          \x20 guide:    docs/QUICKSTART.md\n"
     )
 }

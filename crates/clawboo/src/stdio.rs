@@ -92,7 +92,8 @@ const HEAP_TRIM_THRESHOLD: libc::c_int = 1 << 20;
 /// makes SQLite allocate its savepoint journal (one 64 KiB buffer) and free it on release.
 /// With glibc's default threshold (128 KiB, moved by its own heuristics) that buffer can
 /// land on a top that the free shrinks and the next write grows again, so a write paid a
-/// `brk` and its page faults; with this setting the top stays mapped (docs/BENCHMARKS.md).
+/// `brk` and its page faults; with this setting the top stays mapped (measured:
+/// docs/BENCHMARKS.md's git history).
 /// `serve` sets it too: its worker threads allocate from arenas of their own, whose top
 /// glibc shrinks with `madvise` (a TLB flush on every core, and page faults to grow it
 /// again), and each claim's lease check makes SQLite allocate and free a temporary

@@ -43,6 +43,9 @@ fn otlp_configured() -> bool {
 
 /// The exporter's provider: batches spans on its own thread and posts them as protobuf.
 fn otlp_provider() -> Result<SdkTracerProvider, String> {
+    // The exporter's reqwest client comes without a crypto provider (see the workspace
+    // manifest); a second install is refused, harmlessly.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .build()

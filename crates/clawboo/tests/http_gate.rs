@@ -26,6 +26,8 @@ async fn status_and_error(resp: reqwest::Response) -> (u16, String) {
 }
 
 fn no_redirects() -> reqwest::Client {
+    // reqwest has rustls but no crypto provider of its own (the workspace manifest).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())

@@ -200,8 +200,9 @@ async fn an_agents_approval_is_answered_over_rest() {
 }
 
 /// The quickstart through the real binary: `serve`'s banner names the port it bound, the
-/// board, the database and an attach command; that command, run by a shell as printed,
-/// mints a URL for this server on which the bound agent claims a task made over REST.
+/// board, the database and an attach command; that command, run by a shell as printed (in a
+/// throwaway HOME), writes Claude Code's config with a URL for this server on which the
+/// bound agent claims a task made over REST.
 #[tokio::test]
 async fn serve_prints_where_things_are_and_an_attach_command_that_works() {
     let (server, banner) = Server::start_with_banner();
@@ -227,16 +228,21 @@ async fn serve_prints_where_things_are_and_an_attach_command_that_works() {
         .unwrap_or_else(|| panic!("no attach line in {text}"))
         .trim();
     assert!(
-        attach.contains(" attach --runtime claude-code --team demo --agent alice"),
+        attach.contains(" attach --apply --runtime claude-code --team demo --agent alice"),
         "{attach}"
     );
     assert!(
         attach.contains(&format!(" --url {}", server.base)),
         "{attach}"
     );
+    let home = tempfile::tempdir().unwrap();
     let out = Command::new("sh")
         .arg("-c")
-        .arg(format!("{attach} --json"))
+        .arg(attach)
+        .current_dir(home.path())
+        .env("HOME", home.path())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("CLAWBOO_MCP_BIN_DIR")
         .env_remove("CLAWBOO_DB_PATH")
         .env_remove("STUDIO_ACCESS_TOKEN")
         .output()
@@ -246,10 +252,17 @@ async fn serve_prints_where_things_are_and_an_attach_command_that_works() {
         "{attach}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let config: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let url = config["config"]["structured"]["clawboo-tasks"]["url"]
+    let written = home.path().join(".claude.json");
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains(&format!("updated {}: clawboo-tasks", written.display())),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let config: Value = serde_json::from_slice(&std::fs::read(&written).unwrap()).unwrap();
+    let url = config["mcpServers"]["clawboo-tasks"]["url"]
         .as_str()
-        .unwrap();
+        .unwrap_or_else(|| panic!("no clawboo-tasks URL in {config}"));
     assert!(
         url.starts_with(&format!("{}/api/mcp/tasks?", server.base)),
         "{url}"

@@ -22,7 +22,7 @@ pub(super) const INLINE_CHECKPOINT_PAGES: u32 = 4_000;
 /// Copies the WAL back into the database on a thread of its own (with its own connection).
 /// SQLite's auto-checkpoint (every 1,000 pages) runs inside whichever commit crosses the
 /// threshold, copy and fsync included, which stalled every call queued behind it for
-/// milliseconds (see docs/BENCHMARKS.md). The checkpoint is PASSIVE: it never waits for,
+/// milliseconds (docs/BENCHMARKS.md's git history). The checkpoint is PASSIVE: it never waits for,
 /// nor blocks, readers or writers of any process.
 ///
 /// The same thread runs the registered idle work ([`Hooks::when_idle`], such as a

@@ -41,10 +41,10 @@ static BUSY_BUDGET_MS: AtomicU64 = AtomicU64::new(0);
 
 /// The busy handler. SQLite's own (`busy_timeout`) sleeps 1, 2, 5, 10 … 100 ms between
 /// tries, so when several processes write at once they nap while the lock, held far
-/// shorter than any of those naps per claim, sits free, and throughput collapses (figures
-/// in docs/BENCHMARKS.md). This one naps 10 µs doubling to 1 ms, jittered so processes do
-/// not retry in lockstep, until the budget since the first try of this lock attempt is
-/// spent.
+/// shorter than any of those naps per claim, sits free, and throughput collapses
+/// (measured: docs/BENCHMARKS.md's git history). This one naps 10 µs doubling to 1 ms,
+/// jittered so processes do not retry in lockstep, until the budget since the first try of
+/// this lock attempt is spent.
 pub(super) fn retry_when_busy(attempt: i32) -> bool {
     thread_local! {
         static FIRST_TRY: Cell<Option<Instant>> = const { Cell::new(None) };
@@ -113,16 +113,16 @@ impl SqliteDb {
         // Plans must not depend on bound values: otherwise SQLite re-prepares a cached
         // statement whenever a parameter it looked at changes (it did on every `get_task`,
         // for the comments' `WHERE task_id = ?1 ORDER BY …`, parsing SQL on every call;
-        // docs/BENCHMARKS.md, "Re-prepared statements").
+        // docs/BENCHMARKS.md's git history, "Re-prepared statements").
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
         // journal_mode returns a row, so it is read rather than executed.
         let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")?;
         // Reads map the file instead of copying each page through SQLite's private page
         // cache with `pread`, a copy that dominated reads touching many pages (a full-text
-        // search joining its matching facts, a `get_task` on a large board; figures in
-        // docs/BENCHMARKS.md). Mapped pages are the kernel's page cache, shared by every
-        // process on the file (they show as file-backed RSS).
+        // search joining its matching facts, a `get_task` on a large board; measured in
+        // docs/BENCHMARKS.md's git history). Mapped pages are the kernel's page cache,
+        // shared by every process on the file (they show as file-backed RSS).
         conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
         migrations::apply(&mut conn)?;
         // Rows written around the store (plain SQL) may still wait for pre-commit work.

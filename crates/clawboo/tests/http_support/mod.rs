@@ -168,6 +168,8 @@ pub fn signed_tasks_url(server: &Server, team: &str, agent: &str) -> String {
 }
 
 pub fn client() -> reqwest::Client {
+    // reqwest has rustls but no crypto provider of its own (the workspace manifest).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
