@@ -418,7 +418,11 @@ async fn the_agents_api_and_the_board_cli_show_who_holds_what_until_when() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    let line = text.lines().find(|l| l.starts_with(&id)).unwrap();
+    // A line is the short id, then the task's id.
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(id.as_str()))
+        .unwrap();
     assert!(
         line.contains("lease 29m") || line.contains("lease 30m00s"),
         "{line}"
