@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 use parking_lot::RwLock;
 
 use super::ScopeKey;
-use super::bm25::{B, K1};
+use super::bm25;
 use super::sqlite_fts::{Fts5Index, read_fts5_index};
 use super::terms::{self, Posting, Postings};
 use super::{Memory, ScopeFilter};
@@ -150,50 +150,31 @@ impl TextIndex {
                 )
             })
             .collect();
-        // (fact, one phrase's share), phrase by phrase.
-        let mut shares: Vec<(u32, f64)> = Vec::new();
-        // As FTS5's bm25: phrase by phrase, each adding idf × saturated frequency; a
-        // phrase a fact lacks adds exactly zero there, so skipping it sums the same.
+        // (fact, one phrase's share), phrase by phrase; a phrase a fact lacks adds exactly
+        // zero there, so skipping it sums the same.
+        let mut shares: Vec<(i64, f64)> = Vec::new();
         for term in terms {
             let Some(postings) = self.postings.get(term) else {
                 continue;
             };
-            let hits = postings.len() as f64;
-            let idf = ((rows - hits + 0.5) / (hits + 0.5)).ln();
-            // FTS5's floor, so a term in over half the facts still counts a little.
-            let idf = if idf <= 0.0 { 1e-6 } else { idf };
+            let idf = bm25::idf(rows, postings.len() as f64);
             shares.reserve(postings.len());
             for posting in postings {
                 let doc = posting.doc as usize;
                 if !admitted[self.scopes[doc] as usize] {
                     continue;
                 }
-                let freq = f64::from(posting.freq);
-                let length = f64::from(self.lengths[doc]);
-                let share = idf
-                    * ((freq * (K1 + 1.0)) / (freq + K1 * (1.0 - B + B * length / average_length)));
-                shares.push((posting.doc, share));
+                let share = bm25::share(
+                    idf,
+                    f64::from(posting.freq),
+                    f64::from(self.lengths[doc]),
+                    average_length,
+                );
+                // Facts are numbered in `seq` order, so ordering by `seq` orders by fact.
+                shares.push((self.seqs[doc], share));
             }
         }
-        // A stable sort keeps each fact's shares in phrase order, so they add up in
-        // FTS5's order (and to its last bit).
-        shares.sort_by_key(|&(doc, _)| doc);
-        let mut ranked: Vec<(i64, f64)> = Vec::new();
-        for (doc, share) in shares {
-            let seq = self.seqs[doc as usize];
-            match ranked.last_mut() {
-                Some((last, score)) if *last == seq => *score += share,
-                _ => ranked.push((seq, share)),
-            }
-        }
-        // Ties: oldest first, as SQLite's sort of FTS5's matches (in rowid order) leaves them.
-        let order = |a: &(i64, f64), b: &(i64, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        if ranked.len() > k {
-            ranked.select_nth_unstable_by(k - 1, order);
-            ranked.truncate(k);
-        }
-        ranked.sort_unstable_by(order);
-        ranked
+        bm25::best(shares, k)
     }
 }
 

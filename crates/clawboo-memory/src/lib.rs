@@ -7,14 +7,16 @@
 //! embedding changed, by `embed_seq`), so a vector search scans memory; and the terms of
 //! every fact (`fulltext`), so full text ranks in memory exactly as FTS5 would. On
 //! PostgreSQL, where many hosts share one database, a process keeps nothing per fact: the
-//! database keeps term statistics written with each fact and ranks bm25 itself
-//! (`pg_fts`) from the terms of FTS5's tokenizer as ported to Rust (`terms`); a vector
+//! database keeps each fact's postings, written with it and later packed into blocks
+//! (`pg_fts`, `fts_blocks`), from the terms of FTS5's tokenizer as ported to Rust
+//! (`terms`), and a search reads its terms' blocks and scores bm25 here; a vector
 //! search goes through pgvector's HNSW index where the server has the extension
 //! (`pgvector`), else streams the vectors in pages. What needs SQLite itself (FTS5's
 //! upkeep and ranking, its tokenizer for the in-memory index) sits in `sqlite_fts`.
 
 mod bm25;
 mod fts5_tokenizer;
+mod fts_blocks;
 mod fulltext;
 mod pg_fts;
 mod pgvector;
@@ -34,11 +36,10 @@ pub use procedures::{NewProcedure, Procedure};
 pub use retire::{MAX_REASON_CHARS, RetireOutcome, Retirement};
 pub use search::{MAX_QUERY_CHARS, MatchedVia, SearchHit, SearchMode, SearchOutcome};
 
-use clawboo_store::db::{DbRow, Dialect, ToValue, Tx};
+use clawboo_store::db::{DbRow, Dialect, PerEngine, ToValue, Tx};
 use clawboo_store::extension::Extension;
 use clawboo_store::scrub::{is_only_redactions, scrub_text};
 use clawboo_store::{Store, StoreError, new_id};
-pub use sqlite_fts::merge_search_index;
 use terms::DocTerms;
 
 /// Memory's results; its errors are the store's, which the surfaces already map.
@@ -48,12 +49,29 @@ pub(crate) type Result<T> = std::result::Result<T, StoreError>;
 /// [`clawboo_store::StoreConfig::extensions`]. On SQLite it indexes the facts a
 /// transaction wrote just before its commit and merges the full-text index when the store
 /// is idle; on PostgreSQL it sets pgvector's session settings and makes pgvector ready
-/// (the vector search path it finds is kept with the store, [`Memory::vector_search`]).
+/// (the vector search path it finds is kept with the store, [`Memory::vector_search`]),
+/// after packing the full-text postings of a database written before blocks existed.
 pub const EXTENSION: Extension = Extension {
     sqlite_hooks: sqlite_fts::register_sqlite_hooks,
     postgres_session_settings: pgvector::session_settings,
-    opened: pgvector::opened,
+    opened,
 };
+
+fn opened(store: &Store) -> Result<clawboo_store::extension::ExtensionState> {
+    pg_fts::opened(store)?;
+    pgvector::opened(store)
+}
+
+/// Bring `store`'s full-text index to its most compact form now, which the store otherwise
+/// does by itself: on SQLite FTS5's segments merged into one (what the store does once
+/// idle after writing facts), on PostgreSQL the tail of postings packed into blocks (what
+/// a save does once the tail is long).
+pub fn merge_search_index(store: &Store) -> Result<()> {
+    match store.read(|tx| Ok::<_, StoreError>(tx.dialect()))? {
+        Dialect::Sqlite => store.run_idle_work(),
+        Dialect::Postgres => pg_fts::pack_now(store),
+    }
+}
 
 /// How vector search runs on `store`, as [`EXTENSION`] found when the store opened. A
 /// store opened without it has no pgvector prepared, so its vectors are scanned.
@@ -346,6 +364,13 @@ impl std::fmt::Debug for Memory {
             .finish_non_exhaustive()
     }
 }
+
+/// `f.seq` is one of the comma-separated numbers in `?1`: SQLite has no arrays, so a JSON
+/// one there; an array on PostgreSQL.
+const SEQ_IN_LIST: PerEngine = PerEngine {
+    sqlite: "f.seq IN (SELECT value FROM json_each('[' || ?1 || ']'))",
+    postgres: "f.seq = ANY(CAST(string_to_array(CAST(?1 AS TEXT), ',') AS BIGINT[]))",
+};
 
 /// Columns of a fact row, in the order [`fact_from_row`] reads them.
 const FACT_COLUMNS: &str = "f.id, f.title, f.content, f.tags, f.team_id, f.agent_id, f.tenant_id, f.created_at, f.embedding_model";
@@ -709,15 +734,10 @@ impl Memory {
     }
 }
 
-/// Facts whose terms [`rebuild_text_index`] reads and makes per round.
-const REBUILD_BATCH: i64 = 1000;
-/// Facts whose term statistics [`rebuild_text_index`] writes per statement.
-const REBUILD_STATEMENT: usize = 200;
-
 /// Recompute the full-text index of every fact in `tx`'s database, for facts written there
 /// by something other than [`Memory`] (a copy of another database, `clawboo db copy`):
 /// the index is derived from the facts, so it is rebuilt where they land rather than
-/// carried across engines. On PostgreSQL the term statistics are emptied and written again
+/// carried across engines. On PostgreSQL the postings are emptied and written again, packed,
 /// from each fact, in the caller's transaction; on SQLite FTS5 is already kept by
 /// [`EXTENSION`]'s pre-commit hook, which indexes each inserted fact before the commit, so
 /// nothing is left to do. Returns the facts indexed here.
@@ -725,56 +745,51 @@ pub fn rebuild_text_index(tx: &dyn Tx) -> Result<u64> {
     if tx.dialect() == Dialect::Sqlite {
         return Ok(0);
     }
-    for table in [
-        "memory_fts_postings",
-        "memory_fts_terms",
-        "memory_fts_totals",
-    ] {
-        tx.execute(&format!("DELETE FROM {table}"), &[])?;
-    }
+    let mut rebuild = pg_fts::Rebuild::start(tx)?;
+    let indexed = each_fact_text(tx, |seq, fact, terms| rebuild.add(tx, seq, fact, terms))?;
+    rebuild.finish(tx)?;
+    Ok(indexed)
+}
+
+/// Facts whose terms [`each_fact_text`] reads and makes per round.
+const TEXT_BATCH: i64 = 1000;
+
+/// Call `each` with every fact of `tx`'s database and its terms, in `seq` order; the
+/// facts read.
+fn each_fact_text(
+    tx: &dyn Tx,
+    mut each: impl FnMut(i64, &Fact, &DocTerms) -> Result<()>,
+) -> Result<u64> {
     let sql = format!(
         "SELECT f.seq, {FACT_COLUMNS} FROM memory_facts f WHERE f.seq > ?1 ORDER BY f.seq LIMIT ?2"
     );
-    let (mut after, mut indexed) = (i64::MIN, 0u64);
+    let (mut after, mut read) = (i64::MIN, 0u64);
     loop {
-        let batch: Vec<(i64, Fact, String)> =
-            tx.query_map(&sql, &[&after, &REBUILD_BATCH], |r| {
-                let seq: i64 = r.get(0)?;
-                let tags: String = r.get(4)?;
-                let fact = Fact {
-                    id: r.get(1)?,
-                    title: r.get(2)?,
-                    content: r.get(3)?,
-                    tags: Vec::new(),
-                    team_id: r.get(5)?,
-                    agent_id: r.get(6)?,
-                    tenant_id: r.get(7)?,
-                    created_at: r.get(8)?,
-                    embedding_model: r.get(9)?,
-                };
-                Ok((seq, fact, tags))
-            })?;
+        let batch: Vec<(i64, Fact, String)> = tx.query_map(&sql, &[&after, &TEXT_BATCH], |r| {
+            let seq: i64 = r.get(0)?;
+            let tags: String = r.get(4)?;
+            let fact = Fact {
+                id: r.get(1)?,
+                title: r.get(2)?,
+                content: r.get(3)?,
+                tags: Vec::new(),
+                team_id: r.get(5)?,
+                agent_id: r.get(6)?,
+                tenant_id: r.get(7)?,
+                created_at: r.get(8)?,
+                embedding_model: r.get(9)?,
+            };
+            Ok((seq, fact, tags))
+        })?;
         let Some(last) = batch.last() else { break };
         after = last.0;
-        let terms: Vec<DocTerms> = batch
-            .iter()
-            .map(|(_, fact, tags_json)| DocTerms::of([&fact.title, &fact.content, tags_json]))
-            .collect();
-        for chunk in batch
-            .iter()
-            .zip(&terms)
-            .collect::<Vec<_>>()
-            .chunks(REBUILD_STATEMENT)
-        {
-            let facts: Vec<(i64, &Fact, &DocTerms)> = chunk
-                .iter()
-                .map(|((seq, fact, _), terms)| (*seq, fact, *terms))
-                .collect();
-            pg_fts::record_terms_of(tx, &facts)?;
+        for (seq, fact, tags_json) in &batch {
+            let terms = DocTerms::of([&fact.title, &fact.content, tags_json]);
+            each(*seq, fact, &terms)?;
         }
-        indexed += batch.len() as u64;
+        read += batch.len() as u64;
     }
-    Ok(indexed)
+    Ok(read)
 }
 
 /// Refuse a limit outside `1..=max`.

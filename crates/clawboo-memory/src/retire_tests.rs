@@ -124,3 +124,28 @@ fn a_retirement_needs_a_fact_and_a_reason_and_keeps_no_secret() {
     assert!(!r.reason.contains(secret), "{}", r.reason);
     assert!(m.browse(&ScopeFilter::default(), 10).unwrap().is_empty());
 }
+
+/// A search's read of the retired facts looks up the few retirements, not every fact in
+/// scope: on SQLite its plan never scans `memory_facts`.
+#[test]
+fn reading_the_retired_facts_does_not_scan_the_facts() {
+    let at = super::tests::sqlite_location();
+    let memory = Memory::new(open(&at), None);
+    for i in 0..50 {
+        memory.save_fact(deploy_fact(i, 1)).unwrap();
+    }
+    for scope in [ScopeFilter::default(), team("alpha")] {
+        let (sql, args) = retire::retired_in(&scope);
+        let plan: Vec<String> = memory
+            .store()
+            .read(|tx| {
+                let params: Vec<&dyn ToValue> = args.iter().map(|a| a as &dyn ToValue).collect();
+                tx.query_map(&format!("EXPLAIN QUERY PLAN {sql}"), &params, |r| r.get(3))
+            })
+            .unwrap();
+        assert!(
+            plan.iter().all(|step| !step.starts_with("SCAN f")),
+            "{plan:?}"
+        );
+    }
+}

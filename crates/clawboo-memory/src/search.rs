@@ -15,20 +15,14 @@ use std::sync::MutexGuard;
 use serde::Serialize;
 
 use super::{
-    FACT_COLUMNS, Fact, MAX_SEARCH_LIMIT, Memory, ScopeFilter, ScopeKey, blob_to_vector, check_len,
-    check_limit, fact_from_row, params_with, pg_fts, pgvector, read_vector_into, sqlite_fts, terms,
+    FACT_COLUMNS, Fact, MAX_SEARCH_LIMIT, Memory, SEQ_IN_LIST, ScopeFilter, ScopeKey,
+    blob_to_vector, check_len, check_limit, fact_from_row, params_with, pg_fts, pgvector,
+    read_vector_into, sqlite_fts, terms,
 };
 use crate::Result;
 use clawboo_store::ChangeToken;
 use clawboo_store::StoreError;
-use clawboo_store::db::{Dialect, PerEngine, ToValue, Tx, Value};
-
-/// `f.seq` is one of the comma-separated numbers in `?1`: SQLite has no arrays, so a JSON
-/// one there; an array on PostgreSQL.
-const SEQ_IN_LIST: PerEngine = PerEngine {
-    sqlite: "f.seq IN (SELECT value FROM json_each('[' || ?1 || ']'))",
-    postgres: "f.seq = ANY(CAST(string_to_array(CAST(?1 AS TEXT), ',') AS BIGINT[]))",
-};
+use clawboo_store::db::{Dialect, ToValue, Tx, Value};
 
 /// Facts a PostgreSQL vector scan reads per statement, so neither the driver nor the
 /// process ever holds more than a page of vectors.

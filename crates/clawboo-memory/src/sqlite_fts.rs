@@ -83,12 +83,6 @@ pub(crate) fn register_sqlite_hooks(hooks: &mut SqliteHooks) {
         .when_idle(merge_fts_step);
 }
 
-/// Merge `store`'s full-text index into one segment now, a bounded step per transaction
-/// (what the store does by itself once idle after writing facts).
-pub fn merge_search_index(store: &Store) -> Result<()> {
-    store.run_idle_work()
-}
-
 /// The best `k` matches of `words` (one FTS5 phrase each) in `scope` by FTS5's own bm25
 /// (a title match weighs double), each with its relevance (positive, higher is better).
 pub(super) fn ranked_by_fts5(

@@ -96,13 +96,18 @@ pub const DERIVED: &[Derived] = &[
     Derived {
         name: "memory_fts_postings",
         engine: Engine::Postgres,
-        rebuilt: "full-text postings: clawboo_memory::rebuild_text_index, in the copy's \
-                  transaction",
+        rebuilt: "full-text postings not yet packed: emptied by \
+                  clawboo_memory::rebuild_text_index, in the copy's transaction",
     },
     Derived {
-        name: "memory_fts_terms",
+        name: "memory_fts_blocks",
         engine: Engine::Postgres,
-        rebuilt: "facts per term: clawboo_memory::rebuild_text_index",
+        rebuilt: "full-text postings packed in blocks: clawboo_memory::rebuild_text_index",
+    },
+    Derived {
+        name: "memory_fts_packed",
+        engine: Engine::Postgres,
+        rebuilt: "facts packed in blocks: clawboo_memory::rebuild_text_index",
     },
     Derived {
         name: "memory_fts_totals",

@@ -366,3 +366,53 @@ fn reindex_gives_facts_saved_without_an_embedder_a_vector() {
         assert_eq!(fact["embeddingModel"], "clawboo-hashed-v1-256");
     }
 }
+
+/// Four memory servers save 2,200 facts into one database at once, so on PostgreSQL the
+/// full-text tail is packed into blocks (every 2,000 facts) while the others keep saving:
+/// every fact is then found by its own word, whether its postings were packed or not.
+#[test]
+fn facts_saved_by_several_processes_at_once_are_all_found() {
+    const SERVERS: usize = 4;
+    const FACTS_EACH: usize = 550;
+    let db = TestDb::new();
+    let word = |server: usize, i: usize| format!("marker{server}x{i}");
+    std::thread::scope(|threads| {
+        for server in 0..SERVERS {
+            let db = &db;
+            threads.spawn(move || {
+                let mut c =
+                    StdioClient::spawn_with_env(BIN, db, &[], &[("CLAWBOO_EMBEDDINGS", "none")]);
+                c.initialize();
+                for i in 0..FACTS_EACH {
+                    save_fact(
+                        &mut c,
+                        &format!("note {server}-{i}"),
+                        &format!("the {} of the nightly deploy", word(server, i)),
+                        json!({}),
+                    );
+                }
+            });
+        }
+    });
+    if db.is_postgres() {
+        assert!(
+            db.query_i64("SELECT count(*) FROM memory_fts_blocks") > 0,
+            "the tail was packed at least once"
+        );
+    }
+    let mut c = spawn(&db, &[]);
+    for server in 0..SERVERS {
+        for i in 0..FACTS_EACH {
+            let (titles, _) = search_titles(
+                &mut c,
+                json!({"query": word(server, i), "mode": "fts", "limit": 5}),
+            );
+            assert_eq!(titles, set(&[&format!("note {server}-{i}")]));
+        }
+    }
+    let (titles, _) = search_titles(
+        &mut c,
+        json!({"query": "nightly", "mode": "fts", "limit": 100}),
+    );
+    assert_eq!(titles.len(), 100);
+}

@@ -39,6 +39,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0008_operator_activity_and_fact_retirements",
         include_str!("../../migrations/postgres/0008_operator_activity_and_fact_retirements.sql"),
     ),
+    (
+        "0009_memory_fts_blocks",
+        include_str!("../../migrations/postgres/0009_memory_fts_blocks.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated PostgreSQL database reports.
