@@ -251,13 +251,13 @@ pub(super) fn pack(tx: &dyn Tx) -> Result<()> {
         let mut taken = 0usize;
         let mut last = after.clone();
         tx.query_each(
-            "WITH page AS (
-                 SELECT term, seq FROM memory_fts_postings
+            // The page's rows are found in key order and deleted by their row ids (a TID
+            // scan), rather than joined back to the table.
+            "DELETE FROM memory_fts_postings p
+             WHERE p.ctid = ANY(ARRAY(
+                 SELECT ctid FROM memory_fts_postings
                  WHERE (term, seq) > (CAST(?1 AS TEXT), CAST(?2 AS BIGINT))
-                 ORDER BY term, seq LIMIT ?3
-             )
-             DELETE FROM memory_fts_postings p USING page
-             WHERE p.term = page.term AND p.seq = page.seq
+                 ORDER BY term, seq LIMIT ?3))
              RETURNING p.term, p.seq, p.freq, p.length, array_to_string(p.positions, ','),
                  p.team_id, p.agent_id, p.tenant_id",
             &[&after.0, &after.1, &PACK_PAGE],
