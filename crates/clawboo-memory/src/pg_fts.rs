@@ -9,8 +9,8 @@
 //! scope each holding up to [`BLOCK_POSTINGS`] postings in ascending `seq`
 //! ([`super::fts_blocks`]), a few of them partly filled.
 //! A search reads, in one statement, the blocks and tail rows of its terms in the caller's
-//! scope, each term's count of facts (its blocks' sizes plus its tail rows) and the totals,
-//! and scores here. The database thus hands over a few rows per query term however many
+//! scope, each term's count of facts (its blocks' sizes plus its tail rows), the totals
+//! and the retired facts in scope (which it leaves out), and scores here. The database thus hands over a few rows per query term however many
 //! facts hold it, and a save writes into a small, hot index instead of one that grows with
 //! the corpus, with no count per term to update.
 //!
@@ -26,6 +26,7 @@ use serde::Serialize;
 
 use super::bm25::{self, COLUMN_WEIGHTS};
 use super::fts_blocks::{self, BlockPosting};
+use super::retire;
 use super::terms::DocTerms;
 use super::{FACT_COLUMNS, Fact, SEQ_IN_LIST, ScopeFilter, ScopeKey, fact_from_row};
 use crate::Result;
@@ -512,6 +513,8 @@ struct Read {
     counts: HashMap<String, f64>,
     docs: f64,
     tokens: f64,
+    /// The retired facts in scope, which no ranking returns.
+    retired: HashSet<i64>,
 }
 
 /// Read what ranking `phrases` in `scope` needs, in one statement.
@@ -533,9 +536,12 @@ fn read(tx: &dyn Tx, phrases: &[Vec<String>], scope: &ScopeFilter) -> Result<Rea
     }
     let (blocks_in_scope, args) = scope.sql("b", 3);
     let (tail_in_scope, _) = scope.sql("p", 3);
+    let (facts_in_scope, _) = scope.sql("f", 3);
+    let retired = retire::retired_in_scope("f", &facts_in_scope);
     // Kinds of row: 0 a block in scope and 1 a tail posting in scope, of a one-term
     // phrase; 2 such a term's count of facts; 3 the totals; 4 a block and 5 a tail posting,
-    // in any scope, of a term of a phrase of several.
+    // in any scope, of a term of a phrase of several; 6 a retired fact in scope (read here
+    // rather than apart, a round trip fewer).
     // The terms go in as JSON and are made an array once, so each branch looks its terms
     // up in the primary key (`= ANY` of an array), whatever the planner guesses of them.
     let single_terms =
@@ -566,7 +572,9 @@ fn read(tx: &dyn Tx, phrases: &[Vec<String>], scope: &ScopeFilter) -> Result<Rea
          UNION ALL
          SELECT 5, p.term, p.team_id, p.agent_id, p.tenant_id, p.seq, p.freq, p.length, NULL,
              array_to_string(p.positions, ',')
-         FROM memory_fts_postings p WHERE p.term = {multi_terms}"
+         FROM memory_fts_postings p WHERE p.term = {multi_terms}
+         UNION ALL
+         SELECT 6, NULL, NULL, NULL, NULL, f.seq, NULL, NULL, NULL, NULL {retired}"
     );
     let (single, multi) = (json(&single)?, json(&multi)?);
     let mut params: Vec<&dyn ToValue> = vec![&single, &multi];
@@ -596,6 +604,9 @@ fn read(tx: &dyn Tx, phrases: &[Vec<String>], scope: &ScopeFilter) -> Result<Rea
             3 => {
                 read.docs = r.get::<Option<i64>>(5)?.unwrap_or(0) as f64;
                 read.tokens = r.get::<Option<i64>>(6)?.unwrap_or(0) as f64;
+            }
+            6 => {
+                read.retired.insert(r.get(5)?);
             }
             4 => {
                 if let Value::Blob(bytes) = r.value(8)? {
@@ -664,9 +675,9 @@ fn phrase_matches<'r>(terms: &[String], read: &'r Read) -> Vec<(i64, f64, u32, &
     matches
 }
 
-/// The best `k` facts in `scope` matching any of `phrases` (one per query word, each the
-/// terms FTS5 made of it), by bm25 (positive, higher is better), best first; ties: oldest
-/// fact first, as SQLite leaves them.
+/// The best `k` live facts in `scope` matching any of `phrases` (one per query word, each
+/// the terms FTS5 made of it), by bm25 (positive, higher is better), best first; ties:
+/// oldest fact first, as SQLite leaves them.
 fn best(
     tx: &dyn Tx,
     phrases: &[Vec<String>],
@@ -718,6 +729,9 @@ fn best(
                 );
             }
         }
+    }
+    if !read.retired.is_empty() {
+        shares.retain(|(seq, _)| !read.retired.contains(seq));
     }
     Ok(bm25::best(shares, k))
 }

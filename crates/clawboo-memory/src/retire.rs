@@ -4,8 +4,9 @@
 //! that lists facts leaves retired ones out: browsing in its SQL; a search by asking each
 //! ranking for as many more hits as there are retired facts in scope and dropping those,
 //! so it still returns `limit` hits while enough live facts match (only the top of a
-//! ranking can hold a retired fact, and no more of them than there are). By id a retired
-//! fact is still found, and [`Memory::fact_retirement`] says when, by whom and why.
+//! ranking can hold a retired fact, and no more of them than there are; PostgreSQL's
+//! full-text ranking reads them in its own statement and leaves them out itself). By id a
+//! retired fact is still found, and [`Memory::fact_retirement`] says when, by whom and why.
 
 use std::collections::HashSet;
 
@@ -156,15 +157,22 @@ impl Memory {
     }
 }
 
-/// The statement reading the retired facts in `scope`, and its parameters. `CROSS JOIN`
-/// makes SQLite read the retirements (few) and look each fact up by id; with a plain join
-/// it scanned every fact in scope on every search. PostgreSQL plans it as the inner join it
-/// is.
+/// The statement reading the retired facts in `scope`, and its parameters.
 pub(crate) fn retired_in(scope: &ScopeFilter) -> (String, Vec<String>) {
     let (cond, args) = scope.sql("f", 1);
-    let sql = format!(
-        "SELECT f.seq, f.id FROM memory_fact_retirements r CROSS JOIN memory_facts f
-         WHERE f.id = r.fact_id AND {cond}"
-    );
-    (sql, args)
+    (
+        format!("SELECT f.seq, f.id {}", retired_in_scope("f", &cond)),
+        args,
+    )
+}
+
+/// The `FROM … WHERE …` of the retired facts, aliased `alias`, that `cond` (a scope's
+/// condition on `alias`) admits. `CROSS JOIN` makes SQLite read the retirements (few) and
+/// look each fact up by id; with a plain join it scanned every fact in scope on every
+/// search. PostgreSQL plans it as the inner join it is.
+pub(crate) fn retired_in_scope(alias: &str, cond: &str) -> String {
+    format!(
+        "FROM memory_fact_retirements r CROSS JOIN memory_facts {alias}
+         WHERE {alias}.id = r.fact_id AND {cond}"
+    )
 }

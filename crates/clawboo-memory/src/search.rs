@@ -397,12 +397,8 @@ impl Memory {
             SearchMode::Fts => None,
             SearchMode::Vector | SearchMode::Hybrid => self.embed_one(query),
         };
-        // Each ranking is asked for as many more hits as there are retired facts in scope,
-        // which are then dropped (`retire`).
-        let retired = self.retired(scope)?;
         let Some((embedder, qv)) = query_vector else {
-            let ranked = self.fts_ranked(&words, scope, retired.widen(limit))?;
-            let ranked = retired.live_facts(ranked, limit);
+            let ranked = self.live_fts_ranked(&words, scope, limit)?;
             let hits = ranked
                 .into_iter()
                 .map(|(fact, score)| SearchHit {
@@ -416,6 +412,9 @@ impl Memory {
                 mode: SearchMode::Fts,
             });
         };
+        // Each ranking is asked for as many more hits as there are retired facts in scope,
+        // which are then dropped (`retire`).
+        let retired = self.retired(scope)?;
         let model = embedder.model_id().to_string();
         match mode {
             SearchMode::Vector => {
@@ -548,9 +547,26 @@ impl Memory {
         Ok(hits)
     }
 
+    /// [`Memory::fts_ranked`] without retired facts: on PostgreSQL the ranking's own
+    /// statement reads them and leaves them out; elsewhere the ranking is widened by their
+    /// number and they are dropped.
+    fn live_fts_ranked(
+        &self,
+        words: &[String],
+        scope: &ScopeFilter,
+        k: usize,
+    ) -> Result<Vec<(Fact, f64)>> {
+        if self.dialect()? == Dialect::Postgres {
+            return self.fts_ranked(words, scope, k);
+        }
+        let retired = self.retired(scope)?;
+        Ok(retired.live_facts(self.fts_ranked(words, scope, retired.widen(k))?, k))
+    }
+
     /// The best `k` full-text matches in scope with a 0..1 score (from bm25, where a
     /// title match weighs double): on SQLite ranked in memory when the text index can
-    /// answer, else by FTS5; on PostgreSQL ranked in the database.
+    /// answer, else by FTS5; on PostgreSQL from the postings its statement reads, which
+    /// leaves retired facts out.
     fn fts_ranked(
         &self,
         words: &[String],
