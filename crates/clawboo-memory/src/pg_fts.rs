@@ -10,9 +10,10 @@
 //! ([`super::fts_blocks`]), a few of them partly filled.
 //! A search reads, in one statement, the blocks and tail rows of its terms in the caller's
 //! scope, each term's count of facts (its blocks' sizes plus its tail rows), the totals
-//! and the retired facts in scope (which it leaves out), and scores here. The database thus hands over a few rows per query term however many
-//! facts hold it, and a save writes into a small, hot index instead of one that grows with
-//! the corpus, with no count per term to update.
+//! and the retired facts in scope (which it leaves out), and scores here. The database
+//! thus hands over a few rows per query term however many facts hold it, and a save
+//! writes into a small, hot index instead of one that grows with the corpus, with no
+//! count per term to update.
 //!
 //! The terms are FTS5's own, made by memory's port of its tokenizer ([`super::terms`]).
 //! A query word is one FTS5 phrase: usually one term; a word FTS5 splits into several
