@@ -47,3 +47,11 @@ pub(crate) fn best(mut shares: Vec<(i64, f64)>, k: usize) -> Vec<(i64, f64)> {
     ranked.sort_unstable_by(order);
     ranked
 }
+
+/// bm25 scores (positive, higher is better) as relevance in 0..1.
+pub(crate) fn relevance(ranked: Vec<(crate::Fact, f64)>) -> Vec<(crate::Fact, f64)> {
+    ranked
+        .into_iter()
+        .map(|(fact, score)| (fact, score / (1.0 + score)))
+        .collect()
+}

@@ -1,37 +1,35 @@
 //! Shared memory: declarative facts and versioned procedures, scrubbed of secrets on every
 //! save, found by full text (bm25), by vector similarity or by both fused.
 //!
-//! Facts and procedures are written once, on the store's neutral [`clawboo_store::db::Tx`]; only search
-//! differs by engine. On SQLite, [`Memory`] keeps two caches in the process, kept right
-//! when other processes write the same file: every fact vector (reloading only rows whose
-//! embedding changed, by `embed_seq`), so a vector search scans memory; and the terms of
-//! every fact (`fulltext`), so full text ranks in memory exactly as FTS5 would. On
-//! PostgreSQL, where many hosts share one database, a process keeps nothing per fact: the
-//! database keeps each fact's postings, written with it and later packed into blocks
-//! (`pg_fts`, `fts_blocks`), from the terms of FTS5's tokenizer as ported to Rust
-//! (`terms`), and a search reads its terms' blocks and scores bm25 here; a vector
-//! search goes through pgvector's HNSW index where the server has the extension
-//! (`pgvector`), else streams the vectors in pages. What needs SQLite itself (FTS5's
-//! upkeep and ranking, its tokenizer for the in-memory index) sits in `sqlite_fts`.
+//! Facts and procedures are written once, on the store's neutral [`clawboo_store::db::Tx`];
+//! only how text is indexed and ranked, and where vectors are ranked, differs by engine:
+//! each engine's side is a folder (`sqlite/`, `postgres/`) implementing
+//! [`engine::MemoryEngine`], picked once per dialect by [`engine_for`]. On SQLite,
+//! [`Memory`] keeps two caches in the process, kept right when other processes write the
+//! same file: every fact vector, so a vector search scans memory, and the terms of every
+//! fact, so full text ranks in memory exactly as FTS5 would. On PostgreSQL, where many
+//! hosts share one database, a process keeps nothing per fact: the database keeps each
+//! fact's postings, from the terms of FTS5's tokenizer as ported to Rust (`terms`), and
+//! vectors are ranked through pgvector's HNSW index where the server has it.
 
 mod bm25;
+mod engine;
 mod fts5_tokenizer;
-mod fts_blocks;
-mod fulltext;
-mod pg_fts;
-mod pgvector;
+mod postgres;
 mod procedures;
 mod retire;
 mod search;
-mod sqlite_fts;
+mod sqlite;
 mod terms;
+mod vectors;
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use serde::Serialize;
 
 pub use clawboo_embed::{EmbedError, Embedder};
-pub use pgvector::{PGVECTOR_ENV, VectorSearchPath};
+pub use engine::VectorSearchPath;
+pub use postgres::pgvector::PGVECTOR_ENV;
 pub use procedures::{NewProcedure, Procedure};
 pub use retire::{MAX_REASON_CHARS, RetireOutcome, Retirement};
 pub use search::{MAX_QUERY_CHARS, MatchedVia, SearchHit, SearchMode, SearchOutcome};
@@ -40,6 +38,7 @@ use clawboo_store::db::{DbRow, Dialect, PerEngine, ToValue, Tx};
 use clawboo_store::extension::Extension;
 use clawboo_store::scrub::{is_only_redactions, scrub_text};
 use clawboo_store::{Store, StoreError, new_id};
+use engine::MemoryEngine;
 use terms::DocTerms;
 
 /// Memory's results; its errors are the store's, which the surfaces already map.
@@ -52,14 +51,22 @@ pub(crate) type Result<T> = std::result::Result<T, StoreError>;
 /// (the vector search path it finds is kept with the store, [`Memory::vector_search`]),
 /// after packing the full-text postings of a database written before blocks existed.
 pub const EXTENSION: Extension = Extension {
-    sqlite_hooks: sqlite_fts::register_sqlite_hooks,
-    postgres_session_settings: pgvector::session_settings,
+    sqlite_hooks: sqlite::register_sqlite_hooks,
+    postgres_session_settings: postgres::pgvector::session_settings,
     opened,
 };
 
 fn opened(store: &Store) -> Result<clawboo_store::extension::ExtensionState> {
-    pg_fts::opened(store)?;
-    pgvector::opened(store)
+    Ok(Box::new(engine_for(store.dialect()).opened(store)?))
+}
+
+/// Memory's side of the engine that speaks `dialect`: the one place that tells the
+/// engines apart, so another engine is one folder and one line here.
+fn engine_for(dialect: Dialect) -> &'static dyn MemoryEngine {
+    match dialect {
+        Dialect::Sqlite => &sqlite::Sqlite,
+        Dialect::Postgres => &postgres::Postgres,
+    }
 }
 
 /// Bring `store`'s full-text index to its most compact form now, which the store otherwise
@@ -67,10 +74,7 @@ fn opened(store: &Store) -> Result<clawboo_store::extension::ExtensionState> {
 /// idle after writing facts), on PostgreSQL the tail of postings packed into blocks (what
 /// a save does once the tail is long).
 pub fn merge_search_index(store: &Store) -> Result<()> {
-    match store.read(|tx| Ok::<_, StoreError>(tx.dialect()))? {
-        Dialect::Sqlite => store.run_idle_work(),
-        Dialect::Postgres => pg_fts::pack_now(store),
-    }
+    engine_for(store.dialect()).compact_text_index(store)
 }
 
 /// How vector search runs on `store`, as [`EXTENSION`] found when the store opened. A
@@ -246,17 +250,12 @@ pub struct ReindexReport {
 pub struct Memory {
     store: Arc<Store>,
     embedder: Option<Arc<dyn Embedder>>,
-    /// SQLite only: every fact vector, kept in step with the database.
-    vectors: Mutex<search::VectorCache>,
-    /// SQLite only: the terms of every fact, for ranking in memory.
-    text: Arc<parking_lot::RwLock<fulltext::TextIndex>>,
-    /// Whether a thread is bringing `text` up to every fact.
-    text_builder: Arc<std::sync::atomic::AtomicBool>,
-    /// The store's engine, asked once.
-    dialect: OnceLock<Dialect>,
-    /// PostgreSQL with pgvector only, once made sure of: the dimension whose HNSW index
-    /// serves this process's searches (`None`: pgvector cannot index the embedder's).
-    vector_index: OnceLock<Option<usize>>,
+    /// Memory's side of the store's engine.
+    engine: &'static dyn MemoryEngine,
+    /// What this process keeps on SQLite (empty on PostgreSQL).
+    sqlite: sqlite::State,
+    /// What this process keeps on PostgreSQL (empty on SQLite).
+    postgres: postgres::State,
 }
 
 /// A checked, scrubbed and embedded fact, ready to write ([`Memory::prepare_fact`]).
@@ -287,7 +286,8 @@ impl PreparedFact {
         let stored = StoredVector {
             blob: blob.as_deref(),
             dim,
-            pgvector: uses_pgvector(store).then(|| vector.as_deref().map(pgvector::vector_literal)),
+            pgvector: uses_pgvector(store)
+                .then(|| vector.as_deref().map(postgres::pgvector::vector_literal)),
         };
         store.write(|tx| insert_fact(tx, &fact, &tags_json, &stored, terms.as_ref()))?;
         Ok(fact)
@@ -342,18 +342,7 @@ fn insert_fact(
         params.push(&literal);
     }
     let seq: i64 = tx.query_one(&sql, &params, |r| r.get(0))?;
-    if tx.dialect() == Dialect::Postgres {
-        let made;
-        let terms = match terms {
-            Some(terms) => terms,
-            None => {
-                made = DocTerms::of([&fact.title, &fact.content, tags_json]);
-                &made
-            }
-        };
-        pg_fts::record_terms(tx, seq, fact, terms)?;
-    }
-    Ok(())
+    engine_for(tx.dialect()).index_fact_text(tx, seq, fact, tags_json, terms)
 }
 
 impl std::fmt::Debug for Memory {
@@ -483,13 +472,11 @@ impl Memory {
             "the store was opened without clawboo_memory::EXTENSION"
         );
         Memory {
+            engine: engine_for(store.dialect()),
             store,
             embedder,
-            vectors: Mutex::new(search::VectorCache::default()),
-            text: Arc::default(),
-            text_builder: Arc::default(),
-            dialect: OnceLock::new(),
-            vector_index: OnceLock::new(),
+            sqlite: sqlite::State::default(),
+            postgres: postgres::State::default(),
         }
     }
 
@@ -498,13 +485,9 @@ impl Memory {
         &self.store
     }
 
-    /// The engine the store runs on.
-    fn dialect(&self) -> Result<Dialect> {
-        if let Some(dialect) = self.dialect.get() {
-            return Ok(*dialect);
-        }
-        let dialect = self.store.read(|tx| Ok::<_, StoreError>(tx.dialect()))?;
-        Ok(*self.dialect.get_or_init(|| dialect))
+    /// Whether an index in the database serves vectors of `dim`.
+    fn has_vector_index(&self, dim: usize) -> Result<bool> {
+        self.engine.has_vector_index(self, dim)
     }
 
     /// How vector search finds the nearest facts on this store.
@@ -588,10 +571,7 @@ impl Memory {
             self.has_vector_index(vector.len())?;
         }
         // Tokenized here, outside the write, where the database keeps term statistics.
-        let terms = match self.dialect()? {
-            Dialect::Postgres => Some(DocTerms::of([&title, &content, &tags_json])),
-            Dialect::Sqlite => None,
-        };
+        let terms = self.engine.terms_before_write(&title, &content, &tags_json);
         Ok(PreparedFact {
             fact: Fact {
                 id: new_id(),
@@ -702,7 +682,7 @@ impl Memory {
             self.store.write(|tx| {
                 for ((seq, _), v) in pending.iter().zip(&vectors) {
                     let blob = vector_to_blob(v);
-                    let literal = with_vector.then(|| pgvector::vector_literal(v));
+                    let literal = with_vector.then(|| postgres::pgvector::vector_literal(v));
                     let dim = v.len();
                     let mut params: Vec<&dyn ToValue> = vec![seq, &blob, &model, &dim];
                     if let Some(literal) = &literal {
@@ -742,13 +722,7 @@ impl Memory {
 /// [`EXTENSION`]'s pre-commit hook, which indexes each inserted fact before the commit, so
 /// nothing is left to do. Returns the facts indexed here.
 pub fn rebuild_text_index(tx: &dyn Tx) -> Result<u64> {
-    if tx.dialect() == Dialect::Sqlite {
-        return Ok(0);
-    }
-    let mut rebuild = pg_fts::Rebuild::start(tx)?;
-    let indexed = each_fact_text(tx, |seq, fact, terms| rebuild.add(tx, seq, fact, terms))?;
-    rebuild.finish(tx)?;
-    Ok(indexed)
+    engine_for(tx.dialect()).rebuild_text_index(tx)
 }
 
 /// Facts whose terms [`each_fact_text`] reads and makes per round.
@@ -756,7 +730,7 @@ const TEXT_BATCH: i64 = 1000;
 
 /// Call `each` with every fact of `tx`'s database and its terms, in `seq` order; the
 /// facts read.
-fn each_fact_text(
+pub(crate) fn each_fact_text(
     tx: &dyn Tx,
     mut each: impl FnMut(i64, &Fact, &DocTerms) -> Result<()>,
 ) -> Result<u64> {

@@ -627,7 +627,7 @@ fn full_text_ranks_as_fts5_on_every_backend() {
         }
     }
     assert_ranks_as_fts5(&sqlite, &tested, &mut rng);
-    if tested.dialect().unwrap() == Dialect::Postgres {
+    if tested.store().dialect() == Dialect::Postgres {
         let (blocks, tail): (i64, i64) = tested
             .store()
             .read(|tx| {

@@ -151,7 +151,16 @@ fn the_index_keeps_to_the_callers_scope_when_every_neighbour_is_foreign() {
         let vector = embedder.embed(&[query]).unwrap().remove(0);
         let nearest = m
             .store()
-            .read(|tx| pgvector::nearest(tx, &vector, embedder.model_id(), &scope, 10, &[]))
+            .read(|tx| {
+                crate::postgres::pgvector::nearest(
+                    tx,
+                    &vector,
+                    embedder.model_id(),
+                    &scope,
+                    10,
+                    &[],
+                )
+            })
             .unwrap()
             .expect("the iterative index scan went past the foreign neighbours");
         assert_eq!(nearest.len(), 10);
@@ -189,7 +198,7 @@ fn a_new_embedding_dimension_gets_its_own_index() {
         let nearest = resized
             .store()
             .read(|tx| {
-                pgvector::nearest(
+                crate::postgres::pgvector::nearest(
                     tx,
                     &vector,
                     small.model_id(),

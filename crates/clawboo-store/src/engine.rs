@@ -7,7 +7,7 @@ use std::any::Any;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::db::{ChangeToken, Tx};
+use crate::db::{ChangeToken, Dialect, Tx};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 
 /// Why a transaction's body ended early: the engine failed (roll back and report it), or
@@ -55,6 +55,9 @@ pub struct PoolStats {
 pub(crate) trait Engine: Send + Sync {
     /// The engine's name, for logs and status: `sqlite` or `postgres`.
     fn name(&self) -> &'static str;
+
+    /// The SQL dialect its transactions speak ([`Tx::dialect`]), known without one.
+    fn dialect(&self) -> Dialect;
 
     /// The file this engine writes, when it is one.
     fn path(&self) -> Option<&Path> {

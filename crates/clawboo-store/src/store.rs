@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::bus::Bus;
 use crate::config::{Clock, StoreConfig};
-use crate::db::{ChangeToken, Tx};
+use crate::db::{ChangeToken, Dialect, Tx};
 use crate::engine::{Abort, Body, Engine, Job, SettleWrite};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use crate::events::{Event, Raising};
@@ -96,6 +96,12 @@ impl Store {
     /// The engine's name, for logs: `sqlite` or `postgres`.
     pub fn backend_name(&self) -> &'static str {
         self.engine.name()
+    }
+
+    /// The SQL dialect of the engine under this store, for a crate over it that keeps one
+    /// implementation per engine and picks it once.
+    pub fn dialect(&self) -> Dialect {
+        self.engine.dialect()
     }
 
     /// The state of type `T` an extension kept when this store opened

@@ -321,6 +321,10 @@ impl Engine for PgDb {
         "postgres"
     }
 
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
     fn write(&self, body: Body<'_>) -> std::result::Result<(), Abort> {
         PgDb::write(self, body)
     }

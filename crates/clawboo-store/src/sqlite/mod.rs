@@ -95,7 +95,7 @@ pub(crate) struct SqliteDb {
     readers: Readers,
 }
 
-use crate::db::ChangeToken;
+use crate::db::{ChangeToken, Dialect};
 
 impl SqliteDb {
     /// Open (creating when missing) the SQLite file at `path`, apply pending migrations and
@@ -477,6 +477,10 @@ fn run_cached(conn: &Connection, sql: &str) -> Result<()> {
 impl Engine for SqliteDb {
     fn name(&self) -> &'static str {
         "sqlite"
+    }
+
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
     }
 
     fn path(&self) -> Option<&Path> {

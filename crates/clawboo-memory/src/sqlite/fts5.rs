@@ -1,15 +1,15 @@
 //! What memory's full-text search needs from SQLite itself: the upkeep of the FTS5 index
 //! (indexing the facts a transaction wrote just before it commits, merging segments when
 //! the store is idle, both registered through [`crate::EXTENSION`]), ranking by FTS5's own
-//! `bm25()`, and reading FTS5's own index whole for the in-memory one (`fulltext`).
+//! `bm25()`, and reading FTS5's own index whole for the in-memory one (`text_index`).
 //! Everything here that names rusqlite stays here.
 
 use rusqlite::Connection;
 
-use super::bm25::COLUMN_WEIGHTS;
-use super::terms::{Posting, Postings};
-use super::{FACT_COLUMNS, Fact, ScopeFilter, ScopeKey, fact_from_row};
 use crate::Result;
+use crate::bm25::COLUMN_WEIGHTS;
+use crate::terms::{Posting, Postings};
+use crate::{FACT_COLUMNS, Fact, ScopeFilter, ScopeKey, fact_from_row};
 use clawboo_store::Store;
 use clawboo_store::db::{ToValue, Tx};
 use clawboo_store::extension::{PreCommitHook, SqliteHooks};
@@ -220,4 +220,15 @@ pub(super) fn read_fts5_index(store: &Store) -> Result<Fts5Index> {
             lengths,
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::search::query_words;
+
+    #[test]
+    fn the_fts5_query_quotes_each_word_and_ors_them() {
+        assert_eq!(fts_query(&query_words("a-b a")), "\"a\" OR \"b\"");
+    }
 }

@@ -1,7 +1,7 @@
 //! Vector search through pgvector's HNSW index, where the PostgreSQL server has the
 //! extension.
 //!
-//! At open ([`opened`]) memory enables the extension when it can (or finds it enabled), gives
+//! At open ([`path_at_open`]) memory enables the extension when it can (or finds it enabled), gives
 //! `memory_facts` an `embedding_vec vector` column beside the portable `embedding` bytes,
 //! fills it for facts written before, and makes sure of one HNSW index (cosine) per
 //! embedding dimension in use: a partial index over `CAST(embedding_vec AS vector(D))` for
@@ -18,14 +18,11 @@
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
-
-use super::ScopeFilter;
-use crate::Result;
+use crate::engine::VectorSearchPath;
+use crate::{Result, ScopeFilter};
 use clawboo_store::Store;
 use clawboo_store::StoreError;
-use clawboo_store::db::{Dialect, ToValue, Tx, Value};
-use clawboo_store::extension::ExtensionState;
+use clawboo_store::db::{ToValue, Tx, Value};
 
 /// Facts whose vector column one backfill transaction fills.
 const BACKFILL_BATCH: i64 = 500;
@@ -53,61 +50,17 @@ pub(crate) fn session_settings() -> Vec<(&'static str, String)> {
     ]
 }
 
-/// How this store finds a query's nearest facts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase", tag = "path")]
-pub enum VectorSearchPath {
-    /// SQLite: every vector cached in the process, scanned exactly.
-    InProcess,
-    /// PostgreSQL with pgvector: its HNSW index, within the caller's scope.
-    PgvectorHnsw {
-        /// The extension's version.
-        version: String,
-    },
-    /// PostgreSQL without pgvector: every vector in scope streamed and scanned exactly.
-    ExactScan,
-}
-
-impl VectorSearchPath {
-    /// A short name for status pages and logs.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            VectorSearchPath::InProcess => "in-process",
-            VectorSearchPath::PgvectorHnsw { .. } => "pgvector-hnsw",
-            VectorSearchPath::ExactScan => "exact-scan",
-        }
-    }
-}
-
-impl std::fmt::Display for VectorSearchPath {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            VectorSearchPath::InProcess => f.write_str("exact scan in this process (SQLite)"),
-            VectorSearchPath::PgvectorHnsw { version } => {
-                write!(f, "pgvector {version} HNSW index")
-            }
-            VectorSearchPath::ExactScan => f.write_str(
-                "exact scan (the PostgreSQL server has no pgvector; see the README to enable it)",
-            ),
-        }
-    }
-}
-
 /// Set to `off`, a store leaves pgvector alone even where the server has it (vector search
 /// scans exactly, and new facts get no indexed vector until a store opens without it).
 pub const PGVECTOR_ENV: &str = "CLAWBOO_PGVECTOR";
 
-/// Memory's step once a store is open ([`crate::EXTENSION`]): on PostgreSQL pgvector made
-/// ready ([`prepare`]); the vector search path that leaves, which the store keeps.
-pub(crate) fn opened(store: &Store) -> Result<ExtensionState> {
-    let path = match store.read(|tx| Ok::<_, StoreError>(tx.dialect()))? {
-        Dialect::Sqlite => VectorSearchPath::InProcess,
-        Dialect::Postgres => match prepare(store) {
-            Some(version) => VectorSearchPath::PgvectorHnsw { version },
-            None => VectorSearchPath::ExactScan,
-        },
-    };
-    Ok(Box::new(path))
+/// The vector search path a freshly opened PostgreSQL store takes: pgvector's index when
+/// [`prepare`] makes it ready, else the exact scan.
+pub(super) fn path_at_open(store: &Store) -> VectorSearchPath {
+    match prepare(store) {
+        Some(version) => VectorSearchPath::PgvectorHnsw { version },
+        None => VectorSearchPath::ExactScan,
+    }
 }
 
 /// Make pgvector ready on a freshly opened PostgreSQL store; its version, or `None` when
@@ -240,7 +193,7 @@ fn backfill(store: &Store) -> Result<()> {
                 &mut |r| {
                     let seq: i64 = r.get(0)?;
                     if let Value::Blob(blob) = r.value(1)?
-                        && let Some(vector) = super::blob_to_vector(blob)
+                        && let Some(vector) = crate::blob_to_vector(blob)
                     {
                         rows.push((seq, vector_literal(&vector)));
                     }
@@ -253,7 +206,7 @@ fn backfill(store: &Store) -> Result<()> {
             break;
         }
         let count = batch.len();
-        #[derive(Serialize)]
+        #[derive(serde::Serialize)]
         struct Row<'a> {
             seq: i64,
             vector: &'a str,
@@ -327,7 +280,7 @@ pub(super) fn ensure_index(store: &Store, dim: usize) -> Result<bool> {
 }
 
 /// A vector as pgvector's text input, `[x,y,…]` (each float printed to round-trip).
-pub(super) fn vector_literal(vector: &[f32]) -> String {
+pub(crate) fn vector_literal(vector: &[f32]) -> String {
     let mut out = String::with_capacity(vector.len() * 12 + 2);
     out.push('[');
     for (i, x) in vector.iter().enumerate() {
@@ -345,7 +298,7 @@ pub(super) fn vector_literal(vector: &[f32]) -> String {
 /// dimension, with the facts `also` (more candidates, found otherwise) measured beside
 /// the index's; `None` when the index walk found fewer than `k` (the exact scan must
 /// answer).
-pub(super) fn nearest(
+pub(crate) fn nearest(
     tx: &dyn Tx,
     query: &[f32],
     model: &str,

@@ -21,12 +21,11 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 
 use parking_lot::RwLock;
 
-use super::ScopeKey;
-use super::bm25;
-use super::sqlite_fts::{Fts5Index, read_fts5_index};
-use super::terms::{self, Posting, Postings};
-use super::{Memory, ScopeFilter};
+use super::fts5::{Fts5Index, read_fts5_index};
 use crate::Result;
+use crate::bm25;
+use crate::terms::{self, Posting, Postings};
+use crate::{Memory, ScopeFilter, ScopeKey};
 use clawboo_store::ChangeToken;
 use clawboo_store::Store;
 
@@ -258,12 +257,12 @@ fn build_text_index(store: &Store, text: &RwLock<TextIndex>) -> Result<()> {
 impl Memory {
     /// Start the thread that brings the text index up to every fact, unless it runs.
     fn spawn_text_builder(&self) {
-        if self.text_builder.swap(true, AtomicOrdering::AcqRel) {
+        if self.sqlite.text_builder.swap(true, AtomicOrdering::AcqRel) {
             return;
         }
         let store = Arc::clone(&self.store);
-        let text = Arc::clone(&self.text);
-        let running = Arc::clone(&self.text_builder);
+        let text = Arc::clone(&self.sqlite.text);
+        let running = Arc::clone(&self.sqlite.text_builder);
         let spawned = std::thread::Builder::new()
             .name("clawboo-text-index".into())
             .spawn(move || {
@@ -274,14 +273,16 @@ impl Memory {
             });
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "could not start the text index thread");
-            self.text_builder.store(false, AtomicOrdering::Release);
+            self.sqlite
+                .text_builder
+                .store(false, AtomicOrdering::Release);
         }
     }
 
     /// The best `k` full-text matches of `words` (one FTS5 phrase each) in `scope` by bm25,
     /// from the in-memory index; `None` when it cannot answer exactly (see the module
     /// docs), and the caller ranks in SQLite.
-    pub(super) fn text_ranked(
+    pub(crate) fn text_ranked(
         &self,
         words: &[String],
         scope: &ScopeFilter,
@@ -291,15 +292,15 @@ impl Memory {
         {
             // Searches rank side by side; one takes the index to itself only to add facts
             // or tokenize a new word.
-            let index = self.text.read();
+            let index = self.sqlite.text.read();
             if index.complete_at == Some(token) {
                 return Ok(query_terms(words).map(|terms| index.rank(&terms, scope, k)));
             }
         }
-        if self.text_builder.load(AtomicOrdering::Acquire) {
+        if self.sqlite.text_builder.load(AtomicOrdering::Acquire) {
             return Ok(None);
         }
-        let mut index = self.text.write();
+        let mut index = self.sqlite.text.write();
         if index.complete_at != Some(token) {
             index.complete_at = None;
             let after = index.last_seq();

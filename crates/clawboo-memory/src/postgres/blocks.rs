@@ -1,5 +1,5 @@
 //! The encoding of one block of full-text postings on PostgreSQL
-//! (`memory_fts_blocks.postings`, see [`super::pg_fts`]).
+//! (`memory_fts_blocks.postings`, see [`super::fts`]).
 //!
 //! Postings come in ascending `seq`, each as unsigned LEB128 varints: the gap from the
 //! previous posting's `seq` (from 0 for the first), the weighted frequency, the fact's
@@ -17,7 +17,7 @@ pub(super) struct BlockPosting {
     pub(super) freq: u32,
     /// The fact's length in tokens, all columns.
     pub(super) length: u32,
-    /// Every place the term occurs ([`super::terms::position`]), ascending; left empty
+    /// Every place the term occurs ([`crate::terms::position`]), ascending; left empty
     /// when decoded without places.
     pub(super) positions: Vec<i64>,
 }

@@ -1,13 +1,13 @@
 //! Full-text search on PostgreSQL: FTS5's bm25 over postings kept in the database and
 //! scored in this process, with FTS5's formula, constants and order of additions
-//! ([`super::bm25`]), so facts rank exactly as SQLite ranks them.
+//! ([`crate::bm25`]), so facts rank exactly as SQLite ranks them.
 //!
 //! Where the postings live. A save writes its fact's terms, in its own transaction, as a
 //! row per term to `memory_fts_postings`, the tail, and adds to the totals
 //! (`memory_fts_totals`). Once the tail holds [`PACK_AT`] facts, the save that notices
 //! packs it ([`pack`]): its postings move into `memory_fts_blocks`, rows per term and
 //! scope each holding up to [`BLOCK_POSTINGS`] postings in ascending `seq`
-//! ([`super::fts_blocks`]), a few of them partly filled.
+//! ([`super::blocks`]), a few of them partly filled.
 //! A search reads, in one statement, the blocks and tail rows of its terms in the caller's
 //! scope, each term's count of facts (its blocks' sizes plus its tail rows), the totals
 //! and the retired facts in scope (which it leaves out), and scores here. The database
@@ -15,7 +15,7 @@
 //! writes into a small, hot index instead of one that grows with the corpus, with no
 //! count per term to update.
 //!
-//! The terms are FTS5's own, made by memory's port of its tokenizer ([`super::terms`]).
+//! The terms are FTS5's own, made by memory's port of its tokenizer ([`crate::terms`]).
 //! A query word is one FTS5 phrase: usually one term; a word FTS5 splits into several
 //! terms matches where they stand consecutively in one column, as FTS5 matches a phrase,
 //! found from those terms' postings in every scope (FTS5 counts a phrase's facts over the
@@ -25,13 +25,13 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::bm25::{self, COLUMN_WEIGHTS};
-use super::fts_blocks::{self, BlockPosting};
-use super::retire;
-use super::terms::DocTerms;
-use super::{FACT_COLUMNS, Fact, SEQ_IN_LIST, ScopeFilter, ScopeKey, fact_from_row};
+use super::blocks::{self, BlockPosting};
 use crate::Result;
-use clawboo_store::db::{DbRow, Dialect, ToValue, Tx, Value};
+use crate::bm25::{self, COLUMN_WEIGHTS};
+use crate::retire;
+use crate::terms::DocTerms;
+use crate::{FACT_COLUMNS, Fact, SEQ_IN_LIST, ScopeFilter, ScopeKey, fact_from_row};
+use clawboo_store::db::{DbRow, ToValue, Tx, Value};
 use clawboo_store::{Store, StoreError};
 
 /// Rows of `memory_fts_totals` writers spread over.
@@ -172,7 +172,7 @@ impl BlockWriter {
                 agent_id: scope.agent_id.clone(),
                 tenant_id: scope.tenant_id.clone(),
                 docs: block.len(),
-                postings: hex::encode(fts_blocks::encode(block)),
+                postings: hex::encode(blocks::encode(block)),
             });
         }
     }
@@ -222,7 +222,7 @@ fn places(text: Option<String>) -> Result<Vec<i64>> {
 
 /// A block's postings, or an error that names the damage and what repairs it.
 fn decoded(bytes: &[u8], positions: bool) -> Result<Vec<BlockPosting>> {
-    fts_blocks::decode(bytes, positions).map_err(|_| {
+    blocks::decode(bytes, positions).map_err(|_| {
         StoreError::Invalid(
             "a block of the full-text index is unreadable; run `clawboo db check`, and \
              rebuild the index by copying the database (`clawboo db copy`)"
@@ -387,18 +387,15 @@ pub(super) fn pack_now(store: &Store) -> Result<()> {
 /// Memory's full-text step once a PostgreSQL store is open: a database whose postings all
 /// sit in the tail (written before blocks existed) is packed whole, once.
 pub(super) fn opened(store: &Store) -> Result<()> {
-    let unpacked: Option<i64> = store.read(|tx| {
-        if tx.dialect() != Dialect::Postgres {
-            return Ok(None);
-        }
+    let unpacked: i64 = store.read(|tx| {
         tx.query_one(
             "SELECT CAST(COALESCE((SELECT SUM(docs) FROM memory_fts_totals), 0)
                  - (SELECT docs FROM memory_fts_packed) AS BIGINT)",
             &[],
-            |r| r.get(0).map(Some),
+            |r| r.get(0),
         )
     })?;
-    if unpacked.is_none_or(|facts| facts < PACK_AT) {
+    if unpacked < PACK_AT {
         return Ok(());
     }
     tracing::info!(
@@ -443,7 +440,7 @@ impl Rebuild {
 
     /// Index every fact of the database, in `seq` order.
     fn add_all(&mut self, tx: &dyn Tx) -> Result<u64> {
-        super::each_fact_text(tx, |seq, fact, terms| self.add(tx, seq, fact, terms))
+        crate::each_fact_text(tx, |seq, fact, terms| self.add(tx, seq, fact, terms))
     }
 
     /// Index fact `seq` (after every fact added before).
