@@ -9,7 +9,7 @@ use crate::terms::DocTerms;
 use crate::vectors::Vectors;
 use crate::{Fact, Memory, Result, ScopeFilter};
 use clawboo_store::Store;
-use clawboo_store::db::Tx;
+use clawboo_store::db::{Findings, Tx};
 
 /// What memory does differently on each engine. Stateless: the per-process state an
 /// engine keeps (SQLite's caches, PostgreSQL's index check) lives in [`Memory`], which
@@ -40,6 +40,10 @@ pub(crate) trait MemoryEngine: Sync {
     /// Recompute the full-text index from every fact in `tx`'s database; the facts
     /// indexed by this step ([`crate::rebuild_text_index`]).
     fn rebuild_text_index(&self, tx: &dyn Tx) -> Result<u64>;
+
+    /// Check the full-text index against the committed facts of `store`, adding what it
+    /// ran and found to `found` ([`crate::check_text_index`]).
+    fn check_text_index(&self, store: &Store, found: &mut Findings) -> Result<()>;
 
     /// Whether [`MemoryEngine::rank_text`] leaves retired facts out by itself (else the
     /// caller widens the ranking by their number and drops them).

@@ -34,7 +34,7 @@ pub use procedures::{NewProcedure, Procedure};
 pub use retire::{MAX_REASON_CHARS, RetireOutcome, Retirement};
 pub use search::{MAX_QUERY_CHARS, MatchedVia, SearchHit, SearchMode, SearchOutcome};
 
-use clawboo_store::db::{DbRow, Dialect, PerEngine, ToValue, Tx};
+use clawboo_store::db::{DbRow, Dialect, Findings, PerEngine, ToValue, Tx};
 use clawboo_store::extension::Extension;
 use clawboo_store::scrub::{is_only_redactions, scrub_text};
 use clawboo_store::{Store, StoreError, new_id};
@@ -723,6 +723,16 @@ impl Memory {
 /// nothing is left to do. Returns the facts indexed here.
 pub fn rebuild_text_index(tx: &dyn Tx) -> Result<u64> {
     engine_for(tx.dialect()).rebuild_text_index(tx)
+}
+
+/// Check that the full-text index of `store` is what its committed facts make (`clawboo
+/// db check`): every fact counted, none waiting; on SQLite FTS5's own integrity check, on
+/// PostgreSQL every block of postings readable and naming existing facts of its own
+/// scope, none twice a term. Changes nothing.
+pub fn check_text_index(store: &Store) -> Result<Findings> {
+    let mut found = Findings::default();
+    engine_for(store.dialect()).check_text_index(store, &mut found)?;
+    Ok(found)
 }
 
 /// Facts whose terms [`each_fact_text`] reads and makes per round.

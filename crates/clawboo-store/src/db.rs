@@ -6,9 +6,11 @@
 //! `string_agg(… ORDER BY …)`, `INSERT … ON CONFLICT`, `RETURNING`, and `CAST(? AS BIGINT)`
 //! where PostgreSQL could not otherwise tell a parameter's type. A rule that needs one
 //! writer at a time says so with [`Tx::serialize_on`]: SQLite's `BEGIN IMMEDIATE` already
-//! gives it, PostgreSQL takes a transaction-scoped advisory lock. Where the two engines
-//! truly differ (full-text search, SQLite's `INDEXED BY` hints) a module asks
-//! [`Tx::dialect`] and writes each form.
+//! gives it, PostgreSQL takes a transaction-scoped advisory lock. Where a statement truly
+//! differs by engine (SQLite's `INDEXED BY` hints, an array only PostgreSQL has) a module
+//! writes a [`PerEngine`] pair; a crate whose work differs beyond statements (memory's
+//! full-text and vector search) keeps an implementation per engine and picks one by
+//! [`Tx::dialect`] (or `Store::dialect`) in one place.
 //!
 //! Public because the domain crates over the store (memory) write their rules on it too.
 //!
@@ -343,6 +345,26 @@ pub trait Tx {
     /// which sends the event's topic here and publishes it in this process too. SQLite's
     /// processes share one host and poll: nothing to send there.
     fn notify(&self, topic: &str) -> Result<()>;
+
+    /// Run the engine's own integrity checks on this database (`clawboo db check`), adding
+    /// what they ran and found to `found`.
+    fn check_integrity(&self, found: &mut Findings) -> Result<()>;
+
+    /// Move the counters that number the rows of `tables` past the largest number they
+    /// hold, after rows were written with their numbers given (`clawboo db copy`), so the
+    /// next row inserted without one gets a new number. SQLite needs nothing: it numbers
+    /// from the largest row.
+    fn advance_counters(&self, tables: &[&str]) -> Result<()>;
+}
+
+/// What a check of a database ran and found ([`Tx::check_integrity`], and the crates over
+/// the store that check their own data).
+#[derive(Debug, Default)]
+pub struct Findings {
+    /// The checks run, by name, in order.
+    pub checks: Vec<&'static str>,
+    /// What they found wrong: the check's name and what is wrong, in words.
+    pub problems: Vec<(&'static str, String)>,
 }
 
 impl dyn Tx + '_ {

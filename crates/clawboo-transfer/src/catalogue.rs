@@ -16,12 +16,8 @@ pub struct Copied {
     pub self_refs: &'static [&'static str],
 }
 
-/// Which engine's schema holds a derived table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Engine {
-    Sqlite,
-    Postgres,
-}
+/// Which engine's schema holds a derived table or column: the store's dialect.
+pub use clawboo_store::db::Dialect as Engine;
 
 /// One table made from the copied rows (or the engine's own bookkeeping), never carried.
 #[derive(Debug, Clone, Copy)]
@@ -126,8 +122,10 @@ pub const DERIVED: &[Derived] = &[
     },
 ];
 
-/// Columns of copied tables that are derived from other columns of the same row.
-pub const DERIVED_COLUMNS: &[(&str, &str, &str)] = &[(
+/// Columns of copied tables that are derived from other columns of the same row: the
+/// engine whose schema has it, the table, the column, how the target gets it.
+pub const DERIVED_COLUMNS: &[(Engine, &str, &str, &str)] = &[(
+    Engine::Postgres,
     "memory_facts",
     "embedding_vec",
     "pgvector's copy of `embedding`, with its HNSW index: memory's open step fills it \
@@ -165,5 +163,5 @@ const FTS5_SHADOWS: &[&str] = &["_data", "_idx", "_docsize", "_config", "_conten
 pub fn is_derived_column(table: &str, column: &str) -> bool {
     DERIVED_COLUMNS
         .iter()
-        .any(|(t, c, _)| *t == table && *c == column)
+        .any(|(_, t, c, _)| *t == table && *c == column)
 }

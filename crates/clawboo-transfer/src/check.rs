@@ -1,7 +1,7 @@
 //! `clawboo db check`: the engine's own integrity check and the board's invariants (SPEC
 //! §18), each violation reported on its own.
 
-use clawboo_store::db::{DbRow, Dialect, Tx, Value};
+use clawboo_store::db::{Findings, Tx};
 use clawboo_store::{Store, StoreError};
 
 /// One broken rule.
@@ -20,6 +20,19 @@ pub struct CheckReport {
     pub checks: Vec<&'static str>,
     /// Every violation found (none: the database is sound).
     pub violations: Vec<Violation>,
+}
+
+impl CheckReport {
+    /// Add what another check (the engine's own, memory's index) ran and found.
+    fn note(&mut self, findings: Findings) {
+        self.checks.extend(findings.checks);
+        self.violations.extend(
+            findings
+                .problems
+                .into_iter()
+                .map(|(check, detail)| Violation { check, detail }),
+        );
+    }
 }
 
 /// One invariant of the board, as a query returning one text per violating row.
@@ -113,10 +126,9 @@ const LISTED: usize = 20;
 pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
     let mut report = CheckReport::default();
     store.snapshot(|tx| {
-        match tx.dialect() {
-            Dialect::Sqlite => sqlite_integrity(tx, &mut report)?,
-            Dialect::Postgres => postgres_integrity(tx, &mut report)?,
-        }
+        let mut integrity = Findings::default();
+        tx.check_integrity(&mut integrity)?;
+        report.note(integrity);
         if store.lease_ms().is_some() {
             run(
                 tx,
@@ -132,25 +144,9 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
         for invariant in INVARIANTS {
             run(tx, invariant, &mut report)?;
         }
-        text_index(tx, &mut report)
+        Ok::<_, StoreError>(())
     })?;
-    if store.path().is_some() {
-        // FTS5 checks its index against the facts only in a statement it counts as a
-        // write; it changes nothing.
-        report.checks.push("fts5_integrity_check");
-        let checked = store.write(|tx| {
-            tx.execute(
-                "INSERT INTO memory_facts_fts(memory_facts_fts) VALUES ('integrity-check')",
-                &[],
-            )
-        });
-        if let Err(e) = checked {
-            report.violations.push(Violation {
-                check: "fts5_integrity_check",
-                detail: format!("the full-text index does not match the facts: {e}"),
-            });
-        }
-    }
+    report.note(clawboo_memory::check_text_index(store)?);
     Ok(report)
 }
 
@@ -170,149 +166,6 @@ fn run(tx: &dyn Tx, invariant: &Invariant, report: &mut CheckReport) -> Result<(
         report.violations.push(Violation {
             check: invariant.check,
             detail: format!("{} ({} rows): {listed}", invariant.meaning, rows.len()),
-        });
-    }
-    Ok(())
-}
-
-/// A column of any type, as text for a report.
-fn shown(row: &dyn DbRow, index: usize) -> Result<String, StoreError> {
-    Ok(match row.value(index)? {
-        Value::Null => "NULL".into(),
-        Value::Int(i) => i.to_string(),
-        Value::Real(r) => r.to_string(),
-        Value::Text(t) => t.to_owned(),
-        Value::Blob(b) => format!("{} bytes", b.len()),
-    })
-}
-
-fn sqlite_integrity(tx: &dyn Tx, report: &mut CheckReport) -> Result<(), StoreError> {
-    report.checks.push("integrity_check");
-    let lines: Vec<String> = tx.query_map("PRAGMA integrity_check", &[], |r| shown(r, 0))?;
-    for line in lines.into_iter().filter(|l| l != "ok") {
-        report.violations.push(Violation {
-            check: "integrity_check",
-            detail: line,
-        });
-    }
-    report.checks.push("foreign_key_check");
-    let broken: Vec<String> = tx.query_map("PRAGMA foreign_key_check", &[], |r| {
-        Ok(format!(
-            "row {} of {} names a missing row of {}",
-            shown(r, 1)?,
-            shown(r, 0)?,
-            shown(r, 2)?
-        ))
-    })?;
-    for detail in broken {
-        report.violations.push(Violation {
-            check: "foreign_key_check",
-            detail,
-        });
-    }
-    Ok(())
-}
-
-/// PostgreSQL checks its pages itself and enforces every constraint it validated; what can
-/// still be wrong is a constraint or index left unvalidated (a failed concurrent build),
-/// and, where the `amcheck` extension is installed, a B-tree that does not match its
-/// ordering.
-fn postgres_integrity(tx: &dyn Tx, report: &mut CheckReport) -> Result<(), StoreError> {
-    report.checks.push("unvalidated_constraints");
-    let unvalidated: Vec<String> = tx.query_map(
-        "SELECT CAST(c.conrelid::regclass AS TEXT) || '.' || CAST(c.conname AS TEXT)
-         FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace
-         WHERE n.nspname = current_schema() AND NOT c.convalidated ORDER BY 1",
-        &[],
-        |r| r.get(0),
-    )?;
-    for name in unvalidated {
-        report.violations.push(Violation {
-            check: "unvalidated_constraints",
-            detail: format!("constraint {name} is not validated"),
-        });
-    }
-    report.checks.push("invalid_indexes");
-    let invalid: Vec<String> = tx.query_map(
-        "SELECT CAST(c.relname AS TEXT) FROM pg_index i
-         JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-         WHERE n.nspname = current_schema() AND NOT (i.indisvalid AND i.indisready) ORDER BY 1",
-        &[],
-        |r| r.get(0),
-    )?;
-    for name in invalid {
-        report.violations.push(Violation {
-            check: "invalid_indexes",
-            detail: format!("index {name} is invalid: drop it and create it again"),
-        });
-    }
-    let amcheck = tx
-        .query_opt(
-            "SELECT 1 FROM pg_extension WHERE extname = 'amcheck'",
-            &[],
-            |_| Ok(()),
-        )?
-        .is_some();
-    if amcheck {
-        report.checks.push("amcheck_btree");
-        let indexes: Vec<String> = tx.query_map(
-            "SELECT CAST(c.relname AS TEXT) FROM pg_index i
-             JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-             JOIN pg_am a ON a.oid = c.relam
-             WHERE n.nspname = current_schema() AND a.amname = 'btree' AND i.indisvalid ORDER BY 1",
-            &[],
-            |r| r.get(0),
-        )?;
-        for index in indexes {
-            let checked = tx.query_opt(
-                "SELECT 1 FROM (SELECT bt_index_check(CAST(?1 AS regclass))) AS x",
-                &[&index],
-                |_| Ok(()),
-            );
-            if let Err(e) = checked {
-                report.violations.push(Violation {
-                    check: "amcheck_btree",
-                    detail: format!("index {index}: {e}"),
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The full-text index covers every committed fact: on SQLite none waits to be indexed
-/// and FTS5 holds one document per fact; on PostgreSQL the totals count every fact.
-fn text_index(tx: &dyn Tx, report: &mut CheckReport) -> Result<(), StoreError> {
-    report.checks.push("text_index_complete");
-    let facts: i64 = tx.query_one("SELECT count(*) FROM memory_facts", &[], |r| r.get(0))?;
-    let indexed: i64 = match tx.dialect() {
-        Dialect::Sqlite => {
-            let pending: i64 =
-                tx.query_one("SELECT count(*) FROM memory_facts_fts_pending", &[], |r| {
-                    r.get(0)
-                })?;
-            let docs: i64 =
-                tx.query_one("SELECT count(*) FROM memory_facts_fts_docsize", &[], |r| {
-                    r.get(0)
-                })?;
-            if pending > 0 {
-                report.violations.push(Violation {
-                    check: "text_index_complete",
-                    detail: format!("{pending} committed facts wait to be indexed"),
-                });
-            }
-            docs
-        }
-        Dialect::Postgres => tx.query_one(
-            "SELECT CAST(COALESCE(SUM(docs), 0) AS BIGINT) FROM memory_fts_totals",
-            &[],
-            |r| r.get(0),
-        )?,
-    };
-    if indexed != facts {
-        report.violations.push(Violation {
-            check: "text_index_complete",
-            detail: format!("{facts} facts, but the full-text index counts {indexed}"),
         });
     }
     Ok(())

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use clawboo_store::db::{DbRow, Dialect, ToValue, Tx, Value};
+use clawboo_store::db::{DbRow, ToValue, Tx, Value};
 use clawboo_store::{Store, StoreError};
 
 use crate::catalogue::{COPIED, Copied, DERIVED, DERIVED_COLUMNS, is_derived_column};
@@ -116,7 +116,8 @@ pub fn copy(
             }
             progress.step("rebuilding the full-text index on the target");
             clawboo_memory::rebuild_text_index(dst)?;
-            advance_identities(dst)?;
+            let copied: Vec<&str> = COPIED.iter().map(|t| t.name).collect();
+            dst.advance_counters(&copied)?;
             for (table, expected) in &counts {
                 let found = count(dst, table)?;
                 if found != *expected {
@@ -391,37 +392,6 @@ impl<'a> KeyPages<'a> {
     }
 }
 
-/// On PostgreSQL, move every identity or serial counter past the largest number the copy
-/// wrote, so the next fact saved there gets a new `seq` (SQLite takes the largest + 1
-/// itself).
-fn advance_identities(dst: &dyn Tx) -> Result<(), StoreError> {
-    if dst.dialect() != Dialect::Postgres {
-        return Ok(());
-    }
-    let counters: Vec<(String, String)> = dst.query_map(
-        "SELECT CAST(table_name AS TEXT), CAST(column_name AS TEXT)
-         FROM information_schema.columns
-         WHERE table_schema = current_schema()
-           AND (is_identity = 'YES' OR column_default LIKE 'nextval(%')",
-        &[],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
-    for (table, column) in counters {
-        if !COPIED.iter().any(|t| t.name == table) {
-            continue;
-        }
-        dst.query_one(
-            &format!(
-                "SELECT setval(pg_get_serial_sequence(?1, ?2),
-                     COALESCE((SELECT MAX({column}) FROM {table}), 0) + 1, false)"
-            ),
-            &[&table, &column],
-            |r| r.get::<i64>(0),
-        )?;
-    }
-    Ok(())
-}
-
 /// The derived data of `dst`'s engine, as the report lists it.
 fn derived_on(dst: &dyn Tx) -> Vec<(&'static str, &'static str)> {
     let engine = schema::engine(dst);
@@ -430,12 +400,11 @@ fn derived_on(dst: &dyn Tx) -> Vec<(&'static str, &'static str)> {
         .filter(|d| d.engine == engine)
         .map(|d| (d.name, d.rebuilt))
         .collect();
-    if engine == crate::catalogue::Engine::Postgres {
-        derived.extend(
-            DERIVED_COLUMNS
-                .iter()
-                .map(|(_, column, how)| (*column, *how)),
-        );
-    }
+    derived.extend(
+        DERIVED_COLUMNS
+            .iter()
+            .filter(|(on, ..)| *on == engine)
+            .map(|(_, _, column, how)| (*column, *how)),
+    );
     derived
 }

@@ -31,7 +31,7 @@ use crate::bm25::{self, COLUMN_WEIGHTS};
 use crate::retire;
 use crate::terms::DocTerms;
 use crate::{FACT_COLUMNS, Fact, SEQ_IN_LIST, ScopeFilter, ScopeKey, fact_from_row};
-use clawboo_store::db::{DbRow, ToValue, Tx, Value};
+use clawboo_store::db::{DbRow, Findings, ToValue, Tx, Value};
 use clawboo_store::{Store, StoreError};
 
 /// Rows of `memory_fts_totals` writers spread over.
@@ -409,6 +409,135 @@ pub(super) fn opened(store: &Store) -> Result<()> {
         rebuild.finish(tx)
     })?;
     Ok(())
+}
+
+/// The index counts every fact, and reads back as packings and saves write it: each block
+/// holds its `docs` postings (at most [`BLOCK_POSTINGS`]), in ascending `seq` from its
+/// `first_seq`; every posting, packed or in the tail, names an existing fact of its own
+/// row's scope; and no fact is posted twice under one term.
+pub(super) fn check(tx: &dyn Tx, found: &mut Findings) -> Result<()> {
+    found.checks.push("text_index_complete");
+    let (facts, counted): (i64, i64) = tx.query_one(
+        "SELECT (SELECT count(*) FROM memory_facts),
+             CAST(COALESCE((SELECT SUM(docs) FROM memory_fts_totals), 0) AS BIGINT)",
+        &[],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    if counted != facts {
+        found.problems.push((
+            "text_index_complete",
+            format!("{facts} facts, but the full-text index counts {counted}"),
+        ));
+    }
+    const CHECK: &str = "text_index_blocks";
+    found.checks.push(CHECK);
+    let mut scopes: HashMap<i64, ScopeKey> = HashMap::new();
+    tx.query_each(
+        "SELECT seq, team_id, agent_id, tenant_id FROM memory_facts",
+        &[],
+        &mut |r| {
+            scopes.insert(r.get(0)?, scope_of(r, 1)?);
+            Ok(())
+        },
+    )?;
+    let mut listed = Listed::default();
+    let mut term = String::new();
+    let mut posted: HashSet<i64> = HashSet::new();
+    // Blocks and tail rows together, a term at a time (a tail row reads as `docs` -1).
+    tx.query_each(
+        "SELECT term, first_seq, docs, postings, team_id, agent_id, tenant_id
+         FROM memory_fts_blocks
+         UNION ALL
+         SELECT term, seq, -1, NULL, team_id, agent_id, tenant_id FROM memory_fts_postings
+         ORDER BY 1",
+        &[],
+        &mut |r| {
+            let row_term: String = r.get(0)?;
+            if row_term != term {
+                term = row_term;
+                posted.clear();
+            }
+            let first_seq: i64 = r.get(1)?;
+            let docs: i64 = r.get(2)?;
+            let scope = scope_of(r, 4)?;
+            let seqs: Vec<i64> = if docs < 0 {
+                vec![first_seq]
+            } else {
+                let Value::Blob(bytes) = r.value(3)? else {
+                    listed.add(format!("block ({term:?}, {first_seq}) has no postings"));
+                    return Ok(());
+                };
+                let Ok(postings) = blocks::decode(bytes, false) else {
+                    listed.add(format!("block ({term:?}, {first_seq}) is unreadable"));
+                    return Ok(());
+                };
+                let seqs: Vec<i64> = postings.iter().map(|p| p.seq).collect();
+                let ascending = seqs.windows(2).all(|w| w[0] < w[1]);
+                if usize::try_from(docs).ok() != Some(seqs.len())
+                    || seqs.len() > BLOCK_POSTINGS
+                    || seqs.first() != Some(&first_seq)
+                    || !ascending
+                {
+                    listed.add(format!(
+                        "block ({term:?}, {first_seq}) says {docs} postings from {first_seq} \
+                             but holds {} (ascending: {ascending}, first: {:?})",
+                        seqs.len(),
+                        seqs.first()
+                    ));
+                }
+                seqs
+            };
+            for seq in seqs {
+                match scopes.get(&seq) {
+                    None => listed.add(format!(
+                        "term {term:?} has a posting of fact {seq}, which does not exist"
+                    )),
+                    Some(of_fact) if *of_fact != scope => listed.add(format!(
+                        "term {term:?} files fact {seq} under another scope than its own"
+                    )),
+                    Some(_) => {}
+                }
+                if !posted.insert(seq) {
+                    listed.add(format!("term {term:?} has fact {seq} posted twice"));
+                }
+            }
+            Ok(())
+        },
+    )?;
+    listed.close(CHECK, found);
+    Ok(())
+}
+
+/// The problems one check found: the first [`Listed::MOST`] in words, the rest counted.
+#[derive(Default)]
+struct Listed {
+    details: Vec<String>,
+    more: usize,
+}
+
+impl Listed {
+    const MOST: usize = 20;
+
+    fn add(&mut self, detail: String) {
+        if self.details.len() < Self::MOST {
+            self.details.push(detail);
+        } else {
+            self.more += 1;
+        }
+    }
+
+    /// Hand them to `found` as `check`'s.
+    fn close(self, check: &'static str, found: &mut Findings) {
+        found
+            .problems
+            .extend(self.details.into_iter().map(|detail| (check, detail)));
+        if self.more > 0 {
+            found.problems.push((
+                check,
+                format!("and {} more problems of this kind", self.more),
+            ));
+        }
+    }
 }
 
 /// The full-text index rebuilt from the facts, straight into blocks, in one transaction.

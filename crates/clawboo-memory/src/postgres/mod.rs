@@ -16,7 +16,7 @@ use crate::search::fts_words;
 use crate::terms::{self, DocTerms};
 use crate::vectors::{Vectors, scan_vectors};
 use crate::{Fact, Memory, Result, ScopeFilter, each_fact_text};
-use clawboo_store::db::{ToValue, Tx};
+use clawboo_store::db::{Findings, ToValue, Tx};
 use clawboo_store::{Store, StoreError};
 
 /// Full-text matches added to the HNSW walk's candidates for a vector search with an
@@ -77,6 +77,10 @@ impl MemoryEngine for Postgres {
         let indexed = each_fact_text(tx, |seq, fact, terms| rebuild.add(tx, seq, fact, terms))?;
         rebuild.finish(tx)?;
         Ok(indexed)
+    }
+
+    fn check_text_index(&self, store: &Store, found: &mut Findings) -> Result<()> {
+        store.snapshot(|tx| fts::check(tx, found))
     }
 
     /// The ranking's one statement reads the retired facts in scope too.

@@ -11,7 +11,7 @@ use crate::bm25::COLUMN_WEIGHTS;
 use crate::terms::{Posting, Postings};
 use crate::{FACT_COLUMNS, Fact, ScopeFilter, ScopeKey, fact_from_row};
 use clawboo_store::Store;
-use clawboo_store::db::{ToValue, Tx};
+use clawboo_store::db::{Findings, ToValue, Tx};
 use clawboo_store::extension::{PreCommitHook, SqliteHooks};
 
 /// The FTS5 query: each word quoted, all OR-ed.
@@ -113,6 +113,49 @@ pub(super) fn ranked_by_fts5(
         let rank: f64 = r.get(9)?;
         Ok((fact_from_row(r)?, (-rank).max(0.0)))
     })
+}
+
+/// The index holds every committed fact (none waits to be indexed, FTS5 holds one
+/// document a fact) and passes FTS5's own integrity check against the facts.
+pub(super) fn check(store: &Store, found: &mut Findings) -> Result<()> {
+    found.checks.push("text_index_complete");
+    let (facts, docs, pending): (i64, i64, i64) = store.snapshot(|tx| {
+        tx.query_one(
+            "SELECT (SELECT count(*) FROM memory_facts),
+                 (SELECT count(*) FROM memory_facts_fts_docsize),
+                 (SELECT count(*) FROM memory_facts_fts_pending)",
+            &[],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+    })?;
+    if pending > 0 {
+        found.problems.push((
+            "text_index_complete",
+            format!("{pending} committed facts wait to be indexed"),
+        ));
+    }
+    if docs != facts {
+        found.problems.push((
+            "text_index_complete",
+            format!("{facts} facts, but the full-text index counts {docs}"),
+        ));
+    }
+    // FTS5 checks its index against the facts only in a statement it counts as a write;
+    // it changes nothing.
+    found.checks.push("fts5_integrity_check");
+    let checked = store.write(|tx| {
+        tx.execute(
+            "INSERT INTO memory_facts_fts(memory_facts_fts) VALUES ('integrity-check')",
+            &[],
+        )
+    });
+    if let Err(e) = checked {
+        found.problems.push((
+            "fts5_integrity_check",
+            format!("the full-text index does not match the facts: {e}"),
+        ));
+    }
+    Ok(())
 }
 
 /// The column number of a `fts5vocab` instance row's column name.

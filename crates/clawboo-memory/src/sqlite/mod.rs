@@ -20,7 +20,7 @@ use crate::terms::DocTerms;
 use crate::vectors::{VectorCache, Vectors, scan_vectors};
 use crate::{Fact, Memory, Result, ScopeFilter, ScopeKey, blob_to_vector};
 use clawboo_store::Store;
-use clawboo_store::db::Tx;
+use clawboo_store::db::{Findings, Tx};
 
 /// What a [`Memory`] on SQLite keeps in its process.
 #[derive(Default)]
@@ -66,6 +66,10 @@ impl MemoryEngine for Sqlite {
     /// Nothing either, for the same reason: facts copied in were indexed as they landed.
     fn rebuild_text_index(&self, _: &dyn Tx) -> Result<u64> {
         Ok(0)
+    }
+
+    fn check_text_index(&self, store: &Store, found: &mut Findings) -> Result<()> {
+        fts5::check(store, found)
     }
 
     fn text_ranking_leaves_out_retired(&self) -> bool {

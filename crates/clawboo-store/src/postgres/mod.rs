@@ -14,6 +14,7 @@
 
 mod codec;
 mod error;
+mod integrity;
 mod listen;
 mod migrations;
 pub(crate) use migrations::LATEST;
@@ -31,7 +32,9 @@ use std::time::{Duration, Instant};
 use futures_util::future::{join, join_all};
 
 use crate::config::StoreConfig;
-use crate::db::{Batched, DbRow, Dialect, Params, PerEngine, Tx, Value, dollar_placeholders};
+use crate::db::{
+    Batched, DbRow, Dialect, Findings, Params, PerEngine, Tx, Value, dollar_placeholders,
+};
 use crate::engine::{Abort, Body, Engine, NextGroup, PoolStats};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use codec::{Param, Raw, decode};
@@ -552,6 +555,14 @@ impl DbRow for PgRow<'_> {
 impl Tx for PgTx {
     fn dialect(&self) -> Dialect {
         Dialect::Postgres
+    }
+
+    fn check_integrity(&self, found: &mut Findings) -> Result<()> {
+        integrity::check(self, found)
+    }
+
+    fn advance_counters(&self, tables: &[&str]) -> Result<()> {
+        integrity::advance_counters(self, tables)
     }
 
     fn statement(&self, per_engine: &PerEngine) -> &'static str {

@@ -6,6 +6,7 @@
 mod checkpointer;
 mod error;
 pub(crate) mod hooks;
+mod integrity;
 mod readers;
 #[cfg(test)]
 mod tests;

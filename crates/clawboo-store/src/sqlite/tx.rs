@@ -4,7 +4,7 @@
 use rusqlite::Connection;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 
-use crate::db::{DbRow, Dialect, Params, PerEngine, Tx, Value};
+use crate::db::{DbRow, Dialect, Findings, Params, PerEngine, Tx, Value};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 
 /// A connection the store has opened a transaction on (or, for reads, one whose
@@ -52,6 +52,14 @@ impl DbRow for SqliteRow<'_, '_> {
 impl Tx for SqliteTx<'_> {
     fn dialect(&self) -> Dialect {
         Dialect::Sqlite
+    }
+
+    fn check_integrity(&self, found: &mut Findings) -> Result<()> {
+        super::integrity::check(self, found)
+    }
+
+    fn advance_counters(&self, _tables: &[&str]) -> Result<()> {
+        Ok(())
     }
 
     fn statement(&self, per_engine: &PerEngine) -> &'static str {
