@@ -29,7 +29,8 @@
 # SQLite, on PostgreSQL without pgvector (PG_URL's server with CLAWBOO_PGVECTOR=off) and on
 # PostgreSQL with pgvector (PGVECTOR_URL, else a throwaway PostgreSQL 18 + pgvector cluster
 # from `scripts/pg-test-cluster.sh start --pgvector`), then recall@10 of each vector path
-# against the exact scan, and memory_save's rate with the HNSW index and without it.
+# against the exact scan, the same at 100k on a corpus of facts that cluster by subtopic
+# (`--corpus topics`), and memory_save's rate with the HNSW index and without it.
 #
 # Exits non-zero if any measure failed (a failed call, a lost claim, RSS growth in the soak).
 set -uo pipefail
@@ -178,6 +179,12 @@ OUT="$TARGET/bench-results.txt"
       run memory-recall --facts "$n" --queries "$(scale 200)"
       run --pg "$PGVECTOR_URL" memory-recall --facts "$n" --queries "$(scale 200)"
     done
+    # 100k facts that cluster by subtopic (`--corpus topics`), SQLite against pgvector.
+    for m in fts vector hybrid; do
+      run --corpus topics stdio --tool memory-search --mode "$m" --facts 100000 --window 1 --calls "$(scale 300)" --warmup 5 --settle 5
+      run --corpus topics --pg "$PGVECTOR_URL" stdio --tool memory-search --mode "$m" --facts 100000 --window 1 --calls "$(scale 300)" --warmup 5 --settle 5
+    done
+    run --corpus topics --pg "$PGVECTOR_URL" memory-recall --facts 100000 --queries "$(scale 200)"
     run stdio --tool memory-save --calls "$(scale 5000)"
     exact --pg "$PGVECTOR_URL" stdio --tool memory-save --calls "$(scale 5000)"
     run --pg "$PGVECTOR_URL" stdio --tool memory-save --calls "$(scale 5000)"

@@ -63,7 +63,7 @@ pub fn run(env: &Env, args: &FactMemoryArgs) -> anyhow::Result<()> {
         baseline.push(kib);
     }
     for &n in &args.facts {
-        let corpus = seed::memory_db(&env.backend, &env.data_dir, n, &env.embeddings)?;
+        let corpus = seed::memory_db(&env.backend, &env.data_dir, n, &env.embeddings, env.corpus)?;
         for (host, &empty_kib) in hosts.iter().zip(&baseline) {
             let kib = private_after_searches(env, args, &corpus, *host)?;
             println!(
@@ -88,7 +88,7 @@ fn private_after_searches(
     db: &BenchDb,
     host: Host,
 ) -> anyhow::Result<u64> {
-    let queries = Arc::new(seed::queries(args.searches.max(1)));
+    let queries = Arc::new(seed::queries(args.searches.max(1), env.corpus));
     let make: Arc<MakeCall> = Arc::new(move |n| {
         let mode = ["fts", "vector", "hybrid"][n % 3];
         (

@@ -37,6 +37,7 @@ use crate::procs::db_arg;
 use crate::load::{HttpLoad, MakeCall, no_errors, round_robin, run_stdio};
 use crate::procs::{ServeProcess, StdioServer, clawboo_command, mib};
 use crate::report::percentile;
+use crate::seed::Corpus;
 use crate::workload::{BenchTool, ClaimOrder, Mode, Workload, WorkloadSpec};
 
 #[derive(Parser)]
@@ -51,6 +52,9 @@ struct Cli {
     /// `CLAWBOO_EMBEDDINGS` for the servers and the seeded facts.
     #[arg(long, global = true, default_value = "builtin")]
     embeddings: String,
+    /// What the memory measures' facts and queries are made of.
+    #[arg(long, global = true, value_enum, default_value_t = Corpus::Random)]
+    corpus: Corpus,
     /// One database (a SQLite file or a postgres:// URL) every measure seeds and runs on,
     /// instead of a fresh one each.
     #[arg(long, global = true, value_name = "PATH|URL")]
@@ -236,6 +240,8 @@ pub struct Env {
     pub data_dir: PathBuf,
     /// `CLAWBOO_EMBEDDINGS` value.
     pub embeddings: String,
+    /// The memory measures' corpus.
+    pub corpus: Corpus,
     /// The backend every measure runs on.
     pub backend: Backend,
 }
@@ -272,6 +278,7 @@ fn main() -> anyhow::Result<()> {
         bin_dir,
         data_dir,
         embeddings: cli.embeddings,
+        corpus: cli.corpus,
         backend: Backend::from_flags(cli.db.as_deref(), cli.pg.as_deref())?,
     };
     match cli.command {
@@ -386,6 +393,7 @@ fn workload(env: &Env, load: &LoadArgs) -> anyhow::Result<Arc<Workload>> {
         total_calls: load.warmup + load.calls,
         claim_order: load.claim_order,
         embeddings: env.embeddings.clone(),
+        corpus: env.corpus,
         data_dir: env.data_dir.clone(),
         backend: env.backend.clone(),
     })?))

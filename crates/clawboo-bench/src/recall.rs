@@ -25,7 +25,13 @@ pub struct RecallArgs {
 const K: u32 = 10;
 
 pub fn run(env: &Env, args: &RecallArgs) -> anyhow::Result<()> {
-    let corpus = seed::memory_db(&env.backend, &env.data_dir, args.facts, &env.embeddings)?;
+    let corpus = seed::memory_db(
+        &env.backend,
+        &env.data_dir,
+        args.facts,
+        &env.embeddings,
+        env.corpus,
+    )?;
     let store = Arc::new(crate::db::open(corpus.location())?);
     let memory = Memory::new(store, seed::embedder(&env.embeddings)?);
     let scope = ScopeFilter {
@@ -33,7 +39,7 @@ pub fn run(env: &Env, args: &RecallArgs) -> anyhow::Result<()> {
         ..ScopeFilter::default()
     };
     let (mut found, mut as_near, mut expected) = (0usize, 0usize, 0usize);
-    for query in seed::queries(args.queries) {
+    for query in seed::queries(args.queries, env.corpus) {
         let exact = memory.exact_vector_search(&query, &scope, K)?;
         let ids: HashSet<&str> = exact.iter().map(|(id, _)| id.as_str()).collect();
         let tenth = exact.last().map_or(0.0, |(_, score)| *score);
@@ -62,9 +68,10 @@ pub fn run(env: &Env, args: &RecallArgs) -> anyhow::Result<()> {
     };
     let (recall, near) = (ratio(found), ratio(as_near));
     println!(
-        "memory-recall facts={} queries={} path={} recall@{K}={recall:.3} \
+        "memory-recall facts={} corpus={:?} queries={} path={} recall@{K}={recall:.3} \
          (hits at least as similar as the exact {K}th: {near:.3})",
         args.facts,
+        env.corpus,
         args.queries,
         memory.vector_search().as_str()
     );

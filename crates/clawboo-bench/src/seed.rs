@@ -122,6 +122,79 @@ pub fn fact(rng: &mut Rng, i: usize) -> (String, String, String, Option<&'static
     (title, content, format!("t{}", i % 50), team)
 }
 
+/// What the memory benchmarks' facts and queries are made of (`--corpus`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Corpus {
+    /// Every word drawn from one skewed vocabulary: no fact has closer neighbours than
+    /// the rest, so any embedder's ten nearest are near-ties among thousands (the worst
+    /// case for an approximate index).
+    Random,
+    /// Facts about subtopics of topics, each with words of its own beside the common
+    /// ones, as a team's notes cluster by subject; a query asks about one subtopic.
+    Topics,
+}
+
+impl Corpus {
+    /// What its kept databases' names end with (nothing for the original corpus, so the
+    /// databases kept before this option stay in use).
+    fn suffix(self) -> &'static str {
+        match self {
+            Corpus::Random => "",
+            Corpus::Topics => "-topics",
+        }
+    }
+}
+
+/// Topics of [`Corpus::Topics`], subtopics each, and the words each has of its own.
+const TOPICS: usize = 100;
+const SUBTOPICS: usize = 10;
+const TOPIC_WORDS: usize = 30;
+const SUBTOPIC_WORDS: usize = 12;
+
+/// Word `k` of topic `topic`'s own words, or of its subtopic `sub`'s: a fixed draw from
+/// the vocabulary.
+fn topic_word(topic: usize, sub: Option<usize>, k: usize) -> usize {
+    let list = topic * (SUBTOPICS + 1) + sub.map_or(0, |s| s + 1);
+    Rng::new((list * 64 + k) as u64 ^ 0x7015_c0de).below(3000)
+}
+
+/// `words` words about `subtopic` (numbered over all topics): `own` in a hundred from its
+/// own words, up to `topical` in a hundred from its topic's, the rest common words.
+fn about(rng: &mut Rng, subtopic: usize, words: usize, own: usize, topical: usize) -> String {
+    let (topic, sub) = (subtopic / SUBTOPICS, subtopic % SUBTOPICS);
+    (0..words)
+        .map(|_| {
+            let roll = rng.below(100);
+            word(if roll < own {
+                topic_word(topic, Some(sub), rng.below(SUBTOPIC_WORDS))
+            } else if roll < topical {
+                topic_word(topic, None, rng.below(TOPIC_WORDS))
+            } else {
+                rng.below(3000).min(rng.below(3000))
+            })
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Fact `i` of `corpus` as memory saves it.
+pub fn corpus_fact(corpus: Corpus, rng: &mut Rng, i: usize) -> NewFact {
+    match corpus {
+        Corpus::Random => new_fact(rng, i),
+        Corpus::Topics => {
+            let subtopic = rng.below(TOPICS * SUBTOPICS);
+            let (_, _, tag, team) = fact(&mut Rng::new(i as u64), i);
+            NewFact {
+                title: about(rng, subtopic, 4, 60, 90),
+                content: about(rng, subtopic, 30, 40, 70),
+                tags: vec![tag],
+                team_id: team.map(str::to_owned),
+                ..NewFact::default()
+            }
+        }
+    }
+}
+
 /// [`fact`] `i` as memory saves it.
 pub fn new_fact(rng: &mut Rng, i: usize) -> NewFact {
     let (title, content, tag, team) = fact(rng, i);
@@ -142,13 +215,15 @@ pub fn memory_db(
     data_dir: &Path,
     n: usize,
     embeddings: &str,
+    corpus: Corpus,
 ) -> anyhow::Result<BenchDb> {
-    backend.kept(data_dir, &format!("memory-{n}-{embeddings}"), |db| {
+    let name = format!("memory-{n}-{embeddings}{}", corpus.suffix());
+    backend.kept(data_dir, &name, |db| {
         let store = Arc::new(db::open(db)?);
         let memory = Memory::new(Arc::clone(&store), embedder(embeddings)?);
         let mut rng = Rng::new(42);
         for i in 0..n {
-            memory.save_fact(new_fact(&mut rng, i))?;
+            memory.save_fact(corpus_fact(corpus, &mut rng, i))?;
         }
         // What a running server does once idle for a second after writing facts.
         clawboo_memory::merge_search_index(&store)?;
@@ -161,10 +236,19 @@ pub fn board_db(backend: &Backend, data_dir: &Path, n: usize) -> anyhow::Result<
     backend.kept(data_dir, &format!("board-{n}"), |db| board(db, n).map(drop))
 }
 
-/// Three-word queries over the same vocabulary as the facts.
-pub fn queries(count: usize) -> Vec<String> {
+/// Three-word queries over the same vocabulary as `corpus`' facts; on
+/// [`Corpus::Topics`] each about one subtopic.
+pub fn queries(count: usize, corpus: Corpus) -> Vec<String> {
     let mut rng = Rng::new(99);
-    (0..count).map(|_| sentence(&mut rng, 3)).collect()
+    (0..count)
+        .map(|_| match corpus {
+            Corpus::Random => sentence(&mut rng, 3),
+            Corpus::Topics => {
+                let subtopic = rng.below(TOPICS * SUBTOPICS);
+                about(&mut rng, subtopic, 3, 70, 90)
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -177,5 +261,30 @@ mod tests {
         assert_eq!(words.len(), 3000);
         assert_eq!(sentence(&mut Rng::new(1), 5), sentence(&mut Rng::new(1), 5));
         assert_eq!(sentence(&mut Rng::new(1), 5).split(' ').count(), 5);
+    }
+
+    #[test]
+    fn facts_of_a_subtopic_share_more_words_than_facts_of_two() {
+        let words = |subtopic: usize, seed: u64| -> std::collections::HashSet<String> {
+            about(&mut Rng::new(seed), subtopic, 30, 40, 70)
+                .split(' ')
+                .map(str::to_owned)
+                .collect()
+        };
+        let (mut same, mut apart) = (0, 0);
+        for seed in 0..50 {
+            let one = words(seed as usize, seed);
+            same += one.intersection(&words(seed as usize, seed + 100)).count();
+            apart += one
+                .intersection(&words(seed as usize + 500, seed + 100))
+                .count();
+        }
+        assert!(
+            same > 3 * apart,
+            "{same} words shared within, {apart} across"
+        );
+        let queries = queries(3, Corpus::Topics);
+        assert_eq!(queries, super::queries(3, Corpus::Topics));
+        assert!(queries.iter().all(|q| q.split(' ').count() == 3));
     }
 }

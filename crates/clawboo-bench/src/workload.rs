@@ -9,7 +9,7 @@ use clawboo_store::board::{MAX_CHILDREN, TaskFilter};
 use serde_json::{Value, json};
 
 use crate::db::{Backend, BenchDb};
-use crate::seed::{self, Rng, TEAM};
+use crate::seed::{self, Corpus, Rng, TEAM};
 
 /// Posts in the room `team_chat_subscribe` reads.
 const ROOM_POSTS: usize = 1000;
@@ -93,6 +93,8 @@ pub struct WorkloadSpec {
     pub claim_order: ClaimOrder,
     /// `CLAWBOO_EMBEDDINGS` of the servers.
     pub embeddings: String,
+    /// What `memory_search`'s facts and queries are made of.
+    pub corpus: Corpus,
     /// Where slow-to-seed SQLite files are kept between runs.
     pub data_dir: PathBuf,
     /// The backend the data is on.
@@ -142,8 +144,14 @@ impl Workload {
                 db
             }
             BenchTool::MemorySearch => {
-                queries = seed::queries(QUERIES);
-                seed::memory_db(&spec.backend, &spec.data_dir, spec.facts, &spec.embeddings)?
+                queries = seed::queries(QUERIES, spec.corpus);
+                seed::memory_db(
+                    &spec.backend,
+                    &spec.data_dir,
+                    spec.facts,
+                    &spec.embeddings,
+                    spec.corpus,
+                )?
             }
             BenchTool::TeamChatSubscribe => {
                 let db = spec.backend.fresh()?;
