@@ -211,3 +211,54 @@ fn a_new_embedding_dimension_gets_its_own_index() {
         assert_eq!(nearest.map(|n| n.len()), Some(5));
     }
 }
+
+/// A database from before the half-precision walk has a full-precision index per
+/// dimension (`memory_facts_vector_<dim>`): opening it builds the `halfvec` index and
+/// drops the old one, which no search walks and every save would pay for.
+#[test]
+fn opening_replaces_the_full_precision_index_with_the_half_precision_one() {
+    let (at, m, indexed) = indexed_memory();
+    if !indexed {
+        return;
+    }
+    m.save_fact(fact("deploy key", "rotate it", None, None))
+        .unwrap();
+    let dim = clawboo_embed::HashedEmbedder::default().dim();
+    let exists = |m: &Memory, name: String| -> bool {
+        m.store()
+            .read(|tx| tx.query_one("SELECT to_regclass(?1) IS NOT NULL", &[&name], |r| r.get(0)))
+            .unwrap()
+    };
+    let (old, new) = (
+        format!("memory_facts_vector_{dim}"),
+        format!("memory_facts_halfvec_{dim}"),
+    );
+    m.store()
+        .write(|tx| {
+            tx.execute(&format!("DROP INDEX {new}"), &[])?;
+            tx.execute(
+                &format!(
+                    "CREATE INDEX {old} ON memory_facts USING hnsw
+                         ((CAST(embedding_vec AS vector({dim}))) vector_cosine_ops)
+                     WHERE embedding_dim = {dim}"
+                ),
+                &[],
+            )
+        })
+        .unwrap();
+    let reopened = Memory::new(open(&at), hashed());
+    assert!(exists(&reopened, new), "the half-precision index was built");
+    assert!(
+        !exists(&reopened, old),
+        "the full-precision one was dropped"
+    );
+    let hits = reopened
+        .search(
+            "deploy key",
+            Some(SearchMode::Vector),
+            &ScopeFilter::default(),
+            1,
+        )
+        .unwrap();
+    assert_eq!(hits.hits.len(), 1);
+}

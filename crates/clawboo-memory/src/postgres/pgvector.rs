@@ -1,16 +1,20 @@
 //! Vector search through pgvector's HNSW index, where the PostgreSQL server has the
 //! extension.
 //!
-//! At open ([`path_at_open`]) memory enables the extension when it can (or finds it enabled), gives
-//! `memory_facts` an `embedding_vec vector` column beside the portable `embedding` bytes,
-//! fills it for facts written before, and makes sure of one HNSW index (cosine) per
-//! embedding dimension in use: a partial index over `CAST(embedding_vec AS vector(D))` for
-//! the facts of dimension `D`, so embedders of different sizes share the table and a new
-//! dimension only needs its own index, made the first time it is searched. A search orders
-//! by distance through that index with the caller's scope and model in the same `WHERE`,
-//! and pgvector's iterative scan (`hnsw.iterative_scan = relaxed_order`, set for every
-//! connection) keeps walking the graph until `limit` facts in scope are found, so a scope
-//! whose facts are not the nearest still gets its hits. When the walk ends short of
+//! At open ([`path_at_open`]) memory enables the extension when it can (or finds it
+//! enabled), gives `memory_facts` an `embedding_vec vector` column beside the portable
+//! `embedding` bytes, fills it for facts written before, and makes sure of one HNSW index
+//! (cosine) per embedding dimension in use: a partial index over `CAST(embedding_vec AS
+//! halfvec(D))` for the facts of dimension `D`, so embedders of different sizes share the
+//! table and a new dimension only needs its own index, made the first time it is searched.
+//! The graph holds half-precision vectors: half the bytes a step of the walk reads (and
+//! twice the dimensions pgvector indexes), while the candidates the walk finds are measured
+//! again in full precision from `embedding_vec`, so the order of the hits is exact and only
+//! which facts the walk reaches can differ (docs/BENCHMARKS.md measures both). A search
+//! orders by distance through that index with the caller's scope and model in the same
+//! `WHERE`, and pgvector's iterative scan (`hnsw.iterative_scan = relaxed_order`, set for
+//! every connection) keeps walking the graph until `limit` facts in scope are found, so a
+//! scope whose facts are not the nearest still gets its hits. When the walk ends short of
 //! `limit` (the scope holds fewer facts, or they lie past `hnsw.max_scan_tuples`), the
 //! exact scan answers instead, so the index never returns fewer hits than exist.
 //!
@@ -27,8 +31,8 @@ use clawboo_store::db::{ToValue, Tx, Value};
 /// Facts whose vector column one backfill transaction fills.
 const BACKFILL_BATCH: i64 = 500;
 
-/// pgvector's HNSW index holds vectors of at most this many dimensions.
-const HNSW_MAX_DIM: usize = 2000;
+/// pgvector's HNSW index holds `halfvec`s of at most this many dimensions.
+const HNSW_MAX_DIM: usize = 4000;
 
 /// How many candidates the HNSW walk keeps (pgvector's `hnsw.ef_search`, default 40):
 /// recall rises with it and so does a search's cost; docs/BENCHMARKS.md gives both,
@@ -145,9 +149,35 @@ fn try_prepare(store: &Store) -> Result<Option<String>> {
     for dim in dims {
         if let Ok(dim) = usize::try_from(dim) {
             ensure_index(store, dim)?;
+            drop_superseded_index(store, dim)?;
         }
     }
     Ok(Some(version))
+}
+
+/// Drop the full-precision HNSW index of `dim` that versions before the half-precision
+/// walk built (`memory_facts_vector_<dim>`): no search walks it, and every save would
+/// still pay for it.
+fn drop_superseded_index(store: &Store, dim: usize) -> Result<()> {
+    let superseded = format!("memory_facts_vector_{dim}");
+    let exists: bool = store.read(|tx| {
+        tx.query_one("SELECT to_regclass(?1) IS NOT NULL", &[&superseded], |r| {
+            r.get(0)
+        })
+    })?;
+    if !exists {
+        return Ok(());
+    }
+    tracing::info!(
+        index = %superseded,
+        "dropping the full-precision HNSW index an earlier version built; searches walk {}",
+        index_name(dim)
+    );
+    store.write(|tx| {
+        lock_ddl(tx)?;
+        tx.execute(&format!("DROP INDEX IF EXISTS {superseded}"), &[])?;
+        Ok::<_, StoreError>(())
+    })
 }
 
 fn installed_version(store: &Store) -> Result<Option<String>> {
@@ -241,7 +271,7 @@ fn backfill(store: &Store) -> Result<()> {
 
 /// The name of the HNSW index of dimension `dim`.
 fn index_name(dim: usize) -> String {
-    format!("memory_facts_vector_{dim}")
+    format!("memory_facts_halfvec_{dim}")
 }
 
 /// Make sure the HNSW index for vectors of `dim` exists (made now when missing, which
@@ -268,7 +298,7 @@ pub(super) fn ensure_index(store: &Store, dim: usize) -> Result<bool> {
             tx.execute(
                 &format!(
                     "CREATE INDEX {name} ON memory_facts USING hnsw
-                         ((CAST(embedding_vec AS vector({dim}))) vector_cosine_ops)
+                         ((CAST(embedding_vec AS halfvec({dim}))) halfvec_cosine_ops)
                      WHERE embedding_dim = {dim}"
                 ),
                 &[],
@@ -315,8 +345,8 @@ pub(crate) fn nearest(
         "WITH walked AS MATERIALIZED (
              SELECT f.seq FROM memory_facts f
              WHERE f.embedding_dim = {dim} AND f.embedding_model = ?2 AND {cond}
-             ORDER BY CAST(f.embedding_vec AS vector({dim}))
-                 <=> CAST(CAST(?1 AS TEXT) AS vector({dim}))
+             ORDER BY CAST(f.embedding_vec AS halfvec({dim}))
+                 <=> CAST(CAST(?1 AS TEXT) AS halfvec({dim}))
              LIMIT ?3
          ),
          candidates AS (
