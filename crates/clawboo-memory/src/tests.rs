@@ -675,7 +675,8 @@ fn ranking_scopes() -> [ScopeFilter; 4] {
 /// facts in the same places with the same scores, terms made by the ported tokenizer.
 /// On PostgreSQL the postings are read from packed blocks, spanning several per term, and
 /// from the tail at once (this crate's tests pack every 64 facts, 8 postings a block), and
-/// again after a database whose postings all sit in the tail is packed as it opens.
+/// again after a database whose postings all sit in the tail is packed as it opens, and
+/// after one whose blocks hold their places inline is rebuilt as it opens.
 #[test]
 fn full_text_ranks_as_fts5_on_every_backend() {
     let sqlite = Memory::new(open(&sqlite_location()), None);
@@ -737,6 +738,35 @@ fn full_text_ranks_as_fts5_on_every_backend() {
             .unwrap();
         assert_eq!(tail, 0, "opening packed the whole index");
         assert_ranks_as_fts5(&sqlite, &reopened, &mut rng);
+        // As a database from before places had a column of their own looks (migration
+        // 0010 left its blocks an empty `places`): opening rebuilds the index from the facts.
+        reopened
+            .store()
+            .write(|tx| {
+                tx.execute("UPDATE memory_fts_blocks SET places = ''", &[])?;
+                tx.execute("UPDATE memory_fts_packed SET places_apart = FALSE", &[])
+            })
+            .unwrap();
+        let rebuilt = Memory::new(open(&at), None);
+        let (emptied, apart): (i64, bool) = rebuilt
+            .store()
+            .read(|tx| {
+                tx.query_one(
+                    "SELECT (SELECT count(*) FROM memory_fts_blocks WHERE places = ''),
+                         (SELECT places_apart FROM memory_fts_packed)",
+                    &[],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+            })
+            .unwrap();
+        assert_eq!((emptied, apart), (0, true), "opening rebuilt every block");
+        assert_ranks_as_fts5(&sqlite, &rebuilt, &mut rng);
+        assert!(
+            check_text_index(rebuilt.store())
+                .unwrap()
+                .problems
+                .is_empty()
+        );
     }
 }
 

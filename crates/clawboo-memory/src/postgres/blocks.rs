@@ -1,10 +1,12 @@
-//! The encoding of one block of full-text postings on PostgreSQL
-//! (`memory_fts_blocks.postings`, see [`super::fts`]).
+//! The encoding of one block of full-text postings on PostgreSQL (a row of
+//! `memory_fts_blocks`, see [`super::fts`]), in two columns: `postings` and `places`,
+//! so a one-term query word, which needs no places, reads neither them nor their bytes.
 //!
-//! Postings come in ascending `seq`, each as unsigned LEB128 varints: the gap from the
-//! previous posting's `seq` (from 0 for the first), the weighted frequency, the fact's
-//! length in tokens, the number of places, then each place's gap from the one before (from
-//! 0). The varints are prost's (protobuf's own encoding), rather than a hand-written one.
+//! `postings` holds, for each posting in ascending `seq`, unsigned LEB128 varints: the gap
+//! from the previous posting's `seq` (from 0 for the first), the weighted frequency and the
+//! fact's length in tokens. `places` holds, for each posting in the same order, the number
+//! of places, then each place's gap from the one before (from 0). The varints are prost's
+//! (protobuf's own encoding), rather than a hand-written one.
 
 use prost::encoding::{decode_varint, encode_varint};
 
@@ -22,57 +24,71 @@ pub(super) struct BlockPosting {
     pub(super) positions: Vec<i64>,
 }
 
+/// A block's two columns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct EncodedBlock {
+    pub(super) postings: Vec<u8>,
+    pub(super) places: Vec<u8>,
+}
+
 /// A block's bytes could not be read: written by something other than [`encode`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct MalformedBlock;
 
-/// The bytes of `postings`, which must be in ascending `seq` with ascending places.
-pub(super) fn encode(postings: &[BlockPosting]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(postings.len() * 6);
+/// The columns of `postings`, which must be in ascending `seq` with ascending places.
+pub(super) fn encode(postings: &[BlockPosting]) -> EncodedBlock {
+    let mut block = EncodedBlock {
+        postings: Vec::with_capacity(postings.len() * 4),
+        places: Vec::with_capacity(postings.len() * 4),
+    };
     let mut previous = 0i64;
     for posting in postings {
-        encode_varint(gap(previous, posting.seq), &mut out);
+        encode_varint(gap(previous, posting.seq), &mut block.postings);
         previous = posting.seq;
-        encode_varint(u64::from(posting.freq), &mut out);
-        encode_varint(u64::from(posting.length), &mut out);
-        encode_varint(posting.positions.len() as u64, &mut out);
+        encode_varint(u64::from(posting.freq), &mut block.postings);
+        encode_varint(u64::from(posting.length), &mut block.postings);
+        encode_varint(posting.positions.len() as u64, &mut block.places);
         let mut place = 0i64;
         for &next in &posting.positions {
-            encode_varint(gap(place, next), &mut out);
+            encode_varint(gap(place, next), &mut block.places);
             place = next;
         }
     }
-    out
+    block
 }
 
-/// The postings of a block made by [`encode`], places included only when `positions`
+/// The postings of a block made by [`encode`], with their places when `places` is given
 /// (a one-term query word needs none).
 pub(super) fn decode(
-    mut bytes: &[u8],
-    positions: bool,
+    mut postings: &[u8],
+    places: Option<&[u8]>,
 ) -> Result<Vec<BlockPosting>, MalformedBlock> {
+    let next = |bytes: &mut &[u8]| decode_varint(bytes).map_err(|_| MalformedBlock);
+    let mut places = places;
     let mut out = Vec::new();
     let mut seq = 0i64;
-    let next = |bytes: &mut &[u8]| decode_varint(bytes).map_err(|_| MalformedBlock);
-    while !bytes.is_empty() {
-        seq = add(seq, next(&mut bytes)?)?;
-        let freq = u32::try_from(next(&mut bytes)?).map_err(|_| MalformedBlock)?;
-        let length = u32::try_from(next(&mut bytes)?).map_err(|_| MalformedBlock)?;
-        let places = next(&mut bytes)?;
-        let mut kept = Vec::new();
-        let mut place = 0i64;
-        for _ in 0..places {
-            place = add(place, next(&mut bytes)?)?;
-            if positions {
-                kept.push(place);
+    while !postings.is_empty() {
+        seq = add(seq, next(&mut postings)?)?;
+        let freq = u32::try_from(next(&mut postings)?).map_err(|_| MalformedBlock)?;
+        let length = u32::try_from(next(&mut postings)?).map_err(|_| MalformedBlock)?;
+        let mut positions = Vec::new();
+        if let Some(places) = places.as_mut() {
+            let count = next(places)?;
+            let mut place = 0i64;
+            for _ in 0..count {
+                place = add(place, next(places)?)?;
+                positions.push(place);
             }
         }
         out.push(BlockPosting {
             seq,
             freq,
             length,
-            positions: kept,
+            positions,
         });
+    }
+    if places.is_some_and(|rest| !rest.is_empty()) {
+        return Err(MalformedBlock);
     }
     Ok(out)
 }
@@ -116,8 +132,11 @@ mod tests {
             ),
             posting(1 << 40, 1, u32::MAX, vec![position(2, 5)]),
         ];
-        let bytes = encode(&postings);
-        assert_eq!(decode(&bytes, true), Ok(postings.clone()));
+        let block = encode(&postings);
+        assert_eq!(
+            decode(&block.postings, Some(&block.places)),
+            Ok(postings.clone())
+        );
         let bare: Vec<BlockPosting> = postings
             .into_iter()
             .map(|p| BlockPosting {
@@ -125,22 +144,32 @@ mod tests {
                 ..p
             })
             .collect();
-        assert_eq!(decode(&bytes, false), Ok(bare));
-        assert_eq!(decode(&[], true), Ok(Vec::new()));
+        assert_eq!(decode(&block.postings, None), Ok(bare));
+        assert_eq!(decode(&[], Some(&[])), Ok(Vec::new()));
     }
 
     #[test]
-    fn truncated_or_overflowing_bytes_are_refused() {
-        let bytes = encode(&[posting(5, 1, 3, vec![position(1, 2)])]);
-        for cut in 1..bytes.len() {
+    fn truncated_mismatched_or_overflowing_bytes_are_refused() {
+        let block = encode(&[posting(5, 1, 3, vec![position(1, 2)])]);
+        for cut in 1..block.postings.len() {
             assert_eq!(
-                decode(&bytes[..cut], true),
+                decode(&block.postings[..cut], None),
                 Err(MalformedBlock),
                 "cut {cut}"
             );
         }
+        for cut in 0..block.places.len() {
+            assert_eq!(
+                decode(&block.postings, Some(&block.places[..cut])),
+                Err(MalformedBlock),
+                "places cut {cut}"
+            );
+        }
+        let mut longer = block.places.clone();
+        longer.push(0);
+        assert_eq!(decode(&block.postings, Some(&longer)), Err(MalformedBlock));
         let mut huge = Vec::new();
         encode_varint(u64::MAX, &mut huge);
-        assert_eq!(decode(&huge, false), Err(MalformedBlock));
+        assert_eq!(decode(&huge, None), Err(MalformedBlock));
     }
 }

@@ -83,8 +83,9 @@ struct BlockRow {
     agent_id: Option<String>,
     tenant_id: Option<String>,
     docs: usize,
-    /// The encoded postings, in hexadecimal (JSON carries no bytes).
+    /// The encoded postings and their places, in hexadecimal (JSON carries no bytes).
     postings: String,
+    places: String,
 }
 
 fn json<T: Serialize + ?Sized>(value: &T) -> Result<String> {
@@ -165,6 +166,7 @@ impl BlockWriter {
     /// Cut `postings` (one term's, in one scope, ascending `seq`) into blocks.
     fn add(&mut self, term: &str, scope: &ScopeKey, postings: &[BlockPosting]) {
         for block in postings.chunks(BLOCK_POSTINGS) {
+            let encoded = blocks::encode(block);
             self.rows.push(BlockRow {
                 term: term.to_owned(),
                 first_seq: block[0].seq,
@@ -172,7 +174,8 @@ impl BlockWriter {
                 agent_id: scope.agent_id.clone(),
                 tenant_id: scope.tenant_id.clone(),
                 docs: block.len(),
-                postings: hex::encode(blocks::encode(block)),
+                postings: hex::encode(encoded.postings),
+                places: hex::encode(encoded.places),
             });
         }
     }
@@ -182,12 +185,12 @@ impl BlockWriter {
         for rows in self.rows.chunks(BLOCKS_PER_STATEMENT) {
             tx.execute(
                 "INSERT INTO memory_fts_blocks
-                     (term, first_seq, team_id, agent_id, tenant_id, docs, postings)
+                     (term, first_seq, team_id, agent_id, tenant_id, docs, postings, places)
                  SELECT r.term, r.first_seq, r.team_id, r.agent_id, r.tenant_id, r.docs,
-                     decode(r.postings, 'hex')
+                     decode(r.postings, 'hex'), decode(r.places, 'hex')
                  FROM json_to_recordset(CAST(CAST(?1 AS TEXT) AS JSON))
                      AS r(term TEXT, first_seq BIGINT, team_id TEXT, agent_id TEXT,
-                          tenant_id TEXT, docs BIGINT, postings TEXT)",
+                          tenant_id TEXT, docs BIGINT, postings TEXT, places TEXT)",
                 &[&json(rows)?],
             )?;
         }
@@ -221,8 +224,8 @@ fn places(text: Option<String>) -> Result<Vec<i64>> {
 }
 
 /// A block's postings, or an error that names the damage and what repairs it.
-fn decoded(bytes: &[u8], positions: bool) -> Result<Vec<BlockPosting>> {
-    blocks::decode(bytes, positions).map_err(|_| {
+fn decoded(postings: &[u8], places: Option<&[u8]>) -> Result<Vec<BlockPosting>> {
+    blocks::decode(postings, places).map_err(|_| {
         StoreError::Invalid(
             "a block of the full-text index is unreadable; run `clawboo db check`, and \
              rebuild the index by copying the database (`clawboo db copy`)"
@@ -353,12 +356,14 @@ fn pack_groups(
             "DELETE FROM memory_fts_blocks b
              USING json_to_recordset(CAST(CAST(?1 AS TEXT) AS JSON)) AS k(term TEXT, first_seq BIGINT)
              WHERE b.term = k.term AND b.first_seq = k.first_seq
-             RETURNING b.term, b.team_id, b.agent_id, b.tenant_id, b.postings",
+             RETURNING b.term, b.team_id, b.agent_id, b.tenant_id, b.postings, b.places",
             &[&keys],
             &mut |r| {
                 let key = (r.get::<String>(0)?, scope_of(r, 1)?);
-                if let (Some(postings), Value::Blob(bytes)) = (groups.get_mut(&key), r.value(4)?) {
-                    postings.extend(decoded(bytes, true)?);
+                if let (Some(postings), Value::Blob(bytes), Value::Blob(places)) =
+                    (groups.get_mut(&key), r.value(4)?, r.value(5)?)
+                {
+                    postings.extend(decoded(bytes, Some(places))?);
                 }
                 Ok(())
             },
@@ -384,23 +389,27 @@ pub(super) fn pack_now(store: &Store) -> Result<()> {
     })
 }
 
-/// Memory's full-text step once a PostgreSQL store is open: a database whose postings all
-/// sit in the tail (written before blocks existed) is packed whole, once.
+/// Memory's full-text step once a PostgreSQL store is open: the index is rebuilt whole
+/// from the facts, once, when its postings all sit in the tail (written before blocks
+/// existed) or its blocks hold their places inline (written before `places` had a column
+/// of its own, migration 0010).
 pub(super) fn opened(store: &Store) -> Result<()> {
-    let unpacked: i64 = store.read(|tx| {
+    let (unpacked, places_apart): (i64, bool) = store.read(|tx| {
         tx.query_one(
-            "SELECT CAST(COALESCE((SELECT SUM(docs) FROM memory_fts_totals), 0)
-                 - (SELECT docs FROM memory_fts_packed) AS BIGINT)",
+            "SELECT CAST(COALESCE((SELECT SUM(docs) FROM memory_fts_totals), 0) - docs
+                 AS BIGINT), places_apart
+             FROM memory_fts_packed",
             &[],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
     })?;
-    if unpacked < PACK_AT {
+    if unpacked < PACK_AT && places_apart {
         return Ok(());
     }
     tracing::info!(
-        facts = unpacked,
-        "packing the full-text index into blocks (once, after an upgrade)"
+        unpacked,
+        places_apart,
+        "rebuilding the full-text index into blocks from the facts (once, after an upgrade)"
     );
     store.write(|tx| {
         tx.execute("SELECT pg_advisory_xact_lock(?1)", &[&PACK_LOCK])?;
@@ -412,8 +421,8 @@ pub(super) fn opened(store: &Store) -> Result<()> {
 }
 
 /// The index counts every fact, and reads back as packings and saves write it: each block
-/// holds its `docs` postings (at most [`BLOCK_POSTINGS`]), in ascending `seq` from its
-/// `first_seq`; every posting, packed or in the tail, names an existing fact of its own
+/// and its places decode, holding its `docs` postings (at most [`BLOCK_POSTINGS`]), in
+/// ascending `seq` from its `first_seq`; every posting, packed or in the tail, names an existing fact of its own
 /// row's scope; and no fact is posted twice under one term.
 pub(super) fn check(tx: &dyn Tx, found: &mut Findings) -> Result<()> {
     found.checks.push("text_index_complete");
@@ -445,10 +454,11 @@ pub(super) fn check(tx: &dyn Tx, found: &mut Findings) -> Result<()> {
     let mut posted: HashSet<i64> = HashSet::new();
     // Blocks and tail rows together, a term at a time (a tail row reads as `docs` -1).
     tx.query_each(
-        "SELECT term, first_seq, docs, postings, team_id, agent_id, tenant_id
+        "SELECT term, first_seq, docs, postings, team_id, agent_id, tenant_id, places
          FROM memory_fts_blocks
          UNION ALL
-         SELECT term, seq, -1, NULL, team_id, agent_id, tenant_id FROM memory_fts_postings
+         SELECT term, seq, -1, NULL, team_id, agent_id, tenant_id, NULL
+         FROM memory_fts_postings
          ORDER BY 1",
         &[],
         &mut |r| {
@@ -467,7 +477,11 @@ pub(super) fn check(tx: &dyn Tx, found: &mut Findings) -> Result<()> {
                     listed.add(format!("block ({term:?}, {first_seq}) has no postings"));
                     return Ok(());
                 };
-                let Ok(postings) = blocks::decode(bytes, false) else {
+                let places = match r.value(7)? {
+                    Value::Blob(places) => places,
+                    _ => &[],
+                };
+                let Ok(postings) = blocks::decode(bytes, Some(places)) else {
                     listed.add(format!("block ({term:?}, {first_seq}) is unreadable"));
                     return Ok(());
                 };
@@ -624,7 +638,10 @@ impl Rebuild {
                 &[&self.docs, &self.tokens],
             )?;
         }
-        tx.execute("UPDATE memory_fts_packed SET docs = ?1", &[&self.docs])?;
+        tx.execute(
+            "UPDATE memory_fts_packed SET docs = ?1, places_apart = TRUE",
+            &[&self.docs],
+        )?;
         Ok(())
     }
 }
@@ -665,10 +682,10 @@ fn read(tx: &dyn Tx, phrases: &[Vec<String>], scope: &ScopeFilter) -> Result<Rea
     let (tail_in_scope, _) = scope.sql("p", 3);
     let (facts_in_scope, _) = scope.sql("f", 3);
     let retired = retire::retired_in_scope("f", &facts_in_scope);
-    // Kinds of row: 0 a block in scope and 1 a tail posting in scope, of a one-term
-    // phrase; 2 such a term's count of facts; 3 the totals; 4 a block and 5 a tail posting,
-    // in any scope, of a term of a phrase of several; 6 a retired fact in scope (read here
-    // rather than apart, a round trip fewer).
+    // Kinds of row: 0 a block in scope (without its places) and 1 a tail posting in scope,
+    // of a one-term phrase; 2 such a term's count of facts; 3 the totals; 4 a block with
+    // its places and 5 a tail posting, in any scope, of a term of a phrase of several; 6 a
+    // retired fact in scope (read here rather than apart, a round trip fewer).
     // The terms go in as JSON and are made an array once, so each branch looks its terms
     // up in the primary key (`= ANY` of an array), whatever the planner guesses of them.
     let single_terms =
@@ -677,31 +694,32 @@ fn read(tx: &dyn Tx, phrases: &[Vec<String>], scope: &ScopeFilter) -> Result<Rea
     let sql = format!(
         "SELECT CAST(0 AS BIGINT), b.term, b.team_id, b.agent_id, b.tenant_id,
              CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), b.postings,
-             CAST(NULL AS TEXT)
+             CAST(NULL AS TEXT), CAST(NULL AS BYTEA)
          FROM memory_fts_blocks b WHERE b.term = {single_terms} AND {blocks_in_scope}
          UNION ALL
-         SELECT 1, p.term, NULL, NULL, NULL, p.seq, p.freq, p.length, NULL, NULL
+         SELECT 1, p.term, NULL, NULL, NULL, p.seq, p.freq, p.length, NULL, NULL, NULL
          FROM memory_fts_postings p WHERE p.term = {single_terms} AND {tail_in_scope}
          UNION ALL
          SELECT 2, t.term, NULL, NULL, NULL,
              CAST((SELECT COALESCE(SUM(b.docs), 0) FROM memory_fts_blocks b WHERE b.term = t.term)
                   + (SELECT count(*) FROM memory_fts_postings p WHERE p.term = t.term)
                   AS BIGINT),
-             NULL, NULL, NULL, NULL
+             NULL, NULL, NULL, NULL, NULL
          FROM json_array_elements_text(CAST(CAST(?1 AS TEXT) AS JSON)) AS t(term)
          UNION ALL
          SELECT 3, NULL, NULL, NULL, NULL, CAST(SUM(docs) AS BIGINT), CAST(SUM(tokens) AS BIGINT),
-             NULL, NULL, NULL
+             NULL, NULL, NULL, NULL
          FROM memory_fts_totals
          UNION ALL
-         SELECT 4, b.term, b.team_id, b.agent_id, b.tenant_id, NULL, NULL, NULL, b.postings, NULL
+         SELECT 4, b.term, b.team_id, b.agent_id, b.tenant_id, NULL, NULL, NULL, b.postings, NULL,
+             b.places
          FROM memory_fts_blocks b WHERE b.term = {multi_terms}
          UNION ALL
          SELECT 5, p.term, p.team_id, p.agent_id, p.tenant_id, p.seq, p.freq, p.length, NULL,
-             array_to_string(p.positions, ',')
+             array_to_string(p.positions, ','), NULL
          FROM memory_fts_postings p WHERE p.term = {multi_terms}
          UNION ALL
-         SELECT 6, NULL, NULL, NULL, NULL, f.seq, NULL, NULL, NULL, NULL {retired}"
+         SELECT 6, NULL, NULL, NULL, NULL, f.seq, NULL, NULL, NULL, NULL, NULL {retired}"
     );
     let (single, multi) = (json(&single)?, json(&multi)?);
     let mut params: Vec<&dyn ToValue> = vec![&single, &multi];
@@ -713,7 +731,7 @@ fn read(tx: &dyn Tx, phrases: &[Vec<String>], scope: &ScopeFilter) -> Result<Rea
                 if let Value::Blob(bytes) = r.value(8)? {
                     let postings = read.in_scope.entry(r.get(1)?).or_default();
                     postings.extend(
-                        decoded(bytes, false)?
+                        decoded(bytes, None)?
                             .into_iter()
                             .map(|p| (p.seq, p.freq, p.length)),
                     );
@@ -736,11 +754,11 @@ fn read(tx: &dyn Tx, phrases: &[Vec<String>], scope: &ScopeFilter) -> Result<Rea
                 read.retired.insert(r.get(5)?);
             }
             4 => {
-                if let Value::Blob(bytes) = r.value(8)? {
+                if let (Value::Blob(bytes), Value::Blob(places)) = (r.value(8)?, r.value(10)?) {
                     let scope = scope_of(r, 2)?;
                     let postings = read.everywhere.entry(r.get(1)?).or_default();
                     postings.extend(
-                        decoded(bytes, true)?
+                        decoded(bytes, Some(places))?
                             .into_iter()
                             .map(|p| (p, scope.clone())),
                     );

@@ -43,6 +43,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0009_memory_fts_blocks",
         include_str!("../../migrations/postgres/0009_memory_fts_blocks.sql"),
     ),
+    (
+        "0010_memory_fts_places",
+        include_str!("../../migrations/postgres/0010_memory_fts_places.sql"),
+    ),
 ];
 
 /// The schema version a fully migrated PostgreSQL database reports.
