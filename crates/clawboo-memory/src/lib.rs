@@ -49,7 +49,8 @@ pub(crate) type Result<T> = std::result::Result<T, StoreError>;
 /// transaction wrote just before its commit and merges the full-text index when the store
 /// is idle; on PostgreSQL it sets pgvector's session settings and makes pgvector ready
 /// (the vector search path it finds is kept with the store, [`Memory::vector_search`]),
-/// after packing the full-text postings of a database written before blocks existed.
+/// after rebuilding a full-text index left in an older layout (postings not yet in
+/// blocks, or blocks holding their places inline).
 pub const EXTENSION: Extension = Extension {
     sqlite_hooks: sqlite::register_sqlite_hooks,
     postgres_session_settings: postgres::pgvector::session_settings,

@@ -582,7 +582,7 @@ impl Rebuild {
     }
 
     /// Index every fact of the database, in `seq` order.
-    fn add_all(&mut self, tx: &dyn Tx) -> Result<u64> {
+    pub(super) fn add_all(&mut self, tx: &dyn Tx) -> Result<u64> {
         crate::each_fact_text(tx, |seq, fact, terms| self.add(tx, seq, fact, terms))
     }
 

@@ -15,7 +15,7 @@ use crate::engine::{MemoryEngine, VectorSearchPath};
 use crate::search::fts_words;
 use crate::terms::{self, DocTerms};
 use crate::vectors::{Vectors, scan_vectors};
-use crate::{Fact, Memory, Result, ScopeFilter, each_fact_text};
+use crate::{Fact, Memory, Result, ScopeFilter};
 use clawboo_store::db::{Findings, ToValue, Tx};
 use clawboo_store::{Store, StoreError};
 
@@ -74,7 +74,7 @@ impl MemoryEngine for Postgres {
     /// The postings emptied and written again, packed, from each fact, in `tx`.
     fn rebuild_text_index(&self, tx: &dyn Tx) -> Result<u64> {
         let mut rebuild = fts::Rebuild::start(tx)?;
-        let indexed = each_fact_text(tx, |seq, fact, terms| rebuild.add(tx, seq, fact, terms))?;
+        let indexed = rebuild.add_all(tx)?;
         rebuild.finish(tx)?;
         Ok(indexed)
     }
@@ -116,9 +116,8 @@ impl MemoryEngine for Postgres {
         Ok(Vectors::Database)
     }
 
-    /// Through pgvector's HNSW index where
-    /// the server has it and the walk finds `k`, else every fact in scope, a page at a time
-    /// in one snapshot, keeping only the best `k`.
+    /// Through pgvector's HNSW index where the server has it and the walk finds `k`, else
+    /// every fact in scope, a page at a time in one snapshot, keeping only the best `k`.
     ///
     /// An embedder that is not semantic (the built-in one) makes vectors of the text's own
     /// words, and a fact's nearest neighbours are then mostly the facts sharing the

@@ -160,12 +160,7 @@ fn try_prepare(store: &Store) -> Result<Option<String>> {
 /// still pay for it.
 fn drop_superseded_index(store: &Store, dim: usize) -> Result<()> {
     let superseded = format!("memory_facts_vector_{dim}");
-    let exists: bool = store.read(|tx| {
-        tx.query_one("SELECT to_regclass(?1) IS NOT NULL", &[&superseded], |r| {
-            r.get(0)
-        })
-    })?;
-    if !exists {
+    if !store.read(|tx| index_exists(tx, &superseded))? {
         return Ok(());
     }
     tracing::info!(
@@ -269,6 +264,11 @@ fn backfill(store: &Store) -> Result<()> {
     Ok(())
 }
 
+/// Whether an index (or any relation) of that name exists in the current schema.
+fn index_exists(tx: &dyn Tx, name: &str) -> Result<bool> {
+    tx.query_one("SELECT to_regclass(?1) IS NOT NULL", &[&name], |r| r.get(0))
+}
+
 /// The name of the HNSW index of dimension `dim`.
 fn index_name(dim: usize) -> String {
     format!("memory_facts_halfvec_{dim}")
@@ -282,10 +282,7 @@ pub(super) fn ensure_index(store: &Store, dim: usize) -> Result<bool> {
         return Ok(false);
     }
     let name = index_name(dim);
-    let exists = |tx: &dyn Tx| -> Result<bool> {
-        tx.query_one("SELECT to_regclass(?1) IS NOT NULL", &[&name], |r| r.get(0))
-    };
-    if store.read(|tx| exists(tx))? {
+    if store.read(|tx| index_exists(tx, &name))? {
         return Ok(true);
     }
     tracing::info!(
@@ -294,7 +291,7 @@ pub(super) fn ensure_index(store: &Store, dim: usize) -> Result<bool> {
     );
     store.write(|tx| {
         lock_ddl(tx)?;
-        if !exists(tx)? {
+        if !index_exists(tx, &name)? {
             tx.execute(
                 &format!(
                     "CREATE INDEX {name} ON memory_facts USING hnsw
