@@ -262,3 +262,46 @@ fn opening_replaces_the_full_precision_index_with_the_half_precision_one() {
         .unwrap();
     assert_eq!(hits.hits.len(), 1);
 }
+
+/// An index build asks for the memory its graph needs when the server's
+/// `maintenance_work_mem` is smaller, and keeps a larger setting.
+#[test]
+fn an_index_build_asks_for_room_for_its_graph() {
+    let (_at, m, indexed) = indexed_memory();
+    if !indexed {
+        return;
+    }
+    let facts = 800;
+    let mut seed = 7u64;
+    for i in 0..facts {
+        m.save_fact(fact(
+            &format!("note {i}"),
+            &sentence(&mut seed, 12),
+            None,
+            None,
+        ))
+        .unwrap();
+    }
+    let dim = clawboo_embed::HashedEmbedder::default().dim();
+    let asked_after = |server_kb: i64| -> i64 {
+        m.store()
+            .write(|tx| {
+                tx.execute(
+                    &format!("SET LOCAL maintenance_work_mem = '{server_kb}kB'"),
+                    &[],
+                )?;
+                postgres::pgvector::room_for_the_graph(tx, dim)?;
+                tx.query_one(
+                    "SELECT CAST(setting AS BIGINT) FROM pg_settings
+                     WHERE name = 'maintenance_work_mem'",
+                    &[],
+                    |r| r.get::<i64>(0),
+                )
+            })
+            .unwrap()
+    };
+    let graph_kb = facts * (2 * dim as i64 + 1024) / 1024;
+    assert!(graph_kb > 1024, "the corpus outgrows the smallest setting");
+    assert_eq!(asked_after(1024), graph_kb, "raised to the graph's size");
+    assert_eq!(asked_after(4 * graph_kb), 4 * graph_kb, "a larger one kept");
+}

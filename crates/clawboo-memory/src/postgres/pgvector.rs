@@ -289,9 +289,15 @@ pub(super) fn ensure_index(store: &Store, dim: usize) -> Result<bool> {
         dim,
         "building pgvector's HNSW index for this embedding dimension"
     );
-    store.write(|tx| {
-        lock_ddl(tx)?;
-        if !index_exists(tx, &name)? {
+    let build = |graph_in_memory: bool| {
+        store.write(|tx| {
+            lock_ddl(tx)?;
+            if index_exists(tx, &name)? {
+                return Ok(());
+            }
+            if graph_in_memory {
+                room_for_the_graph(tx, dim)?;
+            }
             tx.execute(
                 &format!(
                     "CREATE INDEX {name} ON memory_facts USING hnsw
@@ -300,10 +306,48 @@ pub(super) fn ensure_index(store: &Store, dim: usize) -> Result<bool> {
                 ),
                 &[],
             )?;
-        }
-        Ok::<_, StoreError>(())
-    })?;
+            Ok::<_, StoreError>(())
+        })
+    };
+    if let Err(e) = build(true) {
+        // The larger memory may be more than the server can give (a parallel build asks
+        // for it as shared memory at once); the server's own setting builds it too.
+        tracing::warn!(
+            error = %e,
+            "building the HNSW index with its graph in memory failed; building it within \
+             the server's maintenance_work_mem"
+        );
+        build(false)?;
+    }
     Ok(true)
+}
+
+/// Bytes pgvector's build keeps for one fact's node of the graph beyond its half-precision
+/// vector (its neighbour lists and bookkeeping), with some room to spare.
+const GRAPH_BYTES_A_NODE: i64 = 1024;
+
+/// The largest `maintenance_work_mem` an index build asks for, in kB (1 GiB).
+const MAX_BUILD_MEMORY_KB: i64 = 1 << 20;
+
+/// Raise `maintenance_work_mem` for the rest of `tx` to what the graph of the facts of
+/// `dim` needs, so pgvector builds it in memory (and in parallel) instead of inserting
+/// node by node into the index on disk once the graph outgrows the setting: the server's
+/// default is sized for B-trees, not graphs. A larger setting of the server's is kept.
+pub(crate) fn room_for_the_graph(tx: &dyn Tx, dim: usize) -> Result<()> {
+    let node_bytes = 2 * dim as i64 + GRAPH_BYTES_A_NODE;
+    tx.query_one(
+        &format!(
+            "SELECT set_config('maintenance_work_mem',
+                 CAST(greatest(
+                     least((SELECT count(*) FROM memory_facts WHERE embedding_dim = {dim})
+                               * {node_bytes} / 1024, {MAX_BUILD_MEMORY_KB}),
+                     (SELECT CAST(setting AS BIGINT) FROM pg_settings
+                      WHERE name = 'maintenance_work_mem')) AS TEXT) || 'kB', true)"
+        ),
+        &[],
+        |r| r.get::<String>(0),
+    )?;
+    Ok(())
 }
 
 /// A vector as pgvector's text input, `[x,y,…]` (each float printed to round-trip).
