@@ -46,7 +46,7 @@ struct Cli {
     /// Folder holding the built binaries (default: the folder of this executable).
     #[arg(long, global = true)]
     bin_dir: Option<PathBuf>,
-    /// Where large seeded databases are kept between runs (default: <bin-dir>/../bench-data).
+    /// Where large seeded databases are kept between runs (default: `<bin-dir>/../bench-data`).
     #[arg(long, global = true)]
     data_dir: Option<PathBuf>,
     /// `CLAWBOO_EMBEDDINGS` for the servers and the seeded facts.

@@ -1,6 +1,6 @@
 //! What the MCP servers count at their edge (SPEC §17): each tool call by server, tool and
 //! outcome with its latency, the waits held by protocol family, and memory searches by
-//! mode. Recorded in [`crate::server::McpServer::call_tool`] (the one entry of every call,
+//! mode. Recorded in `McpServer::call_tool` (`server.rs`) (the one entry of every call,
 //! over stdio and HTTP), so a handler records nothing itself; `clawboo serve` exposes them
 //! at `/metrics` ([`register`]).
 //!

@@ -4,7 +4,7 @@
 //! Facts and procedures are written once, on the store's neutral [`clawboo_store::db::Tx`];
 //! only how text is indexed and ranked, and where vectors are ranked, differs by engine:
 //! each engine's side is a folder (`sqlite/`, `postgres/`) implementing
-//! [`engine::MemoryEngine`], picked once per dialect by [`engine_for`]. On SQLite,
+//! `engine::MemoryEngine`, picked once per dialect by `engine_for`. On SQLite,
 //! [`Memory`] keeps two caches in the process, kept right when other processes write the
 //! same file: every fact vector, so a vector search scans memory, and the terms of every
 //! fact, so full text ranks in memory exactly as FTS5 would. On PostgreSQL, where many

@@ -3,7 +3,7 @@
 //!
 //! What moves with every call is recorded where it happens and costs a counter add:
 //! tool calls at the MCP edge (`clawboo_mcp::metrics`), REST requests here
-//! ([`observe_rest`]), the store's round trips in the engines (`clawboo_store::ops`).
+//! (`observe_rest`), the store's round trips in the engines (`clawboo_store::ops`).
 //! What needs a query (approvals waiting, leases, facts) is read when scraped, in one
 //! short snapshot, so an idle server does no work for its metrics.
 

@@ -1,9 +1,9 @@
 //! Domain events: what a committed write tells the waits that care (a post in a room, a
 //! decided or expired approval, "this process wrote"). A domain rule raises an event
-//! inside its transaction ([`raise`]); the store publishes it on its [`crate::bus::Bus`]
+//! inside its transaction ([`raise`]); the store publishes it on its bus (`bus::Bus`)
 //! only once that transaction (or the group commit it ran in) committed, and drops it when
 //! the write rolled back, so a waiter never wakes to read a state that is not there yet.
-//! The same event goes to every other process as its wire topic ([`Event::topic`]): on
+//! The same event goes to every other process as its wire topic (`Event::topic`): on
 //! PostgreSQL by `NOTIFY`, delivered at commit and published on each listening process's
 //! bus by the cross-host relay (`postgres/listen.rs`); SQLite's processes poll instead.
 
@@ -12,7 +12,7 @@ use std::cell::RefCell;
 use crate::db::Tx;
 use crate::error::Result;
 
-/// What happened, keyed as its waiters subscribe ([`crate::bus::Bus::listen`]).
+/// What happened, keyed as its waiters subscribe (`bus::Bus::listen`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Event {
     /// A room got a post: long-polls on that room read again.

@@ -1,5 +1,5 @@
 //! The one text normaliser that pattern matching runs on: the secret scrubber
-//! ([`crate::scrub`]) and the broker's inspectors ([`crate::broker::inspect`]) both match on
+//! ([`crate::scrub`]) and the broker's inspectors (`clawboo_broker`'s `inspect`) both match on
 //! [`normalized`] text, so a zero-width space or full-width letters cannot split a token or a
 //! phrase past them.
 

@@ -43,7 +43,7 @@ impl DbLocation {
 
     /// This location with a PostgreSQL URL's missing password filled in as libpq would
     /// (`PGPASSWORD`, else the password file): the driver reads neither by itself, and
-    /// attach snippets carry the URL without its password. See [`with_libpq_password`].
+    /// attach snippets carry the URL without its password. See the free function of that name.
     pub fn with_libpq_password(self) -> DbLocation {
         match self {
             DbLocation::Postgres(url) => DbLocation::Postgres(with_libpq_password(&url)),

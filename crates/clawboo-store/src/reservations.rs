@@ -4,7 +4,7 @@
 //! own: release, done, block and expiry free it by moving the task, and renewal renews it
 //! with the lease. A claim whose patterns overlap another agent's live reservation on the
 //! same team is refused ([`StoreError::Reserved`]); the check and the claim run in one
-//! transaction serialized per team ([`lock`]), so two claimers in any processes on any
+//! transaction serialized per team (`lock`), so two claimers in any processes on any
 //! hosts never both win overlapping paths.
 
 use std::collections::{HashSet, VecDeque};

@@ -342,7 +342,7 @@ impl Store {
     /// how it learns of other processes' writes (SQLite: they tell nobody here). On
     /// PostgreSQL every host's posts and decisions reach this process as `NOTIFY` and its
     /// bus, so a wait reads again only as a safety net, every
-    /// [`WAIT_SAFETY_NET`] at the most often: hundreds of waits polling a shared server
+    /// [`crate::WAIT_SAFETY_NET`] at the most often: hundreds of waits polling a shared server
     /// would load it for every other caller.
     pub fn wait_poll(&self, poll: Duration) -> Duration {
         self.engine.wait_poll(poll)

@@ -31,7 +31,7 @@ pub struct ServeArgs {
 const WORKER_THREADS_ENV: &str = "TOKIO_WORKER_THREADS";
 
 /// Serve until Ctrl-C. Once the socket is bound, prints `clawboo listening on <url>` on
-/// stdout, so scripts (and tests) learn the real port, followed by [`banner`]'s lines.
+/// stdout, so scripts (and tests) learn the real port, followed by `banner`'s lines.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let location = crate::resolve_db(args.db.as_deref())?;
     let launcher = crate::attach::stdio_launcher()?;
