@@ -12,6 +12,7 @@ mod flood;
 mod load;
 mod peer;
 mod pg_commit;
+mod pg_read;
 mod procs;
 mod recall;
 mod report;
@@ -121,6 +122,10 @@ enum BenchCommand {
     /// (one row); COMMIT` transactions per second over `--connections` connections, each
     /// updating a row of its own (on a fresh database of `--pg`, or on `--db`).
     PgCommit(pg_commit::PgCommitArgs),
+    /// How a short read's round trip is best waited for on PostgreSQL: the store's read
+    /// path against `tokio-postgres` driven by the runtime, a connection per reader and one
+    /// pipelined connection for all (on a fresh database of `--pg`, or on `--db`).
+    PgRead(pg_read::PgReadArgs),
     /// What a stored fact costs in memory: private RSS of `clawboo serve` and of a stdio
     /// memory server over `--facts` facts (after searches in every mode), less the same
     /// server's over an empty database, per fact.
@@ -297,6 +302,7 @@ fn main() -> anyhow::Result<()> {
         } => echo_side_by_side(calls, &windows, &sessions, &peer),
         BenchCommand::SqliteCommit { transactions } => sqlite_commit(transactions),
         BenchCommand::PgCommit(args) => pg_commit::run(&env, &args),
+        BenchCommand::PgRead(args) => pg_read::run(&env, &args),
         BenchCommand::FactMemory(args) => fact_memory::run(&env, &args),
         BenchCommand::MemoryRecall(args) => recall::run(&env, &args),
         BenchCommand::Contention {
