@@ -145,6 +145,7 @@ OUT="$TARGET/bench-results.txt"
     echo "## PostgreSQL beside SQLite ($(psql "$PG_URL" -Atc 'SHOW server_version' 2>/dev/null || echo 'server version unknown'))"
     run sqlite-commit --transactions "$(scale 50000)"
     run --pg "$PG_URL" pg-commit --transactions "$(scale 50000)" --connections 1,8,32
+    run --pg "$PG_URL" pg-read --reads "$(scale 40000)"
     both stdio --tool get-task --tasks 1000 --calls "$(scale 20000)"
     both stdio --tool claim-task --calls "$(scale 20000)"
     both stdio --tool claim-task --calls "$(scale 20000)" --window 32
