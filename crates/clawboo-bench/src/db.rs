@@ -266,6 +266,16 @@ impl ServerCpu {
     }
 }
 
+/// A client on `url` whose connection runs as a task of the current runtime (as
+/// `deadpool-postgres` runs it), for the measures of the driver itself.
+pub async fn runtime_client(url: &str) -> anyhow::Result<tokio_postgres::Client> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .context("cannot connect to the PostgreSQL server")?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
 /// Run `f` with a client on `url`, on a runtime of its own (callers are synchronous).
 pub fn with_client<T: Send + 'static>(
     url: &str,

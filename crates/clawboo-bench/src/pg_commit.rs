@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use clawboo_store::DbLocation;
 
 use crate::Env;
-use crate::db::{ServerCpu, with_client};
+use crate::db::{ServerCpu, runtime_client, with_client};
 
 /// Flags of `clawboo-bench pg-commit`.
 #[derive(clap::Args, Clone)]
@@ -87,11 +87,7 @@ fn commit_race(url: &str, connections: usize, each: usize) -> anyhow::Result<Dur
     runtime.block_on(async {
         let mut clients = Vec::with_capacity(connections);
         for _ in 0..connections {
-            let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-                .await
-                .context("cannot connect to the PostgreSQL server")?;
-            tokio::spawn(connection);
-            clients.push(client);
+            clients.push(runtime_client(url).await?);
         }
         let started = Instant::now();
         let mut racers = Vec::with_capacity(connections);

@@ -18,7 +18,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clawboo_store::DbLocation;
 use clawboo_store::board::Scope;
 
@@ -125,10 +125,7 @@ async fn race(
     };
     let mut clients = Vec::with_capacity(connections);
     for _ in 0..connections {
-        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .context("cannot connect to the PostgreSQL server")?;
-        tokio::spawn(connection);
+        let client = crate::db::runtime_client(url).await?;
         let statement = client.prepare(READ_TASK).await?;
         clients.push((Arc::new(client), statement));
     }
