@@ -1,9 +1,12 @@
 //! How a short read's round trip is best waited for on PostgreSQL (issue 40, item 3): one
 //! task read by id, by `--readers` readers at once on a multi-threaded runtime of two
-//! workers (as `clawboo serve` runs on two cores), three ways:
+//! workers (as `clawboo serve` runs on two cores), five ways:
 //!
-//! - `store`: the servers' path today, `Store::run_read` of `Store::get_task`, whose pool
-//!   polls a connection on the thread that holds it;
+//! - `store`: `Store::run_read` of the synchronous `Store::get_task`, whose pool polls a
+//!   connection on the thread that holds it (the path of every read not yet written once
+//!   as `async` code);
+//! - `store async`: `Store::get_task_async`, the same read written once over
+//!   `clawboo_store::reads`, awaited on connections the runtime drives;
 //! - `per-reader`: `tokio-postgres` driven by the runtime, a connection per reader;
 //! - `per-reader in a transaction`: the same, the read wrapped as the store wraps it
 //!   (`BEGIN … READ ONLY`, the read, `COMMIT`, sent together in one round trip), to tell
@@ -49,6 +52,7 @@ const READ_TASK: &str = "SELECT id, title, description, status, priority, team_i
 #[derive(Clone, Copy, Debug)]
 enum Way {
     Store,
+    StoreAsync,
     PerReader,
     PerReaderInTransaction,
     Pipelined,
@@ -57,7 +61,8 @@ enum Way {
 impl Way {
     fn name(self) -> &'static str {
         match self {
-            Way::Store => "store (pool polled by its holder)",
+            Way::Store => "store, synchronous (pool polled by its holder)",
+            Way::StoreAsync => "store, async (connections driven by the runtime)",
             Way::PerReader => "tokio-postgres, a connection per reader",
             Way::PerReaderInTransaction => {
                 "tokio-postgres, a connection per reader, each read in a transaction"
@@ -83,6 +88,7 @@ pub fn run(env: &Env, args: &PgReadArgs) -> anyhow::Result<()> {
     let each = args.reads.div_ceil(readers);
     for way in [
         Way::Store,
+        Way::StoreAsync,
         Way::PerReader,
         Way::PerReaderInTransaction,
         Way::Pipelined,
@@ -119,7 +125,7 @@ async fn race(
     each: usize,
 ) -> anyhow::Result<Duration> {
     let connections = match way {
-        Way::Store => 0,
+        Way::Store | Way::StoreAsync => 0,
         Way::PerReader | Way::PerReaderInTransaction => readers,
         Way::Pipelined => 1,
     };
@@ -130,6 +136,7 @@ async fn race(
         clients.push((Arc::new(client), statement));
     }
     let in_transaction = matches!(way, Way::PerReaderInTransaction);
+    let asynchronous = matches!(way, Way::StoreAsync);
     let started = Instant::now();
     let mut racers = Vec::with_capacity(readers);
     for r in 0..readers {
@@ -151,6 +158,11 @@ async fn race(
                         committed?;
                         row?.is_some_and(|row| !row.get::<_, String>(1).is_empty())
                     }
+                    None if asynchronous => store
+                        .get_task_async(id, None)
+                        .await
+                        .map_err(anyhow::Error::from)??
+                        .is_some(),
                     None => store
                         .run_read(move |s| s.get_task(&id, Scope::ALL))
                         .await

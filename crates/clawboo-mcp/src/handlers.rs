@@ -19,7 +19,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 use crate::binding::Binding;
-use crate::protocol::{Effect, parse_args, store_read, store_write, tool, unknown_tool};
+use crate::protocol::{Effect, parse_args, store_write, tool, unknown_tool};
 use crate::server::ToolSet;
 
 /// A handler's answer: `Err` is a refusal (bad arguments, a rule), sent as it is.
@@ -224,11 +224,9 @@ async fn piggyback_inbox(
     mut result: CallToolResult,
 ) -> CallToolResult {
     let (agent, team) = (agent.to_owned(), team.map(str::to_owned));
-    let (agent_read, team_read) = (agent.clone(), team.clone());
-    let pending = store_read(store, move |s| {
-        s.has_pending_inbox(&agent_read, team_read.as_deref())
-    })
-    .await;
+    let pending = store
+        .has_pending_inbox_async(agent.clone(), team.clone())
+        .await;
     if matches!(pending, Ok(Ok(false))) {
         return result;
     }

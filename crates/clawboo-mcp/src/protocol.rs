@@ -111,10 +111,10 @@ pub(crate) async fn check_link_task(
     let Some(task_id) = task_id.map(str::to_owned) else {
         return Ok(());
     };
-    let found = store_read(store, move |s| {
-        s.require_linkable(&task_id, Scope::team(team.as_deref()))
-    })
-    .await?;
+    let found = store
+        .require_linkable_async(task_id, team)
+        .await
+        .map_err(internal_error)?;
     found.map_err(link_failure)
 }
 

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use crate::binding::Binding;
 use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
 use crate::protocol::{
-    Effect, denied, globs_schema, invalid_args, json_result, store_failure, store_read,
-    store_write, tool_error,
+    Effect, denied, globs_schema, internal_error, invalid_args, json_result, store_failure,
+    store_read, store_write, tool_error,
 };
 
 /// `list_tasks`' page when no `limit` is given.
@@ -492,12 +492,12 @@ impl TasksServer {
     }
 
     async fn get_task(&self, ctx: &CallContext<'_>, a: TaskIdArgs) -> Outcome {
-        let team = ctx.binding.team_id.clone();
         let id = a.task_id.clone();
-        let detail = store_read(&self.store, move |s| {
-            s.task_detail(&a.task_id, Scope::team(team.as_deref()))
-        })
-        .await?;
+        let detail = self
+            .store
+            .task_detail_async(a.task_id, ctx.binding.team_id.clone())
+            .await
+            .map_err(internal_error)?;
         Ok(match detail {
             Ok(Some(detail)) => json_result(&detail),
             // A short id names a task of the caller's own team only (another team's

@@ -13,9 +13,7 @@
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use clawboo_store::chat::{
-    ChatPage, ChatQuery, MAX_READ_LIMIT, MAX_WAIT, POLL_INTERVAL, PostKind, team_room,
-};
+use clawboo_store::chat::{ChatPage, MAX_READ_LIMIT, MAX_WAIT, POLL_INTERVAL, PostKind, team_room};
 use clawboo_store::delegate::{DelegateError, Delegation};
 use clawboo_store::links::LinkKind;
 use clawboo_store::{Store, StoreError};
@@ -31,7 +29,7 @@ use crate::envelope::{PeerPost, format_peer_post};
 use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
 use crate::metrics::ProtocolFamily;
 use crate::protocol::{
-    Effect, check_link_task, invalid_args, json_result, link_stored, store_failure, store_read,
+    Effect, check_link_task, internal_error, invalid_args, json_result, link_stored, store_failure,
     store_write, tool_error, unknown_tool,
 };
 use crate::waits::{WaitLimit, WaitOwner, WaitPermit};
@@ -152,17 +150,16 @@ struct RoomRead {
 impl RoomRead {
     /// The page past `since_seq`: a quick store read.
     async fn read(&self, store: &Arc<Store>, since_seq: i64) -> Result<ChatPage, CallToolResult> {
-        let (room, me, limit) = (self.room.clone(), self.exclude_author.clone(), self.limit);
-        store_read(store, move |s| {
-            s.read_chat(&ChatQuery {
-                room_id: &room,
+        store
+            .read_chat_async(
+                self.room.clone(),
                 since_seq,
-                limit,
-                exclude_author: me.as_deref(),
-            })
-        })
-        .await?
-        .map_err(store_error)
+                self.limit,
+                self.exclude_author.clone(),
+            )
+            .await
+            .map_err(internal_error)?
+            .map_err(store_error)
     }
 }
 

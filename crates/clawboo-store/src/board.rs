@@ -3,12 +3,17 @@
 //! serves every surface (MCP, REST, UI). Titles, descriptions and comments are scrubbed of
 //! secrets ([`crate::scrub`]) before they are stored, whichever surface wrote them.
 
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
 use serde::Serialize;
 
 use crate::db::{Batched, DbRow, PerEngine, Tx};
 use crate::error::{CapReason, Result, StoreError};
 use crate::leases::{self, GRANT_LEASE};
 use crate::operator_activity::{self, OperatorAction};
+use crate::reads::{self, AsyncTx, Query, Reads, StoreRead, ready_now};
+use crate::run::RunError;
 use crate::scrub::{is_only_redactions, scrub_text};
 pub use crate::task::{MAX_BODY_CHARS, MAX_TITLE_CHARS, Scope, Status, Task};
 use crate::task::{
@@ -326,6 +331,133 @@ mod page_plan_tests {
                 assert!(!text.contains("B-TREE FOR ORDER BY"), "{sql}: {text}");
             }
         }
+    }
+}
+
+/// [`Store::get_task`]'s read, on any transaction.
+async fn read_task<R: Reads + ?Sized>(
+    tx: &R,
+    reference: &str,
+    scope: Scope<'_>,
+) -> Result<Option<Task>> {
+    let id = short_ids::resolve_on(tx, reference, scope).await?;
+    let query = Query::new(load_task_sql(scope), &[&id.as_ref(), &scope.team_id]);
+    let found = reads::query_first(tx, query).await?;
+    found.map(|row| task_from_row(&*row)).transpose()
+}
+
+/// [`read_task`] with its arguments, for [`Store::run_read_committed`].
+struct TaskRead {
+    id: String,
+    team_id: Option<String>,
+}
+
+impl StoreRead for TaskRead {
+    type Output = Option<Task>;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Self::Output> {
+        ready_now(read_task(
+            tx,
+            &self.id,
+            Scope::team(self.team_id.as_deref()),
+        ))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<Self::Output>> {
+        Box::pin(read_task(
+            tx,
+            &self.id,
+            Scope::team(self.team_id.as_deref()),
+        ))
+    }
+}
+
+/// [`Store::task_detail`]'s read, on any transaction: the task, its comments and recent
+/// links in one batch, then its ancestors one by one.
+async fn read_task_detail<R: Reads + ?Sized>(
+    tx: &R,
+    reference: &str,
+    scope: Scope<'_>,
+) -> Result<Option<TaskDetail>> {
+    let id = short_ids::resolve_on(tx, reference, scope).await?;
+    let id = id.as_ref();
+    // Each query is built before an `.await`: a borrowed parameter list alive across one
+    // would make the future not `Send`.
+    let batch = vec![
+        Query::new(load_task_sql(scope), &[&id, &scope.team_id]),
+        Query::new(
+            "SELECT id, task_id, author_agent_id, author_type, body, created_at FROM task_comments
+                 WHERE task_id = ?1 ORDER BY created_at, id",
+            &[&id],
+        ),
+        Query::new(
+            crate::links::RECENT_LINKS,
+            &[&id, &crate::links::LINKS_SHOWN],
+        ),
+    ];
+    let mut answers = tx.query_batch(batch).await?.into_iter();
+    let (tasks, comments, links) = (
+        answers.next().unwrap_or_default(),
+        answers.next().unwrap_or_default(),
+        answers.next().unwrap_or_default(),
+    );
+    let Some(task) = tasks.first().map(|r| task_from_row(&**r)).transpose()? else {
+        return Ok(None);
+    };
+    let comments = comments
+        .iter()
+        .map(|r| comment_from_row(&**r))
+        .collect::<Result<Vec<_>>>()?;
+    let links = links
+        .iter()
+        .map(|r| crate::links::link_from_row(&**r))
+        .collect::<Result<Vec<_>>>()?;
+    let mut ancestors = Vec::new();
+    let mut next = task.parent_task_id.clone();
+    while let Some(parent_id) = next {
+        if ancestors.len() > 64 {
+            break;
+        }
+        let query = Query::new(load_task_sql(scope), &[&parent_id, &scope.team_id]);
+        let found = reads::query_first(tx, query).await?;
+        let Some(parent) = found.map(|r| task_from_row(&*r)).transpose()? else {
+            break;
+        };
+        next = parent.parent_task_id.clone();
+        ancestors.push(parent);
+    }
+    ancestors.reverse();
+    Ok(Some(TaskDetail {
+        task,
+        comments,
+        ancestors,
+        links,
+    }))
+}
+
+/// [`read_task_detail`] with its arguments, for [`Store::run_snapshot`].
+struct TaskDetailRead {
+    id: String,
+    team_id: Option<String>,
+}
+
+impl StoreRead for TaskDetailRead {
+    type Output = Option<TaskDetail>;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Self::Output> {
+        ready_now(read_task_detail(
+            tx,
+            &self.id,
+            Scope::team(self.team_id.as_deref()),
+        ))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<Self::Output>> {
+        Box::pin(read_task_detail(
+            tx,
+            &self.id,
+            Scope::team(self.team_id.as_deref()),
+        ))
     }
 }
 
@@ -753,58 +885,34 @@ impl Store {
     /// One task visible in `scope` (dropped ones included), or `None`; `id` may be its
     /// short id (`RED-12`).
     pub fn get_task(&self, id: &str, scope: Scope<'_>) -> Result<Option<Task>> {
-        self.read(|tx| load_task(tx, &short_ids::resolve(tx, id, scope)?, scope))
+        self.read(|tx| ready_now(read_task(tx, id, scope)))
+    }
+
+    /// [`Store::get_task`] for an async caller in `team_id`'s scope (any team's for
+    /// `None`), run the way the engine runs reads best ([`Store::run_read_committed`]).
+    pub async fn get_task_async(
+        self: &Arc<Store>,
+        id: String,
+        team_id: Option<String>,
+    ) -> std::result::Result<Result<Option<Task>>, RunError> {
+        self.run_read_committed(TaskRead { id, team_id }).await
     }
 
     /// A task with its comments (oldest first) and ancestors (root first), read in one
     /// snapshot. The ancestors stop below the first one outside `scope`. `id` may be the
     /// task's short id (`RED-12`).
     pub fn task_detail(&self, id: &str, scope: Scope<'_>) -> Result<Option<TaskDetail>> {
-        self.snapshot(|tx| {
-            let id = short_ids::resolve(tx, id, scope)?;
-            let id = id.as_ref();
-            let (mut task, mut comments, mut links) = (None, Vec::new(), Vec::new());
-            tx.query_batch(&mut [
-                Batched::new(load_task_sql(scope), &[&id, &scope.team_id], |r| {
-                    task = Some(task_from_row(r)?);
-                    Ok(())
-                }),
-                Batched::new(
-                    "SELECT id, task_id, author_agent_id, author_type, body, created_at FROM task_comments
-                     WHERE task_id = ?1 ORDER BY created_at, id",
-                    &[&id],
-                    |r| {
-                        comments.push(comment_from_row(r)?);
-                        Ok(())
-                    },
-                ),
-                Batched::new(
-                    crate::links::RECENT_LINKS,
-                    &[&id, &crate::links::LINKS_SHOWN],
-                    |r| {
-                        links.push(crate::links::link_from_row(r)?);
-                        Ok(())
-                    },
-                ),
-            ])?;
-            let Some(task) = task else {
-                return Ok(None);
-            };
-            let mut ancestors = Vec::new();
-            let mut next = task.parent_task_id.clone();
-            while let Some(parent_id) = next {
-                if ancestors.len() > 64 {
-                    break;
-                }
-                let Some(parent) = load_task(tx, &parent_id, scope)? else {
-                    break;
-                };
-                next = parent.parent_task_id.clone();
-                ancestors.push(parent);
-            }
-            ancestors.reverse();
-            Ok(Some(TaskDetail { task, comments, ancestors, links }))
-        })
+        self.snapshot(|tx| ready_now(read_task_detail(tx, id, scope)))
+    }
+
+    /// [`Store::task_detail`] for an async caller in `team_id`'s scope (any team's for
+    /// `None`), run the way the engine runs reads best ([`Store::run_snapshot`]).
+    pub async fn task_detail_async(
+        self: &Arc<Store>,
+        id: String,
+        team_id: Option<String>,
+    ) -> std::result::Result<Result<Option<TaskDetail>>, RunError> {
+        self.run_snapshot(TaskDetailRead { id, team_id }).await
     }
 
     /// Tasks matching `filter`, highest priority first, then oldest first (expired leases

@@ -13,10 +13,15 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
 use serde::Serialize;
 
 use crate::db::{DbRow, Tx};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
+use crate::reads::{self, AsyncTx, Query, Reads, StoreRead, ready_now};
+use crate::run::RunError;
 use crate::{Store, new_id};
 
 /// Longest accepted post body, in characters.
@@ -137,7 +142,11 @@ fn post_from_row(r: &dyn DbRow) -> Result<ChatPost> {
     })
 }
 
-const POST_COLUMNS: &str = "id, room_id, seq, author, body, kind, created_at";
+/// A page of a room's posts, its columns in [`post_from_row`]'s order: of room `?1`, past
+/// seq `?2`, not by `?3`, at most `?4`.
+const READ_POSTS: &str = "SELECT id, room_id, seq, author, body, kind, created_at FROM team_chat
+     WHERE room_id = ?1 AND seq > ?2 AND (CAST(?3 AS TEXT) IS NULL OR author <> ?3)
+     ORDER BY seq LIMIT ?4";
 
 pub(crate) fn check_label(field: &str, value: &str) -> Result<()> {
     if value.trim().is_empty() {
@@ -226,36 +235,89 @@ impl Store {
     /// Posts of a room newer than the cursor, oldest first, skipping the excluded author's,
     /// with the next cursor (see [`ChatPage::next_seq`]). Read in one snapshot.
     pub fn read_chat(&self, query: &ChatQuery<'_>) -> Result<ChatPage> {
-        let limit = query.limit.clamp(1, MAX_READ_LIMIT);
-        self.snapshot(|tx| {
-            let sql = format!(
-                "SELECT {POST_COLUMNS} FROM team_chat
-                 WHERE room_id = ?1 AND seq > ?2 AND (CAST(?3 AS TEXT) IS NULL OR author <> ?3)
-                 ORDER BY seq LIMIT ?4"
-            );
-            let posts = tx.query_map(
-                &sql,
-                &[
-                    &query.room_id,
-                    &query.since_seq,
-                    &query.exclude_author,
-                    &limit,
-                ],
-                post_from_row,
-            )?;
-            let next_seq = match posts.last() {
-                Some(last) if posts.len() == limit => last.seq,
-                _ => {
-                    let head: i64 = tx.query_one(
-                        "SELECT COALESCE(MAX(seq), 0) FROM team_chat WHERE room_id = ?1",
-                        &[&query.room_id],
-                        |r| r.get(0),
-                    )?;
-                    head.max(query.since_seq)
-                }
-            };
-            Ok(ChatPage { posts, next_seq })
+        self.snapshot(|tx| ready_now(read_posts(tx, query)))
+    }
+
+    /// [`Store::read_chat`] for an async caller, run the way the engine runs reads best
+    /// ([`Store::run_snapshot`]).
+    pub async fn read_chat_async(
+        self: &Arc<Store>,
+        room_id: String,
+        since_seq: i64,
+        limit: usize,
+        exclude_author: Option<String>,
+    ) -> std::result::Result<Result<ChatPage>, RunError> {
+        self.run_snapshot(PostsRead {
+            room_id,
+            since_seq,
+            limit,
+            exclude_author,
         })
+        .await
+    }
+}
+
+/// [`Store::read_chat`]'s read, on any transaction.
+async fn read_posts<R: Reads + ?Sized>(tx: &R, query: &ChatQuery<'_>) -> Result<ChatPage> {
+    let limit = query.limit.clamp(1, MAX_READ_LIMIT);
+    let page = Query::new(
+        READ_POSTS,
+        &[
+            &query.room_id,
+            &query.since_seq,
+            &query.exclude_author,
+            &limit,
+        ],
+    );
+    let posts = reads::query(tx, page)
+        .await?
+        .iter()
+        .map(|row| post_from_row(&**row))
+        .collect::<Result<Vec<_>>>()?;
+    let next_seq = match posts.last() {
+        Some(last) if posts.len() == limit => last.seq,
+        _ => {
+            let head = Query::new(
+                "SELECT COALESCE(MAX(seq), 0) FROM team_chat WHERE room_id = ?1",
+                &[&query.room_id],
+            );
+            let head: i64 = reads::query_first(tx, head)
+                .await?
+                .map_or(Ok(0), |row| row.get(0))?;
+            head.max(query.since_seq)
+        }
+    };
+    Ok(ChatPage { posts, next_seq })
+}
+
+/// [`read_posts`] with its arguments, for [`Store::run_snapshot`].
+struct PostsRead {
+    room_id: String,
+    since_seq: i64,
+    limit: usize,
+    exclude_author: Option<String>,
+}
+
+impl PostsRead {
+    fn query(&self) -> ChatQuery<'_> {
+        ChatQuery {
+            room_id: &self.room_id,
+            since_seq: self.since_seq,
+            limit: self.limit,
+            exclude_author: self.exclude_author.as_deref(),
+        }
+    }
+}
+
+impl StoreRead for PostsRead {
+    type Output = ChatPage;
+
+    fn run(&self, tx: &dyn Tx) -> Result<ChatPage> {
+        ready_now(read_posts(tx, &self.query()))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<ChatPage>> {
+        Box::pin(async move { read_posts(tx, &self.query()).await })
     }
 }
 

@@ -238,6 +238,9 @@ impl<T: FromValue> FromValue for Option<T> {
 pub trait DbRow {
     /// Column `index`'s value; an error when there is no such column.
     fn value(&self, index: usize) -> Result<Value<'_>>;
+
+    /// How many columns the row has.
+    fn columns(&self) -> usize;
 }
 
 impl dyn DbRow + '_ {
@@ -250,6 +253,13 @@ impl dyn DbRow + '_ {
                 message: format!("column {index}: {why}"),
             })
         })
+    }
+}
+
+impl dyn DbRow + Send + Sync + '_ {
+    /// Column `index` as a `T`, as for any row ([`crate::reads::Row`]).
+    pub fn get<T: FromValue>(&self, index: usize) -> Result<T> {
+        (self as &dyn DbRow).get(index)
     }
 }
 

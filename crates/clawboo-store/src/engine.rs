@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use crate::db::{ChangeToken, Dialect, Tx};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
+use crate::reads::AsyncTx;
+use futures_util::future::BoxFuture;
 
 /// Why a transaction's body ended early: the engine failed (roll back and report it), or
 /// the caller's own code returned its error (roll back; the store hands that error back).
@@ -73,6 +75,14 @@ pub(crate) trait Engine: Send + Sync {
 
     /// Run read-only `body` in one read transaction: one snapshot for every statement.
     fn snapshot(&self, body: Body<'_>) -> std::result::Result<(), Abort>;
+
+    /// Lend a connection for reads whose statements the caller awaits, in one read-only
+    /// snapshot (`snapshot`) or each statement seeing the last commit, where the engine
+    /// runs statements asynchronously; `None` where it does not, and the store runs the
+    /// reads in [`Engine::snapshot`] or [`Engine::read`] instead (see `Store::run_snapshot`).
+    fn begin_async(&self, _snapshot: bool) -> Option<BoxFuture<'_, Result<AsyncTx>>> {
+        None
+    }
 
     /// Run queued writes group by group as `next_group` hands them out, each settled once
     /// its group's outcome is known.

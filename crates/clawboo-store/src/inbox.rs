@@ -1,10 +1,15 @@
 //! The agent inbox: short notes for an agent (a teammate moved or commented on its task, a
 //! delegation arrived) delivered once, piggybacked on the agent's next tool result.
 
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
 use serde::Serialize;
 
 use crate::db::Tx;
 use crate::error::Result;
+use crate::reads::{self, AsyncTx, Query, Reads, StoreRead, ready_now};
+use crate::run::RunError;
 use crate::{Store, new_id};
 
 /// One delivered inbox row.
@@ -83,15 +88,18 @@ impl Store {
     /// Whether `agent_id` has undelivered inbox rows (of `team_id` or of no team): one read
     /// of the pending rows' partial index.
     pub fn has_pending_inbox(&self, agent_id: &str, team_id: Option<&str>) -> Result<bool> {
-        self.read(|tx| {
-            tx.query_one(
-                "SELECT EXISTS (SELECT 1 FROM agent_inbox
-                 WHERE agent_id = ?1 AND delivered_at IS NULL
-                   AND (team_id IS NULL OR CAST(?2 AS TEXT) IS NULL OR team_id = ?2))",
-                &[&agent_id, &team_id],
-                |r| r.get::<bool>(0),
-            )
-        })
+        self.read(|tx| ready_now(read_pending(tx, agent_id, team_id)))
+    }
+
+    /// [`Store::has_pending_inbox`] for an async caller, run the way the engine runs reads
+    /// best ([`Store::run_read_committed`]).
+    pub async fn has_pending_inbox_async(
+        self: &Arc<Store>,
+        agent_id: String,
+        team_id: Option<String>,
+    ) -> std::result::Result<Result<bool>, RunError> {
+        self.run_read_committed(PendingRead { agent_id, team_id })
+            .await
     }
 
     /// Queue an inbox row for `agent_id` in its own transaction.
@@ -104,5 +112,39 @@ impl Store {
     ) -> Result<()> {
         let now = self.now_ms();
         self.write(|tx| push(tx, now, agent_id, team_id, source, body))
+    }
+}
+
+/// [`Store::has_pending_inbox`]'s read, on any transaction.
+async fn read_pending<R: Reads + ?Sized>(
+    tx: &R,
+    agent_id: &str,
+    team_id: Option<&str>,
+) -> Result<bool> {
+    let query = Query::new(
+        "SELECT EXISTS (SELECT 1 FROM agent_inbox
+         WHERE agent_id = ?1 AND delivered_at IS NULL
+           AND (team_id IS NULL OR CAST(?2 AS TEXT) IS NULL OR team_id = ?2))",
+        &[&agent_id, &team_id],
+    );
+    let found = reads::query_first(tx, query).await?;
+    found.map_or(Ok(false), |row| row.get::<bool>(0))
+}
+
+/// [`read_pending`] with its arguments, for [`Store::run_read_committed`].
+struct PendingRead {
+    agent_id: String,
+    team_id: Option<String>,
+}
+
+impl StoreRead for PendingRead {
+    type Output = bool;
+
+    fn run(&self, tx: &dyn Tx) -> Result<bool> {
+        ready_now(read_pending(tx, &self.agent_id, self.team_id.as_deref()))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(read_pending(tx, &self.agent_id, self.team_id.as_deref()))
     }
 }

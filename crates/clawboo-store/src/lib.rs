@@ -43,6 +43,9 @@ pub mod ops;
 mod pacing;
 mod path;
 mod postgres;
+pub mod reads;
+#[cfg(test)]
+mod reads_tests;
 pub mod reservations;
 mod run;
 pub mod scrub;

@@ -4,12 +4,15 @@
 //! there already), so `get_task` reads a task's recent links from one table, whichever
 //! crate stored the thing linked.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use crate::Store;
 use crate::board::Scope;
 use crate::db::Tx;
 use crate::error::{Result, StoreError};
+use crate::run::RunError;
 
 /// Most links `get_task` returns (the newest): its answer never grows with the board.
 pub const LINKS_SHOWN: i64 = 20;
@@ -130,6 +133,19 @@ impl Store {
             Some(_) => Ok(()),
             None => Err(StoreError::NotFound(task_id.to_owned())),
         }
+    }
+
+    /// [`Store::require_linkable`] for an async caller in `team_id`'s scope.
+    pub async fn require_linkable_async(
+        self: &Arc<Store>,
+        task_id: String,
+        team_id: Option<String>,
+    ) -> std::result::Result<Result<()>, RunError> {
+        let found = self.get_task_async(task_id.clone(), team_id).await?;
+        Ok(found.and_then(|task| match task {
+            Some(_) => Ok(()),
+            None => Err(StoreError::NotFound(task_id)),
+        }))
     }
 
     /// Link `ref_id` (of `kind`, saying `text`) to `task_id`, visible in `scope`.

@@ -6,12 +6,16 @@
 //! Nothing here waits for a post or a human: those waits are futures on the store's event
 //! bus ([`Store::listen_to_room`], [`Store::listen_to_approval`]) between such runs.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures_util::FutureExt;
 use tokio::runtime::{Handle, RuntimeFlavor};
+use tracing::Instrument;
 
 use crate::engine::SettleWrite;
+use crate::reads::StoreRead;
 use crate::{Store, StoreError};
 
 /// How many times a single-threaded drainer yields to gather more writes into its group.
@@ -68,6 +72,72 @@ impl Store {
             Ok(Err(f)) => self.run_off_thread(f).await,
             Err(_) => Err(RunError::Panicked),
         }
+    }
+
+    /// Run a read of several statements in one snapshot, written once over
+    /// [`crate::reads::Reads`]: on a multi-threaded runtime (`clawboo serve`) and an
+    /// engine that runs statements asynchronously (PostgreSQL) right here, its round trips
+    /// awaited on this task; otherwise as [`Store::run_read`] runs a synchronous read. A
+    /// single-threaded runtime (a stdio server) gains nothing from the asynchronous
+    /// connections there, since its synchronous reads already run inline, and would hold
+    /// one more connection to the server per process.
+    pub async fn run_snapshot<R: StoreRead>(
+        self: &Arc<Store>,
+        read: R,
+    ) -> Result<Result<R::Output, StoreError>, RunError> {
+        self.run_async_read(read, true).await
+    }
+
+    /// [`Store::run_snapshot`] for a read whose statements each need only see the last
+    /// commit (one that reads once): no transaction around them.
+    pub async fn run_read_committed<R: StoreRead>(
+        self: &Arc<Store>,
+        read: R,
+    ) -> Result<Result<R::Output, StoreError>, RunError> {
+        self.run_async_read(read, false).await
+    }
+
+    async fn run_async_read<R: StoreRead>(
+        self: &Arc<Store>,
+        read: R,
+        snapshot: bool,
+    ) -> Result<Result<R::Output, StoreError>, RunError> {
+        let asynchronous = (!on_this_thread())
+            .then(|| self.engine().begin_async(snapshot))
+            .flatten();
+        let Some(begin) = asynchronous else {
+            return self
+                .run_read(move |store| {
+                    if snapshot {
+                        store.snapshot(|tx| read.run(tx))
+                    } else {
+                        store.read(|tx| read.run(tx))
+                    }
+                })
+                .await;
+        };
+        let span = if snapshot {
+            tracing::info_span!("store.snapshot", engine = self.engine().name())
+        } else {
+            tracing::info_span!("store.read", engine = self.engine().name())
+        };
+        async move {
+            let tx = match begin.await {
+                Ok(tx) => tx,
+                Err(e) => return Ok(Err(e)),
+            };
+            // A panic drops `tx` unfinished, which rolls it back.
+            let value = AssertUnwindSafe(read.run_async(&tx))
+                .catch_unwind()
+                .await
+                .map_err(|_| RunError::Panicked)?;
+            if value.is_ok() {
+                tx.finish();
+            }
+            Ok(value)
+        }
+        .instrument(span)
+        .await
     }
 
     /// Run store work on the blocking pool: work that may take long (an embedding, a

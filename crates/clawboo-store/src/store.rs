@@ -353,6 +353,11 @@ impl Store {
         self.engine.schema_probe()
     }
 
+    /// The engine under the store, for `run.rs`, which decides how each engine's work runs.
+    pub(crate) fn engine(&self) -> &dyn Engine {
+        &*self.engine
+    }
+
     /// The engine's pool occupancy, where it keeps a pool.
     pub(crate) fn engine_pool_stats(&self) -> Option<crate::engine::PoolStats> {
         self.engine.pool_stats()

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use clawboo_store::db::{DbRow, ToValue, Tx, Value};
+use clawboo_store::reads::OwnedValue;
 use clawboo_store::{Store, StoreError};
 
 use crate::catalogue::{COPIED, Copied, DERIVED, DERIVED_COLUMNS, is_derived_column};
@@ -44,42 +45,10 @@ impl CopyReport {
     }
 }
 
-/// One column's value, owned, to carry a page from one engine to the other.
-#[derive(Debug, Clone, PartialEq)]
-enum Cell {
-    Null,
-    Int(i64),
-    Real(f64),
-    Text(String),
-    Blob(Vec<u8>),
-}
-
-impl Cell {
-    fn of(value: Value<'_>) -> Cell {
-        match value {
-            Value::Null => Cell::Null,
-            Value::Int(i) => Cell::Int(i),
-            Value::Real(r) => Cell::Real(r),
-            Value::Text(t) => Cell::Text(t.to_owned()),
-            Value::Blob(b) => Cell::Blob(b.to_vec()),
-        }
-    }
-}
-
-impl ToValue for Cell {
-    fn to_value(&self) -> Value<'_> {
-        match self {
-            Cell::Null => Value::Null,
-            Cell::Int(i) => Value::Int(*i),
-            Cell::Real(r) => Value::Real(*r),
-            Cell::Text(t) => Value::Text(t),
-            Cell::Blob(b) => Value::Blob(b),
-        }
-    }
-}
-
-fn read_cells(row: &dyn DbRow, columns: usize) -> Result<Vec<Cell>, StoreError> {
-    (0..columns).map(|i| row.value(i).map(Cell::of)).collect()
+fn read_cells(row: &dyn DbRow, columns: usize) -> Result<Vec<OwnedValue>, StoreError> {
+    (0..columns)
+        .map(|i| row.value(i).map(OwnedValue::from))
+        .collect()
 }
 
 /// Copy every table of `source` into `target` ([`CopyOptions`] says what to do with a
@@ -253,7 +222,7 @@ fn copy_table(
     let column_list = columns.join(", ");
     let reader = KeyPages::new(table, &column_list);
     let mut insert_sql: Option<(usize, String)> = None;
-    let mut after: Option<Vec<Cell>> = None;
+    let mut after: Option<Vec<OwnedValue>> = None;
     loop {
         let rows = reader.page(src, after.as_deref(), page, columns.len())?;
         let Some(last) = rows.last() else { break };
@@ -321,7 +290,7 @@ fn set_self_refs(
         table.name,
         conditions.join(" AND ")
     );
-    let mut after: Option<Vec<Cell>> = None;
+    let mut after: Option<Vec<OwnedValue>> = None;
     loop {
         let rows = reader.page(src, after.as_deref(), PAGE_ROWS, width)?;
         let Some(last) = rows.last() else { break };
@@ -363,10 +332,10 @@ impl<'a> KeyPages<'a> {
     fn page(
         &self,
         tx: &dyn Tx,
-        after: Option<&[Cell]>,
+        after: Option<&[OwnedValue]>,
         limit: usize,
         width: usize,
-    ) -> Result<Vec<Vec<Cell>>, StoreError> {
+    ) -> Result<Vec<Vec<OwnedValue>>, StoreError> {
         let key = self.table.key.join(", ");
         let mut conditions: Vec<String> = self.filter.iter().cloned().collect();
         if after.is_some() {

@@ -135,12 +135,7 @@ async fn detail(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<axum::Json<Value>, AppError> {
-    let store = state.store();
-    let lookup = id.clone();
-    let detail = store_call(store, move |store| {
-        Ok(store.task_detail(&lookup, Scope::ALL)?)
-    })
-    .await?;
+    let detail = state.store().task_detail_async(id.clone(), None).await??;
     let detail = detail.ok_or_else(|| AppError::not_found(format!("not found: {id}")))?;
     // The board shows the description and comments as rendered markdown.
     let mut answer = json!(detail);

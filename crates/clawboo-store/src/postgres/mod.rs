@@ -12,6 +12,7 @@
 //! say so through [`Tx::serialize_on`] (a transaction-scoped advisory lock). Nothing
 //! outside this module sees a driver type.
 
+mod async_pool;
 mod codec;
 mod error;
 mod integrity;
@@ -37,9 +38,13 @@ use crate::db::{
 };
 use crate::engine::{Abort, Body, Engine, NextGroup, PoolStats};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
+use async_pool::AsyncPool;
 use codec::{Param, Raw, decode};
 use error::unavailable;
+use futures_util::future::BoxFuture;
 use pool::{Pool, Pooled};
+
+use crate::reads::AsyncTx;
 
 /// tokio-postgres's keepalive idle time when the URL sets none (the kernel's default).
 const DEFAULT_KEEPALIVES_IDLE: Duration = Duration::from_secs(2 * 60 * 60);
@@ -90,6 +95,9 @@ pub(crate) struct PgDb {
     /// Runs the listener; `None` only while being dropped.
     runtime: Option<tokio::runtime::Runtime>,
     pool: Arc<Pool>,
+    /// The connections of the reads written once as `async` code, driven by their
+    /// callers' runtimes; the rest of the store's work still runs on `pool`.
+    async_pool: Arc<AsyncPool>,
     /// `?N` statements rewritten to `$N`, by their text.
     rewritten: Arc<Mutex<HashMap<String, Arc<str>>>>,
     /// Told after every committed write; the listener announces them to every process.
@@ -161,12 +169,23 @@ impl PgDb {
             .filter(|s| !s.is_empty())
             .collect::<Vec<_>>()
             .join("; ");
+        // Each pool opens connections only as they are needed, the asynchronous one only
+        // on a multi-threaded runtime (`Store::run_snapshot`), so a stdio server holds as
+        // many as before.
+        let async_pool = AsyncPool::new(
+            pg_config.clone(),
+            tls.clone(),
+            config.pg_pool_size,
+            CONNECTION_WAIT,
+            setup.clone(),
+        );
         let pool = Pool::new(pg_config, tls, config.pg_pool_size, CONNECTION_WAIT, setup);
         let listening = runtime.handle().clone();
         let db = PgDb {
             id: NEXT_DB_ID.fetch_add(1, Ordering::Relaxed),
             runtime: Some(runtime),
             pool,
+            async_pool,
             rewritten: Arc::default(),
             wrote,
             unannounced,
@@ -372,8 +391,23 @@ impl Engine for PgDb {
         )
     }
 
+    /// Both pools together: the synchronous one and the asynchronous reads'.
     fn pool_stats(&self) -> Option<PoolStats> {
-        Some(self.pool.stats())
+        let stats = self.pool.stats();
+        let (open, in_use, waiting) = self.async_pool.occupancy();
+        Some(PoolStats {
+            max: stats.max + self.async_pool.max(),
+            open: stats.open + open,
+            in_use: stats.in_use + in_use,
+            waiting: stats.waiting + waiting,
+        })
+    }
+
+    fn begin_async(&self, snapshot: bool) -> Option<BoxFuture<'_, Result<AsyncTx>>> {
+        Some(Box::pin(async move {
+            let tx = self.async_pool.lend(snapshot).await?;
+            Ok(AsyncTx(Box::new(tx)))
+        }))
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -392,6 +426,7 @@ impl Drop for PgDb {
             }
         }
         self.pool.close();
+        self.async_pool.close();
         // A store may be dropped on an async runtime's thread (a stdio server ending),
         // where waiting for this runtime's threads is not allowed.
         if let Some(runtime) = self.runtime.take() {
@@ -536,19 +571,27 @@ fn as_sql<'a>(params: &'a [Param<'a>]) -> Vec<&'a (dyn tokio_postgres::types::To
 
 struct PgRow<'r>(&'r tokio_postgres::Row);
 
+/// Column `index` of `row` in the neutral form.
+fn column(row: &tokio_postgres::Row, index: usize) -> Result<Value<'_>> {
+    let column_error = |why: String| {
+        StoreError::Backend(BackendError {
+            kind: BackendErrorKind::Other,
+            message: format!("column {index}: {why}"),
+        })
+    };
+    let raw: Raw<'_> = row
+        .try_get(index)
+        .map_err(|e| column_error(e.to_string()))?;
+    decode(&raw).map_err(|e| column_error(e.to_string()))
+}
+
 impl DbRow for PgRow<'_> {
     fn value(&self, index: usize) -> Result<Value<'_>> {
-        let column_error = |why: String| {
-            StoreError::Backend(BackendError {
-                kind: BackendErrorKind::Other,
-                message: format!("column {index}: {why}"),
-            })
-        };
-        let raw: Raw<'_> = self
-            .0
-            .try_get(index)
-            .map_err(|e| column_error(e.to_string()))?;
-        decode(&raw).map_err(|e| column_error(e.to_string()))
+        column(self.0, index)
+    }
+
+    fn columns(&self) -> usize {
+        self.0.len()
     }
 }
 

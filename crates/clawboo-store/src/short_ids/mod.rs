@@ -15,6 +15,7 @@ use std::borrow::Cow;
 use crate::Store;
 use crate::db::Tx;
 use crate::error::{Result, StoreError};
+use crate::reads::{self, Query, Reads, ready_now};
 use crate::task::Scope;
 
 /// The key of the tasks that belong to no team.
@@ -80,14 +81,24 @@ pub(crate) fn resolve<'r>(
     reference: &'r str,
     scope: Scope<'_>,
 ) -> Result<Cow<'r, str>> {
+    ready_now(resolve_on(tx, reference, scope))
+}
+
+/// [`resolve`] on any transaction, synchronous or not.
+pub(crate) async fn resolve_on<'r, R: Reads + ?Sized>(
+    tx: &R,
+    reference: &'r str,
+    scope: Scope<'_>,
+) -> Result<Cow<'r, str>> {
     let Some(short) = parse(reference) else {
         return Ok(Cow::Borrowed(reference));
     };
-    let id = tx.query_opt(
+    let query = Query::new(
         "SELECT id FROM tasks WHERE short_id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR team_id = ?2)",
         &[&short, &scope.team_id],
-        |r| r.get::<String>(0),
-    )?;
+    );
+    let found = reads::query_first(tx, query).await?;
+    let id = found.map(|row| row.get::<String>(0)).transpose()?;
     Ok(id.map_or(Cow::Borrowed(reference), Cow::Owned))
 }
 

@@ -47,6 +47,10 @@ impl DbRow for SqliteRow<'_, '_> {
             ValueRef::Blob(b) => Value::Blob(b),
         })
     }
+
+    fn columns(&self) -> usize {
+        AsRef::<rusqlite::Statement<'_>>::as_ref(self.0).column_count()
+    }
 }
 
 impl Tx for SqliteTx<'_> {

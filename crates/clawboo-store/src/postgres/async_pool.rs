@@ -1,0 +1,310 @@
+//! Connections driven by the caller's own runtime, for the reads written once as `async`
+//! code ([`crate::reads`]): a read awaits its round trips instead of parking a thread, and
+//! a batch's statements travel together, so several calls' round trips are in flight on
+//! one thread. Each connection's task runs on the runtime of the call that opened it;
+//! when that runtime ends (a test's), its clients report closed and are replaced.
+//!
+//! A snapshot holds its connection alone until it ends (another task's statement must not
+//! land inside its transaction); the pool opens at most `max` of them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, join, join_all};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_postgres::tls::NoTls;
+use tokio_postgres::{Client, Config, Statement};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use super::codec::Param;
+use super::error::unavailable;
+use super::{as_sql, column, lock};
+use crate::db::{DbRow, Dialect, ToValue, Value, dollar_placeholders};
+use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
+use crate::reads::{AsyncStatements, Query, Row};
+
+/// What opens a snapshot: statements run in one REPEATABLE READ snapshot, written nowhere.
+const BEGIN_SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+
+/// The asynchronous connections of one store.
+pub(super) struct AsyncPool {
+    config: Config,
+    tls: Option<MakeRustlsConnect>,
+    /// Statements every new connection runs first (session settings); empty for none.
+    setup: String,
+    max: usize,
+    /// How long a caller waits for a connection to come free or be made.
+    wait: Duration,
+    permits: Arc<Semaphore>,
+    idle: std::sync::Mutex<Vec<Arc<Conn>>>,
+    /// Connections made and not yet dropped, idle or lent.
+    open: AtomicUsize,
+    /// Callers waiting for a connection now.
+    waiting: AtomicUsize,
+}
+
+/// One connection with the statements it has prepared, by their `?N` text.
+struct Conn {
+    client: Client,
+    prepared: parking_lot::Mutex<HashMap<&'static str, Statement>>,
+}
+
+impl AsyncPool {
+    pub(super) fn new(
+        config: Config,
+        tls: Option<MakeRustlsConnect>,
+        max: usize,
+        wait: Duration,
+        setup: String,
+    ) -> Arc<AsyncPool> {
+        let max = max.max(1);
+        Arc::new(AsyncPool {
+            config,
+            tls,
+            setup,
+            max,
+            wait,
+            permits: Arc::new(Semaphore::new(max)),
+            idle: std::sync::Mutex::new(Vec::new()),
+            open: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+        })
+    }
+
+    /// A connection of its own for reads, in a REPEATABLE READ READ ONLY transaction
+    /// (`snapshot`) or with each statement committing alone (one that reads once needs no
+    /// transaction, which would double the server's work): an idle connection still open,
+    /// else a new one; `Unavailable` once the pool's wait has passed with all `max` lent.
+    pub(super) async fn lend(self: &Arc<Self>, snapshot: bool) -> Result<LentTx> {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        let permit =
+            tokio::time::timeout(self.wait, Arc::clone(&self.permits).acquire_owned()).await;
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        let permit = match permit {
+            Ok(Ok(permit)) => permit,
+            _ => {
+                return Err(unavailable(
+                    "no PostgreSQL connection came free in time: every pooled connection is \
+                     busy (raise CLAWBOO_PG_POOL, or the server's max_connections, if this \
+                     persists)",
+                ));
+            }
+        };
+        let conn = match self.take_idle() {
+            Some(conn) => conn,
+            None => self.connect().await?,
+        };
+        Ok(LentTx {
+            pool: Arc::clone(self),
+            conn,
+            began: AtomicBool::new(!snapshot),
+            snapshot,
+            finished: false,
+            _permit: permit,
+        })
+    }
+
+    fn take_idle(&self) -> Option<Arc<Conn>> {
+        let mut idle = lock(&self.idle);
+        while let Some(conn) = idle.pop() {
+            if !conn.client.is_closed() {
+                return Some(conn);
+            }
+            self.open.fetch_sub(1, Ordering::Relaxed);
+        }
+        None
+    }
+
+    /// Open a connection whose task runs on the caller's runtime, and set its session up.
+    async fn connect(&self) -> Result<Arc<Conn>> {
+        let client = match &self.tls {
+            Some(tls) => {
+                let (client, connection) = self.config.connect(tls.clone()).await?;
+                tokio::spawn(drive(connection));
+                client
+            }
+            None => {
+                let (client, connection) = self.config.connect(NoTls).await?;
+                tokio::spawn(drive(connection));
+                client
+            }
+        };
+        if !self.setup.is_empty() {
+            client.batch_execute(&self.setup).await?;
+        }
+        self.open.fetch_add(1, Ordering::Relaxed);
+        Ok(Arc::new(Conn {
+            client,
+            prepared: parking_lot::Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// Connections open, lent and waited for now.
+    pub(super) fn occupancy(&self) -> (usize, usize, usize) {
+        (
+            self.open.load(Ordering::Relaxed),
+            self.max - self.permits.available_permits(),
+            self.waiting.load(Ordering::Relaxed),
+        )
+    }
+
+    pub(super) fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Drop every idle connection (a store closing).
+    pub(super) fn close(&self) {
+        let closed = std::mem::take(&mut *lock(&self.idle));
+        self.open.fetch_sub(closed.len(), Ordering::Relaxed);
+    }
+}
+
+/// Run a connection until it ends; a lost one is reported to its client's next request.
+async fn drive<S, T>(connection: tokio_postgres::Connection<S, T>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    if let Err(e) = connection.await {
+        tracing::debug!(error = %e, "a PostgreSQL connection ended");
+    }
+}
+
+/// A connection held alone, for reads. In a snapshot, the `BEGIN` travels with its first
+/// statements and its end (`COMMIT`, or `ROLLBACK` when it was dropped unfinished) is sent
+/// without waiting for the answer, since the connection's next request is answered after
+/// it anyway.
+pub(super) struct LentTx {
+    pool: Arc<AsyncPool>,
+    conn: Arc<Conn>,
+    /// Whether the `BEGIN` went out (or, outside a snapshot, needs none).
+    began: AtomicBool,
+    snapshot: bool,
+    finished: bool,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl LentTx {
+    /// The prepared statements for `batch`, preparing (together, in one round trip) those
+    /// this connection has not prepared yet.
+    async fn statements(&self, batch: &[Query]) -> Result<Vec<Statement>> {
+        let conn = &self.conn;
+        let missing: Vec<&'static str> = {
+            let prepared = conn.prepared.lock();
+            let mut missing: Vec<&'static str> = batch
+                .iter()
+                .map(|q| q.sql)
+                .filter(|sql| !prepared.contains_key(sql))
+                .collect();
+            missing.dedup();
+            missing
+        };
+        if !missing.is_empty() {
+            let texts: Vec<String> = missing.iter().map(|sql| dollar_placeholders(sql)).collect();
+            crate::counters::postgres_round_trip();
+            let made = join_all(texts.iter().map(|text| conn.client.prepare(text))).await;
+            let mut prepared = conn.prepared.lock();
+            for (sql, statement) in missing.into_iter().zip(made) {
+                prepared.insert(sql, statement?);
+            }
+        }
+        let prepared = conn.prepared.lock();
+        batch
+            .iter()
+            .map(|q| {
+                prepared.get(q.sql).cloned().ok_or_else(|| {
+                    StoreError::Backend(BackendError {
+                        kind: BackendErrorKind::Other,
+                        message: "a prepared statement went missing".into(),
+                    })
+                })
+            })
+            .collect()
+    }
+
+    /// Send `sql` and let the connection drop its answer.
+    fn send_unanswered(&self, sql: &str) {
+        crate::counters::postgres_round_trip();
+        // The client queues a request on its future's first poll.
+        let _ = self.conn.client.batch_execute(sql).now_or_never();
+    }
+}
+
+impl AsyncStatements for LentTx {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    fn query_batch(&self, batch: Vec<Query>) -> BoxFuture<'_, Result<Vec<Vec<Row>>>> {
+        Box::pin(async move {
+            let statements = self.statements(&batch).await?;
+            let bound: Vec<Vec<Param<'_>>> = batch
+                .iter()
+                .map(|q| q.params.iter().map(|p| Param(p.to_value())).collect())
+                .collect();
+            let params: Vec<_> = bound.iter().map(|bound| as_sql(bound)).collect();
+            let client = &self.conn.client;
+            // `join_all` polls its futures in order, and a request is queued on its first
+            // poll: every statement is written before any answer is read.
+            let queries = join_all(
+                statements
+                    .iter()
+                    .zip(&params)
+                    .map(|(statement, params)| client.query(statement, params)),
+            );
+            crate::counters::postgres_round_trip();
+            let answers = if self.began.swap(true, Ordering::Relaxed) {
+                queries.await
+            } else {
+                let (began, answers) = join(client.batch_execute(BEGIN_SNAPSHOT), queries).await;
+                began?;
+                answers
+            };
+            answers
+                .into_iter()
+                .map(|rows| {
+                    Ok(rows?
+                        .into_iter()
+                        .map(|row| Box::new(PgOwnedRow(row)) as Row)
+                        .collect())
+                })
+                .collect()
+        })
+    }
+
+    fn finish(mut self: Box<Self>) {
+        if self.snapshot && self.began.load(Ordering::Relaxed) {
+            self.send_unanswered("COMMIT");
+        }
+        self.finished = true;
+    }
+}
+
+impl Drop for LentTx {
+    fn drop(&mut self) {
+        if self.snapshot && !self.finished && self.began.load(Ordering::Relaxed) {
+            self.send_unanswered("ROLLBACK");
+        }
+        if self.conn.client.is_closed() {
+            self.pool.open.fetch_sub(1, Ordering::Relaxed);
+        } else {
+            lock(&self.pool.idle).push(Arc::clone(&self.conn));
+        }
+    }
+}
+
+/// A row read on an asynchronous connection, decoded column by column as asked.
+struct PgOwnedRow(tokio_postgres::Row);
+
+impl DbRow for PgOwnedRow {
+    fn value(&self, index: usize) -> Result<Value<'_>> {
+        column(&self.0, index)
+    }
+
+    fn columns(&self) -> usize {
+        self.0.len()
+    }
+}

@@ -1,0 +1,272 @@
+//! Reads written once as `async` code ([`crate::reads`]), on both backends
+//! (`TestStore::new` picks): run through `Store::run_snapshot` they read what the
+//! synchronous call reads, and on PostgreSQL a snapshot cut short or a runtime that ended
+//! never leaves a connection that later reads would trip over.
+
+use std::pin::pin;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+
+use crate::board::{AuthorType, CreatePolicy, NewComment, NewTask, TaskPatch};
+use crate::chat::{ChatQuery, PostKind};
+use crate::links::LinkKind;
+use crate::task::{Scope, Task};
+use crate::testing::TestStore;
+use crate::{Store, StoreConfig};
+
+fn create(store: &Store, title: &str, parent: Option<&Task>) -> Task {
+    let new = NewTask {
+        team_id: Some("red".into()),
+        parent_task_id: parent.map(|p| p.id.clone()),
+        ..NewTask::titled(title)
+    };
+    store.create_task(new, CreatePolicy::Uncapped).unwrap()
+}
+
+/// A grandchild with comments and a link under its parent and root, all in team red.
+fn tree(store: &Store) -> Task {
+    let root = create(store, "root", None);
+    let child = create(store, "child", Some(&root));
+    let leaf = create(store, "leaf", Some(&child));
+    for body in ["first", "second"] {
+        let comment = NewComment {
+            author_agent_id: Some("agent-1".into()),
+            author_type: AuthorType::Agent,
+            body: body.into(),
+        };
+        store.add_comment(&leaf.id, comment, Scope::ALL).unwrap();
+    }
+    store
+        .link_to_task(&leaf.id, Scope::ALL, LinkKind::Fact, "fact-1", "a fact")
+        .unwrap();
+    leaf
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_detail_reads_what_the_synchronous_one_reads() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    let leaf = tree(&store);
+    let short = leaf.short_id.clone().unwrap();
+    for (reference, team) in [
+        (leaf.id.clone(), None),
+        (leaf.id.clone(), Some("red")),
+        (short.clone(), Some("red")),
+        (short.to_lowercase(), None),
+        (short.clone(), Some("blue")),
+        ("RED-999".to_owned(), Some("red")),
+        ("no-such-task".to_owned(), None),
+    ] {
+        let sync_store = Arc::clone(&store);
+        let (sync_reference, sync_team) = (reference.clone(), team);
+        let expected = tokio::task::spawn_blocking(move || {
+            sync_store.task_detail(&sync_reference, Scope::team(sync_team))
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        let read = store
+            .task_detail_async(reference.clone(), team.map(str::to_owned))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(read, expected, "{reference} as {team:?}");
+        if team != Some("blue") && !reference.starts_with("RED-999") && reference != "no-such-task"
+        {
+            let detail = read.unwrap();
+            assert_eq!(detail.ancestors.len(), 2, "{reference}");
+            assert_eq!(detail.comments.len(), 2, "{reference}");
+            assert_eq!(detail.links.len(), 1, "{reference}");
+        } else {
+            assert!(read.is_none(), "{reference} as {team:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_cut_short_leaves_its_connection_outside_any_transaction() {
+    let test = TestStore::new();
+    // One connection, so the next read reuses the one the cut snapshot held.
+    let config = StoreConfig {
+        pg_pool_size: 1,
+        ..StoreConfig::default()
+    };
+    let store = Arc::new(test.store_with(config));
+    let task = create(&store, "before", None);
+    // Warm: the connection is open and its statements prepared, so the next read sends
+    // its `BEGIN` and queries on its first poll.
+    assert_eq!(
+        store
+            .task_detail_async(task.id.clone(), None)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+            .task
+            .title,
+        "before"
+    );
+    {
+        let mut cut = pin!(store.task_detail_async(task.id.clone(), None));
+        // On PostgreSQL this sends the read's `BEGIN` and queries and leaves it waiting
+        // for the answer; SQLite's read may run to its end right here.
+        let _ = cut.as_mut().now_or_never();
+        // Time for the server to run the cut read's first statements, so its snapshot
+        // predates the write below (were it not, this test could not catch a leak).
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let patch = TaskPatch {
+        title: Some("after".into()),
+        description: None,
+        priority: None,
+    };
+    store.patch_task(&task.id, &patch, Scope::ALL).unwrap();
+    // A connection left inside the cut snapshot would still see the title before.
+    let read = store
+        .task_detail_async(task.id.clone(), None)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.task.title, "after");
+}
+
+#[test]
+fn connections_of_a_runtime_that_ended_are_replaced() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    let task = create(&store, "a task", None);
+    for _ in 0..2 {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let read = runtime
+            .block_on(store.task_detail_async(task.id.clone(), None))
+            .unwrap()
+            .unwrap();
+        assert_eq!(read.unwrap().task.id, task.id);
+        // The connection's task ends with this runtime; the next one must open another.
+        drop(runtime);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_without_a_snapshot_agree_with_the_synchronous_ones() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    let leaf = tree(&store);
+    let short = leaf.short_id.clone().unwrap();
+    for (reference, team) in [
+        (leaf.id.clone(), None),
+        (short.clone(), Some("red")),
+        (short.clone(), Some("blue")),
+        ("no-such-task".to_owned(), None),
+    ] {
+        let found = store
+            .get_task_async(reference.clone(), team.map(str::to_owned))
+            .await
+            .unwrap()
+            .unwrap();
+        let expected = store.get_task(&reference, Scope::team(team)).unwrap();
+        assert_eq!(found, expected, "{reference} as {team:?}");
+        assert_eq!(
+            found.is_some(),
+            team != Some("blue") && reference != "no-such-task"
+        );
+        let linkable = store
+            .require_linkable_async(reference.clone(), team.map(str::to_owned))
+            .await
+            .unwrap();
+        assert_eq!(linkable.is_ok(), found.is_some(), "{reference} as {team:?}");
+    }
+    let pending = |agent: &str, team: Option<&str>| {
+        store.has_pending_inbox_async(agent.to_owned(), team.map(str::to_owned))
+    };
+    assert!(!pending("agent-2", Some("red")).await.unwrap().unwrap());
+    store
+        .push_inbox("agent-2", Some("red"), "test", "a note")
+        .unwrap();
+    assert!(pending("agent-2", Some("red")).await.unwrap().unwrap());
+    assert!(pending("agent-2", None).await.unwrap().unwrap());
+    assert!(!pending("agent-2", Some("blue")).await.unwrap().unwrap());
+    assert!(!pending("agent-3", Some("red")).await.unwrap().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_room_read_pages_as_the_synchronous_one_does() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    for i in 0..5 {
+        let author = if i % 2 == 0 { "alice" } else { "bob" };
+        store
+            .post_chat("team:red", author, PostKind::Peer, &format!("post {i}"))
+            .unwrap();
+    }
+    for (since, limit, me) in [
+        (0, 100, None),
+        (0, 2, None),
+        (2, 2, Some("alice")),
+        (0, 100, Some("bob")),
+        (5, 10, None),
+        (0, 10, Some("nobody")),
+    ] {
+        let query = ChatQuery {
+            room_id: "team:red",
+            since_seq: since,
+            limit,
+            exclude_author: me,
+        };
+        let expected = store.read_chat(&query).unwrap();
+        let page = store
+            .read_chat_async("team:red".into(), since, limit, me.map(str::to_owned))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(page, expected, "since {since}, limit {limit}, as {me:?}");
+    }
+    let empty = store
+        .read_chat_async("team:blue".into(), 0, 10, None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(empty.posts.is_empty());
+    assert_eq!(empty.next_seq, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_snapshot_leaves_its_connection_outside_any_transaction() {
+    let test = TestStore::new();
+    // One connection, so each read reuses the one before it.
+    let config = StoreConfig {
+        pg_pool_size: 1,
+        ..StoreConfig::default()
+    };
+    let store = Arc::new(test.store_with(config));
+    let task = create(&store, "first", None);
+    for title in ["second", "third"] {
+        let read = store
+            .task_detail_async(task.id.clone(), None)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_ne!(read.task.title, title);
+        let patch = TaskPatch {
+            title: Some(title.into()),
+            description: None,
+            priority: None,
+        };
+        store.patch_task(&task.id, &patch, Scope::ALL).unwrap();
+        // A snapshot left open would still show the title before.
+        let read = store
+            .task_detail_async(task.id.clone(), None)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(read.task.title, title);
+    }
+}
