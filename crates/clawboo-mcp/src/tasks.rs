@@ -16,7 +16,7 @@ use crate::binding::Binding;
 use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
 use crate::protocol::{
     Effect, denied, globs_schema, internal_error, invalid_args, json_result, store_failure,
-    store_read, store_write, tool_error,
+    store_write, tool_error,
 };
 
 /// `list_tasks`' page when no `limit` is given.
@@ -477,10 +477,11 @@ impl TasksServer {
             ready: a.ready.unwrap_or(false),
             include_dropped: false,
         };
-        let page = store_read(&self.store, move |s| {
-            s.list_tasks_page(&filter, after.as_ref(), limit)
-        })
-        .await?;
+        let page = self
+            .store
+            .list_tasks_page_async(filter, after, limit)
+            .await
+            .map_err(internal_error)?;
         Ok(page
             .map(|page| {
                 json_result(&TasksOut {

@@ -461,6 +461,84 @@ impl StoreRead for TaskDetailRead {
     }
 }
 
+fn check_page_limit(limit: usize) -> Result<()> {
+    if (1..=MAX_PAGE).contains(&limit) {
+        return Ok(());
+    }
+    Err(StoreError::Invalid(format!(
+        "limit must be between 1 and {MAX_PAGE} (got {limit})"
+    )))
+}
+
+/// [`Store::list_tasks_page`]'s read, on any transaction.
+async fn read_page<R: Reads + ?Sized>(
+    tx: &R,
+    filter: &TaskFilter,
+    after: Option<&BoardCursor>,
+    limit: usize,
+) -> Result<TaskPage> {
+    let where_clause = filter_clause(filter);
+    let status = filter.status.map(Status::as_str);
+    let (same_priority, lower) =
+        page_queries(filter_columns(filter), &where_clause, after.is_some());
+    // One more than asked tells whether more remain.
+    let want = limit + 1;
+    let mut tasks = Vec::new();
+    if let Some(after) = after {
+        let query = Query::new(
+            same_priority,
+            &[
+                &filter.team_id,
+                &status,
+                &after.priority,
+                &after.created_at,
+                &after.id,
+                &want,
+            ],
+        );
+        tasks = tx.query_map(query, task_from_row).await?;
+    }
+    if tasks.len() < want {
+        let query = Query::new(
+            lower,
+            &[
+                &filter.team_id,
+                &status,
+                &after.map(|a| a.priority),
+                &(want - tasks.len()),
+            ],
+        );
+        tasks.extend(tx.query_map(query, task_from_row).await?);
+    }
+    let next = if tasks.len() > limit {
+        tasks.truncate(limit);
+        tasks.last().map(BoardCursor::after)
+    } else {
+        None
+    };
+    tasks.iter_mut().for_each(shorten_description);
+    Ok(TaskPage { tasks, next })
+}
+
+/// [`read_page`] with its arguments, for [`Store::run_read_committed`].
+struct PageRead {
+    filter: TaskFilter,
+    after: Option<BoardCursor>,
+    limit: usize,
+}
+
+impl StoreRead for PageRead {
+    type Output = TaskPage;
+
+    fn run(&self, tx: &dyn Tx) -> Result<TaskPage> {
+        ready_now(read_page(tx, &self.filter, self.after.as_ref(), self.limit))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<TaskPage>> {
+        Box::pin(read_page(tx, &self.filter, self.after.as_ref(), self.limit))
+    }
+}
+
 fn comment_from_row(r: &dyn DbRow) -> Result<Comment> {
     let author_type: String = r.get(3)?;
     Ok(Comment {
@@ -938,57 +1016,32 @@ impl Store {
         after: Option<&BoardCursor>,
         limit: usize,
     ) -> Result<TaskPage> {
-        if !(1..=MAX_PAGE).contains(&limit) {
-            return Err(StoreError::Invalid(format!(
-                "limit must be between 1 and {MAX_PAGE} (got {limit})"
-            )));
-        }
+        check_page_limit(limit)?;
         // A list that meets an expired lease reclaims it first (SPEC §12).
         self.expire_leases()?;
-        let where_clause = filter_clause(filter);
-        let status = filter.status.map(Status::as_str);
-        let (same_priority, lower) =
-            page_queries(filter_columns(filter), &where_clause, after.is_some());
-        // One more than asked tells whether more remain.
-        let want = limit + 1;
-        self.read(|tx| {
-            let mut tasks = Vec::with_capacity(want);
-            if let Some(after) = after {
-                tasks = tx.query_map(
-                    &same_priority,
-                    &[
-                        &filter.team_id,
-                        &status,
-                        &after.priority,
-                        &after.created_at,
-                        &after.id,
-                        &want,
-                    ],
-                    task_from_row,
-                )?;
-            }
-            if tasks.len() < want {
-                let more = tx.query_map(
-                    &lower,
-                    &[
-                        &filter.team_id,
-                        &status,
-                        &after.map(|a| a.priority),
-                        &(want - tasks.len()),
-                    ],
-                    task_from_row,
-                )?;
-                tasks.extend(more);
-            }
-            let next = if tasks.len() > limit {
-                tasks.truncate(limit);
-                tasks.last().map(BoardCursor::after)
-            } else {
-                None
-            };
-            tasks.iter_mut().for_each(shorten_description);
-            Ok(TaskPage { tasks, next })
+        self.read(|tx| ready_now(read_page(tx, filter, after, limit)))
+    }
+
+    /// [`Store::list_tasks_page`] for an async caller, run the way the engine runs reads
+    /// best ([`Store::run_read_committed`]).
+    pub async fn list_tasks_page_async(
+        self: &Arc<Store>,
+        filter: TaskFilter,
+        after: Option<BoardCursor>,
+        limit: usize,
+    ) -> std::result::Result<Result<TaskPage>, RunError> {
+        if let Err(e) = check_page_limit(limit) {
+            return Ok(Err(e));
+        }
+        if let Err(e) = self.expire_leases_async().await? {
+            return Ok(Err(e));
+        }
+        self.run_read_committed(PageRead {
+            filter,
+            after,
+            limit,
         })
+        .await
     }
 
     /// Atomically claim a `todo` task for `agent_id` (also serves `assign_task`): one

@@ -269,11 +269,7 @@ async fn read_posts<R: Reads + ?Sized>(tx: &R, query: &ChatQuery<'_>) -> Result<
             &limit,
         ],
     );
-    let posts = reads::query(tx, page)
-        .await?
-        .iter()
-        .map(|row| post_from_row(&**row))
-        .collect::<Result<Vec<_>>>()?;
+    let posts = tx.query_map(page, post_from_row).await?;
     let next_seq = match posts.last() {
         Some(last) if posts.len() == limit => last.seq,
         _ => {

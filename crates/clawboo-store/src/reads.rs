@@ -13,6 +13,7 @@
 //! `Store::run_read_committed` (in `run.rs`) are the one place that picks which of the
 //! two runs it.
 
+use std::borrow::Cow;
 use std::future::Future;
 
 use futures_util::FutureExt;
@@ -58,15 +59,16 @@ impl ToValue for OwnedValue {
 /// One statement with its parameters (bound in order to `?1`, `?2`, …).
 #[derive(Debug, Clone)]
 pub struct Query {
-    pub(crate) sql: &'static str,
+    pub(crate) sql: Cow<'static, str>,
     pub(crate) params: Vec<OwnedValue>,
 }
 
 impl Query {
-    /// `sql` with `params` copied, so the query can travel into a future.
-    pub fn new(sql: &'static str, params: &[&dyn ToValue]) -> Query {
+    /// `sql` (a constant, or text built from a handful of variants: each text is prepared
+    /// once per connection) with `params` copied, so the query can travel into a future.
+    pub fn new(sql: impl Into<Cow<'static, str>>, params: &[&dyn ToValue]) -> Query {
         Query {
-            sql,
+            sql: sql.into(),
             params: params
                 .iter()
                 .map(|p| OwnedValue::from(p.to_value()))
@@ -159,6 +161,14 @@ pub trait Reads {
     /// Run `batch`'s queries in order and hand back each one's rows; on PostgreSQL they
     /// travel in one round trip.
     fn query_batch(&self, batch: Vec<Query>) -> impl Future<Output = Result<Vec<Vec<Row>>>>;
+
+    /// One query's rows, each decoded by `decode`: on a synchronous transaction straight
+    /// from the engine's row, with no copy of it between (a page of tasks is mostly text).
+    fn query_map<T: Send>(
+        &self,
+        query: Query,
+        decode: fn(&dyn DbRow) -> Result<T>,
+    ) -> impl Future<Output = Result<Vec<T>>>;
 }
 
 /// One query's rows.
@@ -184,7 +194,7 @@ impl Reads for dyn Tx + '_ {
             .zip(&params)
             .zip(answers.iter_mut())
             .map(|((query, params), rows)| {
-                Batched::new(query.sql, params, move |row| {
+                Batched::new(&query.sql, params, move |row| {
                     rows.push(Box::new(OwnedRow::copy(row)?));
                     Ok(())
                 })
@@ -193,6 +203,19 @@ impl Reads for dyn Tx + '_ {
         let ran = Tx::query_batch(self, &mut batched);
         drop(batched);
         std::future::ready(ran.map(|()| answers))
+    }
+
+    fn query_map<T: Send>(
+        &self,
+        query: Query,
+        decode: fn(&dyn DbRow) -> Result<T>,
+    ) -> impl Future<Output = Result<Vec<T>>> {
+        let mut decoded = Vec::new();
+        let ran = self.query_each(&query.sql, &query.bound(), &mut |row| {
+            decoded.push(decode(row)?);
+            Ok(())
+        });
+        std::future::ready(ran.map(|()| decoded))
     }
 }
 
@@ -230,6 +253,15 @@ impl Reads for AsyncTx {
 
     fn query_batch(&self, batch: Vec<Query>) -> impl Future<Output = Result<Vec<Vec<Row>>>> {
         self.0.query_batch(batch)
+    }
+
+    async fn query_map<T: Send>(
+        &self,
+        query: Query,
+        decode: fn(&dyn DbRow) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        let rows = self::query(self, query).await?;
+        rows.iter().map(|row| decode(&**row)).collect()
     }
 }
 

@@ -5,13 +5,14 @@
 
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use futures_util::FutureExt;
 
-use crate::board::{AuthorType, CreatePolicy, NewComment, NewTask, TaskPatch};
+use crate::board::{AuthorType, CreatePolicy, NewComment, NewTask, TaskFilter, TaskPatch};
 use crate::chat::{ChatQuery, PostKind};
 use crate::links::LinkKind;
-use crate::task::{Scope, Task};
+use crate::task::{Scope, Status, Task};
 use crate::testing::TestStore;
 use crate::{Store, StoreConfig};
 
@@ -269,4 +270,95 @@ async fn a_finished_snapshot_leaves_its_connection_outside_any_transaction() {
             .unwrap();
         assert_eq!(read.task.title, title);
     }
+}
+
+/// The lease test's clock: a static, since a multi-threaded runtime's reads run on any
+/// thread.
+static NOW: AtomicI64 = AtomicI64::new(1_700_000_000_000);
+
+fn clock() -> i64 {
+    NOW.load(Ordering::Relaxed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_board_page_reclaims_expired_leases_then_pages_as_the_synchronous_one() {
+    let test = TestStore::new();
+    let config = StoreConfig {
+        clock,
+        lease: Some(std::time::Duration::from_secs(60)),
+        ..StoreConfig::default()
+    };
+    let store = Arc::new(test.store_with(config));
+    for (i, team) in ["red", "red", "blue", "red", "red", "blue", "red"]
+        .iter()
+        .enumerate()
+    {
+        let new = NewTask {
+            team_id: Some((*team).into()),
+            priority: Some(i64::try_from(i % 3).unwrap()),
+            ..NewTask::titled(format!("task {i}"))
+        };
+        store.create_task(new, CreatePolicy::Uncapped).unwrap();
+    }
+    let first = store
+        .list_tasks_page(&TaskFilter::default(), None, 1)
+        .unwrap();
+    let held = store
+        .claim_task(&first.tasks[0].id, "agent-1", None)
+        .unwrap();
+    assert_eq!(held.status, Status::InProgress);
+    NOW.fetch_add(61_000, Ordering::Relaxed);
+    let filters = [
+        TaskFilter::default(),
+        TaskFilter {
+            team_id: Some("red".into()),
+            scoped: true,
+            ..TaskFilter::default()
+        },
+        TaskFilter {
+            ready: true,
+            ..TaskFilter::default()
+        },
+        TaskFilter {
+            status: Some(Status::Todo),
+            ..TaskFilter::default()
+        },
+    ];
+    for filter in filters {
+        let (mut async_pages, mut after) = (Vec::new(), None);
+        loop {
+            let page = store
+                .list_tasks_page_async(filter.clone(), after.clone(), 2)
+                .await
+                .unwrap()
+                .unwrap();
+            async_pages.push((page.tasks.clone(), page.next.clone()));
+            after = page.next;
+            if after.is_none() {
+                break;
+            }
+        }
+        // The first async page reclaimed the lease that ran out.
+        let task = store.get_task(&held.id, Scope::ALL).unwrap().unwrap();
+        assert_eq!(task.status, Status::Todo, "{filter:?}");
+        let (mut sync_pages, mut after) = (Vec::new(), None);
+        loop {
+            let page = store.list_tasks_page(&filter, after.as_ref(), 2).unwrap();
+            sync_pages.push((page.tasks.clone(), page.next.clone()));
+            after = page.next;
+            if after.is_none() {
+                break;
+            }
+        }
+        assert_eq!(async_pages, sync_pages, "{filter:?}");
+        assert!(async_pages.len() > 1, "{filter:?} pages");
+    }
+    let refused = store
+        .list_tasks_page_async(TaskFilter::default(), None, 0)
+        .await
+        .unwrap();
+    assert!(
+        matches!(refused, Err(crate::StoreError::Invalid(_))),
+        "{refused:?}"
+    );
 }

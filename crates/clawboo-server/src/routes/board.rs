@@ -119,11 +119,10 @@ async fn list(
     };
     let limit = q.limit.unwrap_or(DEFAULT_PAGE);
     let after = q.cursor.as_deref().map(BoardCursor::decode).transpose()?;
-    let store = state.store();
-    let page = store_call(store, move |store| {
-        Ok(store.list_tasks_page(&filter, after.as_ref(), limit)?)
-    })
-    .await?;
+    let page = state
+        .store()
+        .list_tasks_page_async(filter, after, limit)
+        .await??;
     let mut answer = json!({ "tasks": page.tasks });
     if let Some(next) = page.next {
         answer["nextCursor"] = json!(next.encode());

@@ -4,13 +4,18 @@
 //! inside the caller's transaction, written once for both backends: the row it changes is
 //! locked by that statement, so a rule holds exactly once across processes and hosts.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use futures_util::future::BoxFuture;
 
 use serde::Serialize;
 
 use crate::chat::{self, PostKind};
 use crate::db::{Batched, PerEngine, Tx};
 use crate::error::{Result, StoreError};
+use crate::reads::{self, AsyncTx, Query, Reads, StoreRead, ready_now};
+use crate::run::RunError;
 use crate::task::{Scope, Status, Task, UNFINISHED_DEP, require_task};
 use crate::{Store, inbox};
 
@@ -515,7 +520,21 @@ impl Store {
     /// Whether some `in_progress` lease has run out by now (one read of `tasks_by_lease`).
     pub fn has_expired_leases(&self) -> Result<bool> {
         let now = self.now_ms();
-        self.read(|tx| tx.query_one(tx.statement(&ANY_EXPIRED), &[&now], |r| r.get::<bool>(0)))
+        self.read(|tx| ready_now(read_any_expired(tx, now)))
+    }
+
+    /// [`Store::expire_leases`] for an async caller: the check awaited as the engine runs
+    /// reads best ([`Store::run_read_committed`]), the write (only when a lease ran out)
+    /// as [`Store::run_write`] runs writes.
+    pub async fn expire_leases_async(
+        self: &Arc<Store>,
+    ) -> std::result::Result<Result<Vec<Reclaimed>>, RunError> {
+        let now = self.now_ms();
+        match self.run_read_committed(ExpiredRead { now }).await? {
+            Ok(false) => Ok(Ok(Vec::new())),
+            Ok(true) => self.run_write(|store| store.expire_leases()).await,
+            Err(e) => Ok(Err(e)),
+        }
     }
 
     /// Give every claim without a lease (made before leases existed, or while they were
@@ -714,3 +733,27 @@ impl Store {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests;
+
+/// [`Store::has_expired_leases`]'s read, on any transaction.
+async fn read_any_expired<R: Reads + ?Sized>(tx: &R, now: i64) -> Result<bool> {
+    let query = Query::new(tx.statement(&ANY_EXPIRED), &[&now]);
+    let found = reads::query_first(tx, query).await?;
+    found.map_or(Ok(false), |row| row.get::<bool>(0))
+}
+
+/// [`read_any_expired`] at a time, for [`Store::run_read_committed`].
+struct ExpiredRead {
+    now: i64,
+}
+
+impl StoreRead for ExpiredRead {
+    type Output = bool;
+
+    fn run(&self, tx: &dyn Tx) -> Result<bool> {
+        ready_now(read_any_expired(tx, self.now))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(read_any_expired(tx, self.now))
+    }
+}

@@ -49,7 +49,7 @@ pub(super) struct AsyncPool {
 /// One connection with the statements it has prepared, by their `?N` text.
 struct Conn {
     client: Client,
-    prepared: parking_lot::Mutex<HashMap<&'static str, Statement>>,
+    prepared: parking_lot::Mutex<HashMap<Box<str>, Statement>>,
 }
 
 impl AsyncPool {
@@ -192,12 +192,12 @@ impl LentTx {
     /// this connection has not prepared yet.
     async fn statements(&self, batch: &[Query]) -> Result<Vec<Statement>> {
         let conn = &self.conn;
-        let missing: Vec<&'static str> = {
+        let missing: Vec<&str> = {
             let prepared = conn.prepared.lock();
-            let mut missing: Vec<&'static str> = batch
+            let mut missing: Vec<&str> = batch
                 .iter()
-                .map(|q| q.sql)
-                .filter(|sql| !prepared.contains_key(sql))
+                .map(|q| &*q.sql)
+                .filter(|sql| !prepared.contains_key(*sql))
                 .collect();
             missing.dedup();
             missing
@@ -208,14 +208,14 @@ impl LentTx {
             let made = join_all(texts.iter().map(|text| conn.client.prepare(text))).await;
             let mut prepared = conn.prepared.lock();
             for (sql, statement) in missing.into_iter().zip(made) {
-                prepared.insert(sql, statement?);
+                prepared.insert(sql.into(), statement?);
             }
         }
         let prepared = conn.prepared.lock();
         batch
             .iter()
             .map(|q| {
-                prepared.get(q.sql).cloned().ok_or_else(|| {
+                prepared.get(&*q.sql).cloned().ok_or_else(|| {
                     StoreError::Backend(BackendError {
                         kind: BackendErrorKind::Other,
                         message: "a prepared statement went missing".into(),
