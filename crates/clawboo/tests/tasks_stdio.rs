@@ -894,3 +894,31 @@ fn an_initialize_naming_2026_negotiates_the_newest_version_with_initialize() {
         );
     }
 }
+
+/// A team's agents launched at once start their servers together on a database nobody has
+/// opened yet: every one starts and answers, whichever won the race to set the file up.
+#[test]
+fn servers_started_together_on_a_new_database_all_start() {
+    const SERVERS: usize = 12;
+    for _ in 0..10 {
+        let db = TestDb::new();
+        // Every thread spawns its server at the same moment, so the openings overlap.
+        let start = std::sync::Arc::new(std::sync::Barrier::new(SERVERS));
+        let servers: Vec<_> = (0..SERVERS)
+            .map(|_| {
+                let (db, start) = (db.clone(), std::sync::Arc::clone(&start));
+                std::thread::spawn(move || {
+                    start.wait();
+                    let mut c = StdioClient::spawn(BIN, &db, &[]);
+                    c.initialize();
+                    let listed = c.call_ok("list_tasks", json!({}));
+                    assert!(listed["tasks"].is_array(), "{listed}");
+                    assert_eq!(c.close(), Some(0));
+                })
+            })
+            .collect();
+        for server in servers {
+            server.join().unwrap();
+        }
+    }
+}

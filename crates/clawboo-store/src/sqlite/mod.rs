@@ -71,6 +71,25 @@ pub(super) fn retry_when_busy(attempt: i32) -> bool {
     true
 }
 
+/// Switch `conn`'s database to WAL and return the journal mode it is in. Servers that open
+/// a new file together race for the switch, and SQLite answers the losers' switch with
+/// `SQLITE_BUSY` at once, without calling the busy handler; so the switch is retried here
+/// as the handler would retry a lock, within the same budget.
+fn enable_wal(conn: &Connection) -> rusqlite::Result<String> {
+    let mut attempt = 0;
+    loop {
+        // journal_mode returns a row, so it is read rather than executed.
+        match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)) {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy && retry_when_busy(attempt) =>
+            {
+                attempt = attempt.saturating_add(1);
+            }
+            answer => return answer,
+        }
+    }
+}
+
 /// The most queued writes one group transaction takes.
 const MAX_GROUP: usize = 64;
 
@@ -116,8 +135,7 @@ impl SqliteDb {
         // for the comments' `WHERE task_id = ?1 ORDER BY …`, parsing SQL on every call;
         // docs/BENCHMARKS.md's git history, "Re-prepared statements").
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
-        // journal_mode returns a row, so it is read rather than executed.
-        let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        let mode = enable_wal(&conn)?;
         conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")?;
         // Reads map the file instead of copying each page through SQLite's private page
         // cache with `pread`, a copy that dominated reads touching many pages (a full-text
