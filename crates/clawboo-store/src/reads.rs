@@ -19,7 +19,7 @@ use std::future::Future;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
-use crate::db::{Batched, DbRow, Dialect, PerEngine, ToValue, Tx, Value};
+use crate::db::{Batched, DbRow, PerEngine, ToValue, Tx, Value};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 
 /// One SQL value, owned: a parameter that travels with its statement into a future.
@@ -221,8 +221,8 @@ impl Reads for dyn Tx + '_ {
 
 /// An engine's asynchronous transaction, as [`AsyncTx`] holds it.
 pub(crate) trait AsyncStatements: Send + Sync {
-    /// This engine's dialect.
-    fn dialect(&self) -> Dialect;
+    /// [`Reads::statement`]: this engine's form of a statement written once per engine.
+    fn statement(&self, per_engine: &PerEngine) -> &'static str;
 
     /// [`Reads::query_batch`].
     fn query_batch(&self, batch: Vec<Query>) -> BoxFuture<'_, Result<Vec<Vec<Row>>>>;
@@ -245,10 +245,7 @@ impl AsyncTx {
 
 impl Reads for AsyncTx {
     fn statement(&self, per_engine: &PerEngine) -> &'static str {
-        match self.0.dialect() {
-            Dialect::Sqlite => per_engine.sqlite,
-            Dialect::Postgres => per_engine.postgres,
-        }
+        self.0.statement(per_engine)
     }
 
     fn query_batch(&self, batch: Vec<Query>) -> impl Future<Output = Result<Vec<Vec<Row>>>> {

@@ -22,7 +22,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use super::codec::Param;
 use super::error::unavailable;
 use super::{as_sql, column, lock};
-use crate::db::{DbRow, Dialect, ToValue, Value, dollar_placeholders};
+use crate::db::{DbRow, PerEngine, ToValue, Value, dollar_placeholders};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use crate::reads::{AsyncStatements, Query, Row};
 
@@ -234,8 +234,8 @@ impl LentTx {
 }
 
 impl AsyncStatements for LentTx {
-    fn dialect(&self) -> Dialect {
-        Dialect::Postgres
+    fn statement(&self, per_engine: &PerEngine) -> &'static str {
+        per_engine.postgres
     }
 
     fn query_batch(&self, batch: Vec<Query>) -> BoxFuture<'_, Result<Vec<Vec<Row>>>> {
