@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use futures_util::FutureExt;
 
-use crate::board::{AuthorType, CreatePolicy, NewComment, NewTask, TaskFilter, TaskPatch};
+use crate::board::{
+    AuthorType, CreatePolicy, NewComment, NewTask, TaskDetail, TaskFilter, TaskPatch,
+};
 use crate::chat::{ChatQuery, PostKind};
 use crate::links::LinkKind;
 use crate::task::{Scope, Status, Task};
@@ -23,6 +25,12 @@ fn create(store: &Store, title: &str, parent: Option<&Task>) -> Task {
         ..NewTask::titled(title)
     };
     store.create_task(new, CreatePolicy::Uncapped).unwrap()
+}
+
+/// The async detail of a task that exists.
+async fn detail(store: &Arc<Store>, id: &str) -> TaskDetail {
+    let read = store.task_detail_async(id.to_owned(), None).await;
+    read.unwrap().unwrap().expect("the task exists")
 }
 
 /// A grandchild with comments and a link under its parent and root, all in team red.
@@ -97,17 +105,7 @@ async fn a_snapshot_cut_short_leaves_its_connection_outside_any_transaction() {
     let task = create(&store, "before", None);
     // Warm: the connection is open and its statements prepared, so the next read sends
     // its `BEGIN` and queries on its first poll.
-    assert_eq!(
-        store
-            .task_detail_async(task.id.clone(), None)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap()
-            .task
-            .title,
-        "before"
-    );
+    assert_eq!(detail(&store, &task.id).await.task.title, "before");
     {
         let mut cut = pin!(store.task_detail_async(task.id.clone(), None));
         // On PostgreSQL this sends the read's `BEGIN` and queries and leaves it waiting
@@ -124,12 +122,7 @@ async fn a_snapshot_cut_short_leaves_its_connection_outside_any_transaction() {
     };
     store.patch_task(&task.id, &patch, Scope::ALL).unwrap();
     // A connection left inside the cut snapshot would still see the title before.
-    let read = store
-        .task_detail_async(task.id.clone(), None)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let read = detail(&store, &task.id).await;
     assert_eq!(read.task.title, "after");
 }
 
@@ -248,12 +241,7 @@ async fn a_finished_snapshot_leaves_its_connection_outside_any_transaction() {
     let store = Arc::new(test.store_with(config));
     let task = create(&store, "first", None);
     for title in ["second", "third"] {
-        let read = store
-            .task_detail_async(task.id.clone(), None)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let read = detail(&store, &task.id).await;
         assert_ne!(read.task.title, title);
         let patch = TaskPatch {
             title: Some(title.into()),
@@ -262,12 +250,7 @@ async fn a_finished_snapshot_leaves_its_connection_outside_any_transaction() {
         };
         store.patch_task(&task.id, &patch, Scope::ALL).unwrap();
         // A snapshot left open would still show the title before.
-        let read = store
-            .task_detail_async(task.id.clone(), None)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let read = detail(&store, &task.id).await;
         assert_eq!(read.task.title, title);
     }
 }

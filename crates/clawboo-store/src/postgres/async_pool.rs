@@ -23,6 +23,7 @@ use super::codec::Param;
 use super::error::unavailable;
 use super::{as_sql, column, lock};
 use crate::db::{DbRow, PerEngine, ToValue, Value, dollar_placeholders};
+use crate::engine::PoolStats;
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use crate::reads::{AsyncStatements, Query, Row};
 
@@ -142,17 +143,14 @@ impl AsyncPool {
         }))
     }
 
-    /// Connections open, lent and waited for now.
-    pub(super) fn occupancy(&self) -> (usize, usize, usize) {
-        (
-            self.open.load(Ordering::Relaxed),
-            self.max - self.permits.available_permits(),
-            self.waiting.load(Ordering::Relaxed),
-        )
-    }
-
-    pub(super) fn max(&self) -> usize {
-        self.max
+    /// How many connections are open, lent and waited for now.
+    pub(super) fn stats(&self) -> PoolStats {
+        PoolStats {
+            max: self.max,
+            open: self.open.load(Ordering::Relaxed),
+            in_use: self.max - self.permits.available_permits(),
+            waiting: self.waiting.load(Ordering::Relaxed),
+        }
     }
 
     /// Drop every idle connection (a store closing).

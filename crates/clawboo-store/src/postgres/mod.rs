@@ -393,13 +393,12 @@ impl Engine for PgDb {
 
     /// Both pools together: the synchronous one and the asynchronous reads'.
     fn pool_stats(&self) -> Option<PoolStats> {
-        let stats = self.pool.stats();
-        let (open, in_use, waiting) = self.async_pool.occupancy();
+        let (sync, lent) = (self.pool.stats(), self.async_pool.stats());
         Some(PoolStats {
-            max: stats.max + self.async_pool.max(),
-            open: stats.open + open,
-            in_use: stats.in_use + in_use,
-            waiting: stats.waiting + waiting,
+            max: sync.max + lent.max,
+            open: sync.open + lent.open,
+            in_use: sync.in_use + lent.in_use,
+            waiting: sync.waiting + lent.waiting,
         })
     }
 
