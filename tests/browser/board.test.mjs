@@ -658,6 +658,11 @@ test("safe moves: Done with an open dependency warns, taking a held task back le
   assert.ok(!offered.some((t) => t.startsWith("Paint the van")), "another team's task is never offered");
   await page.locator("#dep-search").fill("RFC");
   assert.deepEqual((await options()).map((t) => t.split(" (")[0]).sort(), ["Draft the RFC", "Merge the RFC"]);
+  // A live redraw (an agent adds a task) renews the options and keeps the search being typed.
+  await call(tasks, "create_task", { title: "Review the RFC", teamId: "red" });
+  await page.locator("#dep-select option", { hasText: "Review the RFC" }).waitFor({ state: "attached" });
+  assert.equal(await page.locator("#dep-search").inputValue(), "RFC");
+  assert.deepEqual((await options()).map((t) => t.split(" (")[0]).sort(), ["Draft the RFC", "Merge the RFC", "Review the RFC"]);
 
   // Editing title, description and priority.
   await page.locator("#edit-task summary").click();

@@ -290,12 +290,12 @@ function taskLink(id) {
 
 async function loadDetail(id) {
   const { task, comments, ancestors, links } = await api(`/api/board/${encodeURIComponent(id)}`);
-  if (state.openTaskId === id) {
-    // A pasted `#task/RED-12` is known by its id from now on, and shows its short id.
-    state.openTaskId = task.id;
-    state.openShortId = task.shortId || null;
-    if (task.shortId && parseAddress(location.hash).view === 'task') setAddress(`task/${task.shortId}`, true);
-  }
+  // A late answer for a task no longer open (another was opened meanwhile) draws nothing.
+  if (state.openTaskId !== id) return;
+  // A pasted `#task/RED-12` is known by its id from now on, and shows its short id.
+  state.openTaskId = task.id;
+  state.openShortId = task.shortId || null;
+  if (task.shortId && parseAddress(location.hash).view === 'task') setAddress(`task/${task.shortId}`, true);
   fill($('task-dialog-title'),
     task.shortId ? h('span', { class: 'short-id', title: 'short id' }, task.shortId) : null, task.title);
   const moves = (state.workflow?.transitions[task.status] || []).map((to) =>
@@ -1231,25 +1231,39 @@ async function safeMove(task, to) {
 /** The "Depends on" picker: tasks of the same team only, never the task's ancestors,
  *  narrowed by a search. */
 function depPicker(task, ancestors) {
-  const existing = $('dep-picker');
-  if (existing && existing.dataset.taskId === task.id && existing.querySelector('input').value) return existing;
   const excluded = new Set([task.id, ...task.dependsOn, ...ancestors.map((a) => a.id)]);
   const candidates = state.tasks.filter((t) => !excluded.has(t.id) && (t.teamId || '') === (task.teamId || ''));
   if (!candidates.length) return h('p', { class: 'muted' }, 'No other task of this team to depend on.');
+  // A live redraw keeps the picker being used (its search, its focus, its choice) and
+  // only renews its options: replacing it would drop what the operator is typing.
+  const existing = $('dep-picker');
+  if (existing && existing.dataset.taskId === task.id) {
+    existing.renew(candidates);
+    return existing;
+  }
   const select = h('select', { name: 'dep', id: 'dep-select' });
+  const search = h('input', { type: 'search', id: 'dep-search', placeholder: 'title or RED-12', autocomplete: 'off' });
+  let offered = candidates;
   const matches = (c, query) => c.title.toLowerCase().includes(query.toLowerCase())
     || (c.shortId || '').toLowerCase() === query.trim().toLowerCase();
-  const show = (query) => fill(select, candidates.filter((c) => matches(c, query))
-    .map((c) => h('option', { value: c.id },
-      `${c.title} (${STATUS_LABELS[c.status] || c.status}${c.shortId ? `, ${c.shortId}` : ''})`)));
-  show('');
-  return h('form', {
+  const show = () => {
+    const chosen = select.value;
+    fill(select, offered.filter((c) => matches(c, search.value))
+      .map((c) => h('option', { value: c.id },
+        `${c.title} (${STATUS_LABELS[c.status] || c.status}${c.shortId ? `, ${c.shortId}` : ''})`)));
+    if (offered.some((c) => c.id === chosen)) select.value = chosen;
+  };
+  search.addEventListener('input', show);
+  show();
+  const picker = h('form', {
     class: 'row', id: 'dep-picker', dataset: { taskId: task.id },
     onsubmit: (e) => { e.preventDefault(); if (select.value) addDependency(task.id, select.value); },
   },
-  h('label', {}, 'Find ', h('input', { type: 'search', id: 'dep-search', placeholder: 'title or RED-12', autocomplete: 'off', oninput: (e) => show(e.target.value) })),
+  h('label', {}, 'Find ', search),
   h('label', {}, 'Depends on ', select),
   h('button', { type: 'submit' }, 'Add dependency'));
+  picker.renew = (fresh) => { offered = fresh; show(); };
+  return picker;
 }
 
 /** Title, description and priority, edited in place (kept while a live refresh redraws). */
