@@ -208,7 +208,7 @@ pub(crate) async fn record_call(store: &Arc<Store>, agent: Option<String>, team:
         return;
     };
     let team = team.map(str::to_owned);
-    match store_write(store, move |s| s.record_call(&agent, team.as_deref())).await {
+    match store.record_call_async(agent, team).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "recording a call failed; a later call renews"),
         Err(_) => tracing::warn!("recording a call failed; a later call renews"),

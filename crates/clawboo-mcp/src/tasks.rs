@@ -564,17 +564,17 @@ impl TasksServer {
     async fn claim_task(&self, ctx: &CallContext<'_>, a: ClaimArgs) -> Outcome {
         let agent = ctx.binding.agent_id.clone().unwrap_or(a.assignee_agent_id);
         non_empty("assigneeAgentId", &agent)?;
-        let team = ctx.binding.team_id.clone();
-        let claimed = store_write(&self.store, move |s| {
-            s.claim_reserving(
-                &a.task_id,
-                &agent,
-                a.assignee_runtime.as_deref(),
-                a.paths.as_deref(),
-                Scope::team(team.as_deref()),
+        let claimed = self
+            .store
+            .claim_reserving_async(
+                a.task_id,
+                agent,
+                a.assignee_runtime,
+                a.paths,
+                ctx.binding.team_id.clone(),
             )
-        })
-        .await?;
+            .await
+            .map_err(internal_error)?;
         Ok(match claimed {
             Ok(task) => json_result(&TaskOut { task: &task }),
             Err(StoreError::Conflict) => tool_error("conflict", CLAIM_CONFLICT),

@@ -305,11 +305,12 @@ impl TeamChatServer {
             return Err(tool_error("invalid_args", NO_POST_IDENTITY));
         };
         check_link_task(&self.store, a.task_id.as_deref(), team.clone()).await?;
-        let posted = store_write(&self.store, move |s| {
-            s.post_chat(&room, &author, PostKind::Peer, &a.text)
-        })
-        .await?
-        .map_err(store_error)?;
+        let posted = self
+            .store
+            .post_chat_async(room, author, PostKind::Peer, a.text)
+            .await
+            .map_err(internal_error)?
+            .map_err(store_error)?;
         let (id, body) = (posted.id.clone(), posted.body.clone());
         link_stored(&self.store, a.task_id, team, LinkKind::Post, id, body).await?;
         Ok(json_result(&json!({

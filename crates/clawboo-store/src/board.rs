@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use serde::Serialize;
 
-use crate::db::{Batched, DbRow, PerEngine, Tx};
+use crate::db::{DbRow, PerEngine, Tx};
 use crate::error::{CapReason, Result, StoreError};
 use crate::leases::{self, GRANT_LEASE};
 use crate::operator_activity::{self, OperatorAction};
@@ -20,7 +20,8 @@ use crate::task::{
     TASK_COLUMNS, UNFINISHED_DEP, check_fence, columns_for, load_task, load_task_sql, require_task,
     task_from_row,
 };
-use crate::{Store, inbox, new_id, reservations, short_ids};
+use crate::writes::{AsyncWriteTx, StoreWrite, Writes};
+use crate::{Store, inbox, new_id, reservations, short_ids, task};
 
 /// A parent may have at most this many live (non-dropped) children.
 pub const MAX_CHILDREN: i64 = 24;
@@ -597,7 +598,14 @@ fn notify_assignee(
     {
         let who = actor.unwrap_or("someone");
         let body = format!("{who} {what} on your task \"{}\" ({})", task.title, task.id);
-        inbox::push(tx, now, assignee, task.team_id.as_deref(), "board", &body)?;
+        ready_now(inbox::push(
+            tx,
+            now,
+            assignee,
+            task.team_id.as_deref(),
+            "board",
+            &body,
+        ))?;
     }
     Ok(())
 }
@@ -786,6 +794,18 @@ fn claim_in(
     claim: Claim<'_>,
     scope: Scope<'_>,
 ) -> Result<Task> {
+    ready_now(claim_on(tx, now, lease, id, claim, scope))
+}
+
+/// [`claim_in`] in any write transaction.
+async fn claim_on<W: Writes + ?Sized>(
+    tx: &W,
+    now: i64,
+    lease: Option<i64>,
+    id: &str,
+    claim: Claim<'_>,
+    scope: Scope<'_>,
+) -> Result<Task> {
     let Claim {
         agent_id,
         runtime,
@@ -810,13 +830,13 @@ fn claim_in(
     if let Some(paths) = paths {
         // A task outside the caller's team is refused below as not found, before its
         // team's reservations are ever named.
-        let team = tx.query_opt(
+        let team = Query::new(
             "SELECT team_id FROM tasks WHERE id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR team_id = ?2)",
             &[&id, &scope.team_id],
-            |r| r.get::<Option<String>>(0),
-        )?;
-        if let Some(team) = team {
-            reservations::ensure_free(tx, now, team.as_deref(), agent_id, id, paths)?;
+        );
+        let team = tx.query_map(team, |r| r.get::<Option<String>>(0)).await?;
+        if let Some(team) = team.first() {
+            reservations::ensure_free(tx, now, team.as_deref(), agent_id, id, paths).await?;
         }
         checked = true;
     }
@@ -828,14 +848,13 @@ fn claim_in(
         // reclaim of expired leases, which a claim that meets one does first
         // (SPEC §12); then the claim; then the task as it stands after it, which is
         // the answer when the claim took and says why when it did not.
-        let (mut reclaimed, mut claimed, mut task) = (Vec::new(), false, None);
         let checked_flag = i64::from(checked);
         let mut batch = Vec::with_capacity(3);
         if attempt == 0 {
-            batch.push(leases::expire_batched(tx, &now, &mut reclaimed));
+            batch.push(leases::expire_query(tx, now));
         }
-        batch.push(Batched::new(
-            &sql,
+        batch.push(Query::new(
+            sql.clone(),
             &[
                 &agent_id,
                 &runtime,
@@ -847,25 +866,24 @@ fn claim_in(
                 &new_paths,
                 &checked_flag,
             ],
-            |_| {
-                claimed = true;
-                Ok(())
-            },
         ));
-        batch.push(Batched::new(
-            load_task_sql(scope),
-            &[&id, &scope.team_id],
-            |r| {
-                task = Some(task_from_row(r)?);
-                Ok(())
-            },
-        ));
-        tx.query_batch(&mut batch)?;
-        drop(batch);
-        leases::narrate_reclaimed(tx, now, &mut reclaimed)?;
+        batch.push(Query::new(load_task_sql(scope), &[&id, &scope.team_id]));
+        let mut answers = tx.query_batch(batch).await?.into_iter();
+        let mut reclaimed = Vec::new();
+        if attempt == 0 {
+            for row in answers.next().unwrap_or_default() {
+                reclaimed.push(leases::reclaimed_from_row(&*row)?);
+            }
+        }
+        let claimed = !answers.next().unwrap_or_default().is_empty();
+        let task = match answers.next().unwrap_or_default().first() {
+            Some(row) => Some(task_from_row(&**row)?),
+            None => None,
+        };
+        leases::narrate_reclaimed(tx, now, &mut reclaimed).await?;
         if claimed {
             if runtime.is_some() {
-                leases::seen_in(tx, agent_id, scope.team_id, runtime, now)?;
+                leases::seen_on(tx, agent_id, scope.team_id, runtime, now).await?;
             }
             return task.ok_or_else(|| StoreError::NotFound(id.to_owned()));
         }
@@ -878,40 +896,42 @@ fn claim_in(
             {
                 // Renewed only while this agent still holds it: its lease may have
                 // expired, and another agent claimed the task, since the read.
-                let renewed = tx.execute(
+                let renew = Query::new(
                     "UPDATE tasks SET lease_expires_at = CAST(?1 AS BIGINT) + CAST(?2 AS BIGINT) \
                      WHERE id = ?3 AND lease_expires_at IS NOT NULL AND status = 'in_progress' \
                        AND assignee_agent_id = ?4",
                     &[&now, &lease, &id, &agent_id],
-                )?;
+                );
+                let renewed = tx.execute(renew).await?;
                 // Paths named again by the holder replace the ones it reserved (checked
                 // above against everyone else's).
                 if new_paths.is_some() {
-                    tx.execute(
+                    let replace = Query::new(
                         "UPDATE tasks SET paths = ?1 WHERE id = ?2 AND assignee_agent_id = ?3",
                         &[&new_paths, &id, &agent_id],
-                    )?;
+                    );
+                    tx.execute(replace).await?;
                 }
                 if renewed == 0 && t.lease_expires_at.is_some() {
                     return Err(StoreError::Conflict);
                 }
-                return require_task(tx, id, scope);
+                return task::require_task_on(tx, id, scope).await;
             }
             Some(t) if t.status == from && t.assignee_agent_id.is_none() => {
                 // The task declares paths: they are reserved by this claim once no other
                 // agent's reservation is in their way; then claim again.
                 if !checked && !t.paths.is_empty() {
                     let team = t.team_id.as_deref();
-                    reservations::ensure_free(tx, now, team, agent_id, id, &t.paths)?;
+                    reservations::ensure_free(tx, now, team, agent_id, id, &t.paths).await?;
                     checked = true;
                     continue;
                 }
-                let open: bool = tx.query_one(
-                    &format!("SELECT {UNFINISHED_DEP} FROM tasks WHERE id = ?1"),
+                let open = Query::new(
+                    format!("SELECT {UNFINISHED_DEP} FROM tasks WHERE id = ?1"),
                     &[&id],
-                    |r| r.get(0),
-                )?;
-                if open {
+                );
+                let open: Vec<bool> = tx.query_map(open, |r| r.get(0)).await?;
+                if open.first() == Some(&true) {
                     return Err(StoreError::NotReady);
                 }
             }
@@ -919,6 +939,75 @@ fn claim_in(
         }
     }
     Err(StoreError::Conflict)
+}
+
+/// A claim of `todo` task `id` with its arguments checked, for [`Store::run_transaction`].
+struct ClaimWrite {
+    id: String,
+    agent_id: String,
+    runtime: Option<String>,
+    /// Normalised; `None` reserves the task's declared paths.
+    paths: Option<Vec<String>>,
+    team_id: Option<String>,
+    now: i64,
+    lease: Option<i64>,
+}
+
+impl ClaimWrite {
+    fn new(
+        store: &Store,
+        id: String,
+        agent_id: String,
+        runtime: Option<String>,
+        paths: Option<&[String]>,
+        team_id: Option<String>,
+    ) -> Result<ClaimWrite> {
+        let paths = paths.map(reservations::normalize_paths).transpose()?;
+        if agent_id.trim().is_empty() {
+            return Err(StoreError::Invalid(
+                "assigneeAgentId must not be empty".into(),
+            ));
+        }
+        Ok(ClaimWrite {
+            id,
+            agent_id,
+            runtime,
+            paths,
+            team_id,
+            now: store.now_ms(),
+            lease: store.lease_ms(),
+        })
+    }
+
+    fn claim(&self) -> Claim<'_> {
+        Claim {
+            agent_id: &self.agent_id,
+            runtime: self.runtime.as_deref(),
+            from: Status::Todo,
+            paths: self.paths.as_deref(),
+        }
+    }
+}
+
+impl StoreWrite for ClaimWrite {
+    type Output = Task;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Task> {
+        let scope = Scope::team(self.team_id.as_deref());
+        claim_in(tx, self.now, self.lease, &self.id, self.claim(), scope)
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncWriteTx) -> BoxFuture<'a, Result<Task>> {
+        let scope = Scope::team(self.team_id.as_deref());
+        Box::pin(claim_on(
+            tx,
+            self.now,
+            self.lease,
+            &self.id,
+            self.claim(),
+            scope,
+        ))
+    }
 }
 
 /// The key the capped creates of one team (team-less tasks share one) serialize on, so a
@@ -1071,21 +1160,33 @@ impl Store {
         paths: Option<&[String]>,
         scope: Scope<'_>,
     ) -> Result<Task> {
-        let paths = paths.map(reservations::normalize_paths).transpose()?;
-        if agent_id.trim().is_empty() {
-            return Err(StoreError::Invalid(
-                "assigneeAgentId must not be empty".into(),
-            ));
+        let claim = ClaimWrite::new(
+            self,
+            id.into(),
+            agent_id.into(),
+            runtime.map(str::to_owned),
+            paths,
+            scope.team_id.map(str::to_owned),
+        )?;
+        self.write(|tx| claim.run(tx))
+    }
+
+    /// [`Store::claim_reserving`] for an async caller in `team_id`'s scope (the whole
+    /// board's for `None`), run the way the engine runs writes best
+    /// ([`Store::run_transaction`]).
+    pub async fn claim_reserving_async(
+        self: &Arc<Store>,
+        id: String,
+        agent_id: String,
+        runtime: Option<String>,
+        paths: Option<Vec<String>>,
+        team_id: Option<String>,
+    ) -> std::result::Result<Result<Task>, RunError> {
+        let claim = ClaimWrite::new(self, id, agent_id, runtime, paths.as_deref(), team_id);
+        match claim {
+            Ok(claim) => self.run_transaction(claim).await,
+            Err(e) => Ok(Err(e)),
         }
-        let now = self.now_ms();
-        let lease = self.lease_ms();
-        let claim = Claim {
-            agent_id,
-            runtime,
-            from: Status::Todo,
-            paths: paths.as_deref(),
-        };
-        self.write(|tx| claim_in(tx, now, lease, id, claim, scope))
     }
 
     /// [`Store::claim_task_in`] over the whole board.

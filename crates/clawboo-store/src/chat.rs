@@ -22,6 +22,7 @@ use crate::db::{DbRow, Tx};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use crate::reads::{self, AsyncTx, Query, Reads, StoreRead, ready_now};
 use crate::run::RunError;
+use crate::writes::{AsyncWriteTx, StoreWrite, Writes};
 use crate::{Store, new_id};
 
 /// Longest accepted post body, in characters.
@@ -179,30 +180,37 @@ fn check_body(body: &str) -> Result<()> {
 /// room's only poster ([`Tx::serialize_on`]; `UNIQUE(room_id, seq)` stands behind it). The
 /// key names the room, not a row, so a room's first posts are ordered as well as its later
 /// ones.
-pub(crate) fn insert_post(
-    tx: &dyn Tx,
+pub(crate) async fn insert_post<W: Writes + ?Sized>(
+    tx: &W,
     now: i64,
     room_id: &str,
     author: &str,
     kind: PostKind,
     body: &str,
 ) -> Result<ChatPost> {
-    tx.serialize_on(&format!("chat-room:{room_id}"))?;
-    crate::events::raise(
-        tx,
-        crate::events::Event::Posted {
-            room: room_id.into(),
-        },
-    )?;
+    tx.serialize_on(format!("chat-room:{room_id}")).await?;
+    tx.raise(crate::events::Event::Posted {
+        room: room_id.into(),
+    })
+    .await?;
     let id = new_id();
-    let seq: i64 = tx.query_one(
+    let insert = Query::new(
         "INSERT INTO team_chat(id, room_id, seq, author, body, kind, created_at)
          VALUES (?1, ?2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM team_chat WHERE room_id = ?2),
              ?3, ?4, ?5, ?6)
          RETURNING seq",
         &[&id, &room_id, &author, &body, &kind.as_str(), &now],
-        |r| r.get(0),
-    )?;
+    );
+    let seq: i64 = tx
+        .query_map(insert, |r| r.get(0))
+        .await?
+        .pop()
+        .ok_or_else(|| {
+            StoreError::Backend(BackendError {
+                kind: BackendErrorKind::Other,
+                message: "a post's insert returned no seq".into(),
+            })
+        })?;
     crate::counters::chat_posted();
     Ok(ChatPost {
         id,
@@ -229,7 +237,32 @@ impl Store {
         check_label("author", author)?;
         check_body(body)?;
         let now = self.now_ms();
-        self.write(|tx| insert_post(tx, now, room_id, author, kind, body))
+        self.write(|tx| ready_now(insert_post(tx, now, room_id, author, kind, body)))
+    }
+
+    /// [`Store::post_chat`] for an async caller, run the way the engine runs writes best
+    /// ([`Store::run_transaction`]).
+    pub async fn post_chat_async(
+        self: &Arc<Store>,
+        room_id: String,
+        author: String,
+        kind: PostKind,
+        body: String,
+    ) -> std::result::Result<Result<ChatPost>, RunError> {
+        let checked = check_label("roomId", &room_id)
+            .and_then(|()| check_label("author", &author))
+            .and_then(|()| check_body(&body));
+        if let Err(e) = checked {
+            return Ok(Err(e));
+        }
+        let post = PostWrite {
+            room_id,
+            author,
+            kind,
+            body,
+            now: self.now_ms(),
+        };
+        self.run_transaction(post).await
     }
 
     /// Posts of a room newer than the cursor, oldest first, skipping the excluded author's,
@@ -302,6 +335,43 @@ impl PostsRead {
             limit: self.limit,
             exclude_author: self.exclude_author.as_deref(),
         }
+    }
+}
+
+/// [`insert_post`] with its arguments checked, for [`Store::run_transaction`].
+struct PostWrite {
+    room_id: String,
+    author: String,
+    kind: PostKind,
+    body: String,
+    now: i64,
+}
+
+impl PostWrite {
+    fn insert<'a, W: Writes + ?Sized>(
+        &'a self,
+        tx: &'a W,
+    ) -> impl Future<Output = Result<ChatPost>> + 'a {
+        let Self {
+            room_id,
+            author,
+            kind,
+            body,
+            now,
+        } = self;
+        insert_post(tx, *now, room_id, author, *kind, body)
+    }
+}
+
+impl StoreWrite for PostWrite {
+    type Output = ChatPost;
+
+    fn run(&self, tx: &dyn Tx) -> Result<ChatPost> {
+        ready_now(self.insert(tx))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncWriteTx) -> BoxFuture<'a, Result<ChatPost>> {
+        Box::pin(self.insert(tx))
     }
 }
 
@@ -476,7 +546,7 @@ mod tests {
         let mut bell = s.listen_to_room("r");
         bell.mark();
         let refused = s.write(|tx| {
-            insert_post(tx, 1, "r", "peer", PostKind::Peer, "never")?;
+            ready_now(insert_post(tx, 1, "r", "peer", PostKind::Peer, "never"))?;
             Err::<(), _>(StoreError::Invalid("the rest of the write failed".into()))
         });
         assert!(refused.is_err());

@@ -5,6 +5,7 @@
 use crate::board::{self, CreatePolicy, NewTask, Scope, Task};
 use crate::chat::{ChatPost, PostKind, SYSTEM_AUTHOR, check_label, insert_post};
 use crate::error::StoreError;
+use crate::reads::ready_now;
 use crate::teams::Agent;
 use crate::{Store, inbox};
 
@@ -178,15 +179,22 @@ impl Store {
                 "{caller_name} delegated \"{}\" to {} (task {})",
                 created.title, target.name, created.id
             );
-            inbox::push(tx, now, &target.id, Some(team_id), "delegation", &note)?;
-            let post = insert_post(
+            ready_now(inbox::push(
+                tx,
+                now,
+                &target.id,
+                Some(team_id),
+                "delegation",
+                &note,
+            ))?;
+            let post = ready_now(insert_post(
                 tx,
                 now,
                 room_id,
                 SYSTEM_AUTHOR,
                 PostKind::System,
                 &narration,
-            )?;
+            ))?;
             Ok::<_, StoreError>((created, post))
         })?;
         Ok(Delegated {

@@ -53,6 +53,17 @@ pub struct PoolStats {
     pub waiting: usize,
 }
 
+/// The transaction an asynchronous connection is lent in ([`Engine::begin_async`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AsyncKind {
+    /// No transaction: each statement sees the last commit (a read that reads once).
+    ReadCommitted,
+    /// One read-only snapshot for every statement.
+    Snapshot,
+    /// One write transaction, committed only when asked.
+    Write,
+}
+
 /// One engine under the store.
 pub(crate) trait Engine: Send + Sync {
     /// The engine's name, for logs and status: `sqlite` or `postgres`.
@@ -76,11 +87,11 @@ pub(crate) trait Engine: Send + Sync {
     /// Run read-only `body` in one read transaction: one snapshot for every statement.
     fn snapshot(&self, body: Body<'_>) -> std::result::Result<(), Abort>;
 
-    /// Lend a connection for reads whose statements the caller awaits, in one read-only
-    /// snapshot (`snapshot`) or each statement seeing the last commit, where the engine
-    /// runs statements asynchronously; `None` where it does not, and the store runs the
-    /// reads in [`Engine::snapshot`] or [`Engine::read`] instead (see `Store::run_snapshot`).
-    fn begin_async(&self, _snapshot: bool) -> Option<BoxFuture<'_, Result<AsyncTx>>> {
+    /// Lend a connection for statements the caller awaits, in the transaction `kind`
+    /// names, where the engine runs statements asynchronously; `None` where it does not,
+    /// and the store runs the work in [`Engine::snapshot`], [`Engine::read`] or
+    /// [`Engine::write`] instead (see `Store::run_snapshot` and `Store::run_transaction`).
+    fn begin_async(&self, _kind: AsyncKind) -> Option<BoxFuture<'_, Result<AsyncTx>>> {
         None
     }
 

@@ -10,6 +10,7 @@ use crate::db::Tx;
 use crate::error::Result;
 use crate::reads::{self, AsyncTx, Query, Reads, StoreRead, ready_now};
 use crate::run::RunError;
+use crate::writes::Writes;
 use crate::{Store, new_id};
 
 /// One delivered inbox row.
@@ -25,19 +26,20 @@ pub struct InboxItem {
 }
 
 /// Queue a row for `agent_id` inside the caller's write transaction.
-pub(crate) fn push(
-    tx: &dyn Tx,
+pub(crate) async fn push<W: Writes + ?Sized>(
+    tx: &W,
     now: i64,
     agent_id: &str,
     team_id: Option<&str>,
     source: &str,
     body: &str,
 ) -> Result<()> {
-    tx.execute(
+    let insert = Query::new(
         "INSERT INTO agent_inbox(id, agent_id, team_id, body, source, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         &[&new_id(), &agent_id, &team_id, &body, &source, &now],
-    )?;
+    );
+    tx.execute(insert).await?;
     Ok(())
 }
 
@@ -111,7 +113,7 @@ impl Store {
         body: &str,
     ) -> Result<()> {
         let now = self.now_ms();
-        self.write(|tx| push(tx, now, agent_id, team_id, source, body))
+        self.write(|tx| ready_now(push(tx, now, agent_id, team_id, source, body)))
     }
 }
 

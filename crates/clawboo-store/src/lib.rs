@@ -57,6 +57,9 @@ mod task;
 pub mod teams;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod writes;
+#[cfg(test)]
+mod writes_tests;
 
 pub use bus::Listener;
 pub use config::{Clock, StoreConfig};

@@ -227,8 +227,18 @@ pub(crate) trait AsyncStatements: Send + Sync {
     /// [`Reads::query_batch`].
     fn query_batch(&self, batch: Vec<Query>) -> BoxFuture<'_, Result<Vec<Vec<Row>>>>;
 
-    /// End the transaction: its work is done (a read-only one has nothing to keep).
+    /// [`crate::writes::Writes::execute`] (in a write transaction only).
+    fn execute(&self, query: Query) -> BoxFuture<'_, Result<u64>>;
+
+    /// [`crate::writes::Writes::serialize_on`] (in a write transaction only).
+    fn serialize_on(&self, key: String) -> BoxFuture<'_, Result<()>>;
+
+    /// End a read: its work is done (a read-only transaction has nothing to keep).
     fn finish(self: Box<Self>);
+
+    /// Commit a write, answered once it is durable; every process hears of `topics`
+    /// ([`crate::db::Tx::notify`]) as it commits.
+    fn commit(self: Box<Self>, topics: Vec<String>) -> BoxFuture<'static, Result<()>>;
 }
 
 /// Reads on a connection of an engine that runs statements asynchronously, held alone:

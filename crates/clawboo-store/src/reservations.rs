@@ -19,6 +19,8 @@ use serde::Serialize;
 use crate::Store;
 use crate::db::Tx;
 use crate::error::{Result, StoreError};
+use crate::reads::{Query, Reads, ready_now};
+use crate::writes::Writes;
 
 /// Most patterns one task may reserve.
 pub const MAX_PATHS: usize = 32;
@@ -211,8 +213,19 @@ const LIVE_ANY_TEAM: &str = "SELECT id, title, team_id, assignee_agent_id, paths
        AND (CAST(?2 AS TEXT) IS NULL OR team_id = ?2)
      ORDER BY team_id, id";
 
-fn live(tx: &dyn Tx, sql: &str, now: i64, team: Option<&str>) -> Result<Vec<Reservation>> {
-    tx.query_map(sql, &[&now, &team], |r| {
+fn live(tx: &dyn Tx, sql: &'static str, now: i64, team: Option<&str>) -> Result<Vec<Reservation>> {
+    ready_now(live_on(tx, sql, now, team))
+}
+
+/// [`live`] on any transaction.
+async fn live_on<R: Reads + ?Sized>(
+    tx: &R,
+    sql: &'static str,
+    now: i64,
+    team: Option<&str>,
+) -> Result<Vec<Reservation>> {
+    let query = Query::new(sql, &[&now, &team]);
+    tx.query_map(query, |r| {
         Ok(Reservation {
             task_id: r.get(0)?,
             title: r.get(1)?,
@@ -222,12 +235,19 @@ fn live(tx: &dyn Tx, sql: &str, now: i64, team: Option<&str>) -> Result<Vec<Rese
             lease_expires_at: r.get(5)?,
         })
     })
+    .await
 }
 
 /// Make the rest of the caller's write the only one reserving paths on `team`, so the
 /// check below and the claim it allows are one step across processes and hosts.
 pub(crate) fn lock(tx: &dyn Tx, team: Option<&str>) -> Result<()> {
-    tx.serialize_on(&format!("reservations:{}", team.unwrap_or("")))
+    ready_now(lock_on(tx, team))
+}
+
+/// [`lock`] in any write transaction.
+async fn lock_on<W: Writes + ?Sized>(tx: &W, team: Option<&str>) -> Result<()> {
+    tx.serialize_on(format!("reservations:{}", team.unwrap_or("")))
+        .await
 }
 
 /// The live reservations on `team` other than `agent`'s own, inside the caller's write,
@@ -238,7 +258,17 @@ pub(crate) fn held_by_others(
     team: Option<&str>,
     agent: &str,
 ) -> Result<Vec<Reservation>> {
-    let mut held = live(tx, LIVE_ON_TEAM, now, team)?;
+    ready_now(held_by_others_on(tx, now, team, agent))
+}
+
+/// [`held_by_others`] on any transaction.
+async fn held_by_others_on<R: Reads + ?Sized>(
+    tx: &R,
+    now: i64,
+    team: Option<&str>,
+    agent: &str,
+) -> Result<Vec<Reservation>> {
+    let mut held = live_on(tx, LIVE_ON_TEAM, now, team).await?;
     held.retain(|r| r.holder != agent);
     Ok(held)
 }
@@ -271,8 +301,8 @@ pub(crate) fn first_conflict(paths: &[String], held: &[Reservation]) -> Option<S
 /// holds an overlapping one, inside the caller's write: takes [`lock`] first. The task's
 /// own reservation is not in the way: a claim of a task someone holds is a conflict,
 /// which the claim itself reports.
-pub(crate) fn ensure_free(
-    tx: &dyn Tx,
+pub(crate) async fn ensure_free<W: Writes + ?Sized>(
+    tx: &W,
     now: i64,
     team: Option<&str>,
     agent: &str,
@@ -282,8 +312,8 @@ pub(crate) fn ensure_free(
     if paths.is_empty() {
         return Ok(());
     }
-    lock(tx, team)?;
-    let mut held = held_by_others(tx, now, team, agent)?;
+    lock_on(tx, team).await?;
+    let mut held = held_by_others_on(tx, now, team, agent).await?;
     held.retain(|r| r.task_id != task_id);
     match first_conflict(paths, &held) {
         Some(refusal) => Err(refusal),

@@ -14,8 +14,9 @@ use futures_util::FutureExt;
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tracing::Instrument;
 
-use crate::engine::SettleWrite;
+use crate::engine::{AsyncKind, SettleWrite};
 use crate::reads::StoreRead;
+use crate::writes::{AsyncWriteTx, StoreWrite};
 use crate::{Store, StoreError};
 
 /// How many times a single-threaded drainer yields to gather more writes into its group.
@@ -102,8 +103,13 @@ impl Store {
         read: R,
         snapshot: bool,
     ) -> Result<Result<R::Output, StoreError>, RunError> {
+        let kind = if snapshot {
+            AsyncKind::Snapshot
+        } else {
+            AsyncKind::ReadCommitted
+        };
         let asynchronous = (!on_this_thread())
-            .then(|| self.engine().begin_async(snapshot))
+            .then(|| self.engine().begin_async(kind))
             .flatten();
         let Some(begin) = asynchronous else {
             return self
@@ -137,6 +143,54 @@ impl Store {
             Ok(value)
         }
         .instrument(span)
+        .await
+    }
+
+    /// Run a write written once over [`crate::writes::Writes`] in one write transaction:
+    /// on a multi-threaded runtime (`clawboo serve`) and an engine that runs statements
+    /// asynchronously (PostgreSQL) right here, its round trips awaited on this task and its
+    /// events published once it committed; otherwise as [`Store::run_write`] runs a
+    /// synchronous write (SQLite's group commit). On PostgreSQL a call dropped before its
+    /// commit went out (its client went away) rolls back and changes nothing; a write
+    /// queued for SQLite's group commit runs to its end.
+    pub async fn run_transaction<W: StoreWrite>(
+        self: &Arc<Store>,
+        write: W,
+    ) -> Result<Result<W::Output, StoreError>, RunError> {
+        let asynchronous = (!on_this_thread())
+            .then(|| self.engine().begin_async(AsyncKind::Write))
+            .flatten();
+        let Some(begin) = asynchronous else {
+            return self
+                .run_write(move |store| store.write(|tx| write.run(tx)))
+                .await;
+        };
+        async move {
+            let tx = match begin.await {
+                Ok(tx) => AsyncWriteTx::new(tx),
+                Err(e) => return Ok(Err(e)),
+            };
+            // A panic or an error drops `tx` uncommitted, which rolls it back.
+            let value = AssertUnwindSafe(write.run_async(&tx))
+                .catch_unwind()
+                .await
+                .map_err(|_| RunError::Panicked)?;
+            let value = match value {
+                Ok(value) => value,
+                Err(e) => return Ok(Err(e)),
+            };
+            match tx.commit().await {
+                Ok(events) => {
+                    self.publish(&events);
+                    Ok(Ok(value))
+                }
+                Err(e) => Ok(Err(e)),
+            }
+        }
+        .instrument(tracing::info_span!(
+            "store.write",
+            engine = self.engine().name()
+        ))
         .await
     }
 
@@ -187,8 +241,11 @@ impl Store {
                 );
             })
         }));
+        // Dropped before it drained (its client went away mid-wait), this call hands the
+        // drain on, so the writes queued behind it are not stranded.
+        let duty = must_drain.then(|| DrainDuty(Some(Arc::clone(self))));
         if on_this_thread() {
-            if must_drain {
+            if let Some(duty) = duty {
                 // Yield until a round adds no write: each round lets the session read the
                 // requests already on the wire and queue theirs, so a pipelining client's
                 // whole window shares one commit (a single yield let only part of it join).
@@ -201,14 +258,16 @@ impl Store {
                     }
                     queued = now;
                 }
+                duty.taken();
                 self.run_queued_writes();
             }
-        } else if must_drain {
+        } else if let Some(duty) = duty {
             let now = Instant::now();
             let expected = self.pacing.group_to_wait_for(now);
             if !self.pacing.gather(expected, || self.queued_writes()).await && expected == 2 {
                 self.pacing.probe_found_none(now);
             }
+            duty.taken();
             self.pacing.drain_began(self.queued_writes());
             if self.try_run_queued_writes() {
                 self.pacing.drain_ended();
@@ -226,5 +285,29 @@ impl Store {
             self.pacing.write_joined(self.queued_writes());
         }
         answered.await.map_err(|_| RunError::Panicked)?
+    }
+}
+
+/// The duty to drain the write queue, held by the call [`Store::queue_write`] named while it
+/// gathers more writes: dropped before it was taken up (the call's future was dropped, its
+/// client gone), it drains on the blocking pool instead, since no later writer would.
+struct DrainDuty(Option<Arc<Store>>);
+
+impl DrainDuty {
+    /// The holder drains now.
+    fn taken(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for DrainDuty {
+    fn drop(&mut self) {
+        let Some(store) = self.0.take() else {
+            return;
+        };
+        match Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(move || store.run_queued_writes())),
+            Err(_) => store.run_queued_writes(),
+        }
     }
 }

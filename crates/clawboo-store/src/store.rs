@@ -150,7 +150,7 @@ impl Store {
     }
 
     /// Wake this process's waits for committed `events`.
-    fn publish(&self, events: &[Event]) {
+    pub(crate) fn publish(&self, events: &[Event]) {
         for event in events {
             self.bus.publish(event);
         }

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::db::{DbRow, Tx};
 use crate::error::{Result, StoreError};
+use crate::reads::{Query, Reads, ready_now};
 use crate::reservations;
 
 /// Longest accepted title, in characters.
@@ -294,7 +295,17 @@ pub(crate) fn task_from_row(r: &dyn DbRow) -> Result<Task> {
 
 /// Load one task visible in `scope`, with the ids of its dependencies visible in `scope`.
 pub(crate) fn load_task(tx: &dyn Tx, id: &str, scope: Scope<'_>) -> Result<Option<Task>> {
-    tx.query_opt(load_task_sql(scope), &[&id, &scope.team_id], task_from_row)
+    ready_now(load_task_on(tx, id, scope))
+}
+
+/// [`load_task`] on any transaction.
+pub(crate) async fn load_task_on<R: Reads + ?Sized>(
+    tx: &R,
+    id: &str,
+    scope: Scope<'_>,
+) -> Result<Option<Task>> {
+    let query = Query::new(load_task_sql(scope), &[&id, &scope.team_id]);
+    Ok(tx.query_map(query, task_from_row).await?.pop())
 }
 
 /// The statement that loads one task (`?1`) as a caller in `scope` (`?2`) may see it.
@@ -320,7 +331,18 @@ const LOAD_SCOPED_TASK: &str = concat!(
 );
 
 pub(crate) fn require_task(tx: &dyn Tx, id: &str, scope: Scope<'_>) -> Result<Task> {
-    load_task(tx, id, scope)?.ok_or_else(|| StoreError::NotFound(id.to_owned()))
+    ready_now(require_task_on(tx, id, scope))
+}
+
+/// [`require_task`] on any transaction: the task, or [`StoreError::NotFound`].
+pub(crate) async fn require_task_on<R: Reads + ?Sized>(
+    tx: &R,
+    id: &str,
+    scope: Scope<'_>,
+) -> Result<Task> {
+    load_task_on(tx, id, scope)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(id.to_owned()))
 }
 
 /// Refuse a move or comment fenced by a claim that has ended: `token` is stale once the

@@ -12,11 +12,12 @@ use futures_util::future::BoxFuture;
 use serde::Serialize;
 
 use crate::chat::{self, PostKind};
-use crate::db::{Batched, PerEngine, Tx};
+use crate::db::{DbRow, PerEngine, Tx};
 use crate::error::{Result, StoreError};
 use crate::reads::{self, AsyncTx, Query, Reads, StoreRead, ready_now};
 use crate::run::RunError;
 use crate::task::{Scope, Status, Task, UNFINISHED_DEP, require_task};
+use crate::writes::{AsyncWriteTx, StoreWrite, Writes};
 use crate::{Store, inbox};
 
 /// How long a claim lasts when `CLAWBOO_LEASE_SECS` does not say (30 minutes).
@@ -104,39 +105,62 @@ const UNLEASED: PerEngine = by_lease!(
 /// then matches nothing, so a row is reclaimed once); each gets a `system` comment, an
 /// inbox row for its former holder and a `system` post in its team's room.
 pub(crate) fn expire_in(tx: &dyn Tx, now: i64) -> Result<Vec<Reclaimed>> {
-    let mut reclaimed = Vec::new();
-    tx.query_batch(&mut [expire_batched(tx, &now, &mut reclaimed)])?;
-    narrate_reclaimed(tx, now, &mut reclaimed)?;
+    ready_now(expire_on(tx, now))
+}
+
+/// [`expire_in`] in any write transaction.
+async fn expire_on<W: Writes + ?Sized>(tx: &W, now: i64) -> Result<Vec<Reclaimed>> {
+    let expire = expire_query(tx, now);
+    let mut reclaimed = tx.query_map(expire, reclaimed_from_row).await?;
+    narrate_reclaimed(tx, now, &mut reclaimed).await?;
     crate::counters::leases_reclaimed(reclaimed.len());
     Ok(reclaimed)
 }
 
-/// The reclaim of every lease run out by `now`, to send with other statements
-/// ([`Tx::query_batch`]); what it reclaimed lands in `into`, for
-/// [`narrate_reclaimed`] once the batch has run.
-pub(crate) fn expire_batched<'a>(
-    tx: &dyn Tx,
-    now: &'a i64,
-    into: &'a mut Vec<Reclaimed>,
-) -> Batched<'a> {
-    Batched::new(tx.statement(&EXPIRE_LEASES), &[now], |r| {
-        into.push(Reclaimed {
-            task_id: r.get(0)?,
-            title: r.get(1)?,
-            team_id: r.get(2)?,
-            holder: r.get::<Option<String>>(3)?.unwrap_or_default(),
-            expired_at: r.get(4)?,
-        });
-        Ok(())
+/// [`expire_on`] at `now`, for [`Store::run_transaction`].
+struct Expire {
+    now: i64,
+}
+
+impl StoreWrite for Expire {
+    type Output = Vec<Reclaimed>;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Vec<Reclaimed>> {
+        expire_in(tx, self.now)
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncWriteTx) -> BoxFuture<'a, Result<Vec<Reclaimed>>> {
+        Box::pin(expire_on(tx, self.now))
+    }
+}
+
+/// The reclaim of every lease run out by `now`, to send with other statements; each row
+/// it returns is one [`reclaimed_from_row`] reads, for [`narrate_reclaimed`].
+pub(crate) fn expire_query<R: Reads + ?Sized>(tx: &R, now: i64) -> Query {
+    Query::new(tx.statement(&EXPIRE_LEASES), &[&now])
+}
+
+/// One row of [`expire_query`].
+pub(crate) fn reclaimed_from_row(r: &dyn DbRow) -> Result<Reclaimed> {
+    Ok(Reclaimed {
+        task_id: r.get(0)?,
+        title: r.get(1)?,
+        team_id: r.get(2)?,
+        holder: r.get::<Option<String>>(3)?.unwrap_or_default(),
+        expired_at: r.get(4)?,
     })
 }
 
 /// Tell the team of each reclaimed task, in the order the leases ran out.
-pub(crate) fn narrate_reclaimed(tx: &dyn Tx, now: i64, reclaimed: &mut [Reclaimed]) -> Result<()> {
+pub(crate) async fn narrate_reclaimed<W: Writes + ?Sized>(
+    tx: &W,
+    now: i64,
+    reclaimed: &mut [Reclaimed],
+) -> Result<()> {
     // RETURNING does not promise an order: narrate in one, whichever engine ran it.
     reclaimed.sort_by(|a, b| (a.expired_at, &a.task_id).cmp(&(b.expired_at, &b.task_id)));
     for task in reclaimed.iter() {
-        narrate(tx, now, task)?;
+        narrate(tx, now, task).await?;
     }
     Ok(())
 }
@@ -170,21 +194,22 @@ fn utc_iso(ms: i64) -> String {
 }
 
 /// The comment, inbox row and room post of one reclaimed task.
-fn narrate(tx: &dyn Tx, now: i64, task: &Reclaimed) -> Result<()> {
+async fn narrate<W: Writes + ?Sized>(tx: &W, now: i64, task: &Reclaimed) -> Result<()> {
     let (id, title, holder) = (&task.task_id, &task.title, &task.holder);
     let when = utc_iso(task.expired_at);
     let comment = format!(
         "{holder}'s lease ran out at {when} without a call from {holder}; the task is back in todo for anyone to claim"
     );
-    tx.execute(
+    let insert = Query::new(
         "INSERT INTO task_comments(id, task_id, author_agent_id, author_type, body, created_at)
          VALUES (?1, ?2, NULL, 'system', ?3, ?4)",
         &[&crate::new_id(), id, &comment, &now],
-    )?;
+    );
+    tx.execute(insert).await?;
     let note = format!(
         "your lease on \"{title}\" ({id}) ran out at {when} and the task went back to todo: claim it again (claim_task) if you are still on it, and check its comments first"
     );
-    inbox::push(tx, now, holder, task.team_id.as_deref(), "lease", &note)?;
+    inbox::push(tx, now, holder, task.team_id.as_deref(), "lease", &note).await?;
     if let Some(team) = task.team_id.as_deref() {
         let post = format!(
             "{holder}'s lease on \"{title}\" ({id}) ran out at {when}; the task is back in todo"
@@ -196,17 +221,18 @@ fn narrate(tx: &dyn Tx, now: i64, task: &Reclaimed) -> Result<()> {
             chat::SYSTEM_AUTHOR,
             PostKind::System,
             &post,
-        )?;
+        )
+        .await?;
     }
     Ok(())
 }
 
-/// The renewal rule, inside the caller's write transaction: every lease `agent` holds on
-/// `team` (on every team when bound to none, as its scope is) with less than half of
-/// `lease` left (and not yet run out) starts again from `now`. Leases belong to the team
+/// The renewal rule, to run inside the caller's write transaction: every lease `agent`
+/// holds on `team` (on every team when bound to none, as its scope is) with less than half
+/// of `lease` left (and not yet run out) starts again from `now`. Leases belong to the team
 /// and agent together (SPEC §16): the same agent id active on another team renews nothing.
-fn renew_in(tx: &dyn Tx, agent: &str, team: Option<&str>, now: i64, lease: i64) -> Result<usize> {
-    tx.execute(
+fn renew_query(agent: &str, team: Option<&str>, now: i64, lease: i64) -> Query {
+    Query::new(
         "UPDATE tasks SET lease_expires_at = ?2 + CAST(?3 AS BIGINT)
          WHERE assignee_agent_id = ?1 AND status = 'in_progress'
            AND (CAST(?4 AS TEXT) IS NULL OR team_id = ?4)
@@ -225,44 +251,104 @@ pub(crate) fn seen_in(
     runtime: Option<&str>,
     now: i64,
 ) -> Result<()> {
-    tx.execute(
+    ready_now(seen_on(tx, agent, team, runtime, now))
+}
+
+/// [`seen_in`] in any write transaction.
+pub(crate) async fn seen_on<W: Writes + ?Sized>(
+    tx: &W,
+    agent: &str,
+    team: Option<&str>,
+    runtime: Option<&str>,
+    now: i64,
+) -> Result<()> {
+    // Sent together: one round trip on PostgreSQL.
+    tx.query_batch(seen_queries(agent, team, runtime, now).into())
+        .await?;
+    Ok(())
+}
+
+/// The statements of [`seen_on`], to send with others.
+fn seen_queries(agent: &str, team: Option<&str>, runtime: Option<&str>, now: i64) -> [Query; 2] {
+    let roster = Query::new(
         "INSERT INTO agents(id, name, team_id, runtime, created_at)
          VALUES (?1, ?1, ?2, ?3, ?4)
          ON CONFLICT(id) DO UPDATE SET runtime = COALESCE(excluded.runtime, agents.runtime)",
         &[&agent, &team, &runtime, &now],
-    )?;
-    tx.execute(
+    );
+    let presence = Query::new(
         "INSERT INTO agent_presence(agent_id, team_key, runtime, last_seen_at)
          VALUES (?1, COALESCE(CAST(?2 AS TEXT), ''), ?3, ?4)
          ON CONFLICT(agent_id, team_key) DO UPDATE SET last_seen_at = excluded.last_seen_at,
              runtime = COALESCE(excluded.runtime, agent_presence.runtime)",
         &[&agent, &team, &runtime, &now],
-    )?;
-    Ok(())
+    );
+    [roster, presence]
 }
 
-/// When `agent`'s next call on `team` must be recorded: before its soonest lease there
-/// (renewed or not) falls under half, and at the latest [`SEEN_EVERY_MS`] from `now`. A
-/// claim made later (in any process) starts a full lease, so it never needs an earlier one.
-fn next_due(
-    tx: &dyn Tx,
+/// A call by `agent` on `team` at `now`, recorded inside the caller's write transaction:
+/// it was seen, its leases there with less than half of `lease` left renew, and the answer
+/// is when its next call must be recorded: before its soonest lease there (renewed or not)
+/// falls under half, and at the latest [`SEEN_EVERY_MS`] from `now`. A claim made later (in
+/// any process) starts a full lease, so it never needs an earlier one. One round trip.
+async fn record_on<W: Writes + ?Sized>(
+    tx: &W,
     agent: &str,
     team: Option<&str>,
     now: i64,
     lease: Option<i64>,
 ) -> Result<i64> {
     let seen = now + SEEN_EVERY_MS.min(lease.map_or(SEEN_EVERY_MS, |l| l / 2));
+    let mut batch = Vec::from(seen_queries(agent, team, None, now));
     let Some(lease) = lease else {
+        tx.query_batch(batch).await?;
         return Ok(seen);
     };
-    let soonest: Option<i64> = tx.query_one(
+    batch.push(renew_query(agent, team, now, lease));
+    batch.push(Query::new(
         "SELECT min(lease_expires_at) FROM tasks
          WHERE assignee_agent_id = ?1 AND status = 'in_progress' AND lease_expires_at > ?2
            AND (CAST(?3 AS TEXT) IS NULL OR team_id = ?3)",
         &[&agent, &now, &team],
-        |r| r.get(0),
-    )?;
+    ));
+    let answers = tx.query_batch(batch).await?;
+    let soonest = match answers.last().and_then(|rows| rows.first()) {
+        Some(row) => row.get::<Option<i64>>(0)?,
+        None => None,
+    };
     Ok(soonest.map_or(seen, |at| seen.min(at - lease / 2)))
+}
+
+/// [`record_on`] with its arguments, for [`Store::run_transaction`].
+struct RecordCall {
+    agent: String,
+    team: Option<String>,
+    now: i64,
+    lease: Option<i64>,
+}
+
+impl StoreWrite for RecordCall {
+    type Output = i64;
+
+    fn run(&self, tx: &dyn Tx) -> Result<i64> {
+        ready_now(record_on(
+            tx,
+            &self.agent,
+            self.team.as_deref(),
+            self.now,
+            self.lease,
+        ))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncWriteTx) -> BoxFuture<'a, Result<i64>> {
+        Box::pin(record_on(
+            tx,
+            &self.agent,
+            self.team.as_deref(),
+            self.now,
+            self.lease,
+        ))
+    }
 }
 
 /// A task an agent holds, as the agents view lists it.
@@ -523,16 +609,24 @@ impl Store {
         self.read(|tx| ready_now(read_any_expired(tx, now)))
     }
 
-    /// [`Store::expire_leases`] for an async caller: the check awaited as the engine runs
-    /// reads best ([`Store::run_read_committed`]), the write (only when a lease ran out)
-    /// as [`Store::run_write`] runs writes.
+    /// [`Store::expire_leases`] for an async caller: the check and (only when a lease ran
+    /// out) the write, each run the way the engine runs it best
+    /// ([`Store::run_read_committed`], [`Store::run_transaction`]).
     pub async fn expire_leases_async(
         self: &Arc<Store>,
     ) -> std::result::Result<Result<Vec<Reclaimed>>, RunError> {
         let now = self.now_ms();
         match self.run_read_committed(ExpiredRead { now }).await? {
             Ok(false) => Ok(Ok(Vec::new())),
-            Ok(true) => self.run_write(|store| store.expire_leases()).await,
+            Ok(true) => {
+                let reclaimed = self.run_transaction(Expire { now }).await?;
+                if let Ok(reclaimed) = &reclaimed
+                    && !reclaimed.is_empty()
+                {
+                    tracing::info!(count = reclaimed.len(), "reclaimed expired leases");
+                }
+                Ok(reclaimed)
+            }
             Err(e) => Ok(Err(e)),
         }
     }
@@ -593,20 +687,40 @@ impl Store {
     /// holds there with less than half left starts again. Remembers when the next call must
     /// be recorded; until then [`Store::call_record_due`] says no.
     pub fn record_call(&self, agent: &str, team: Option<&str>) -> Result<()> {
-        let now = self.now_ms();
-        let lease = self.lease_ms();
-        let due = self.write(|tx| {
-            seen_in(tx, agent, team, None, now)?;
-            if let Some(lease) = lease {
-                renew_in(tx, agent, team, now, lease)?;
-            }
-            next_due(tx, agent, team, now, lease)
-        })?;
+        let record = self.call_record(agent.to_owned(), team.map(str::to_owned));
+        let due = self.write(|tx| record.run(tx))?;
+        self.remember_due(record.agent, record.team, due);
+        Ok(())
+    }
+
+    /// [`Store::record_call`] for an async caller, run the way the engine runs writes best
+    /// ([`Store::run_transaction`]).
+    pub async fn record_call_async(
+        self: &Arc<Store>,
+        agent: String,
+        team: Option<String>,
+    ) -> std::result::Result<Result<()>, RunError> {
+        let record = self.call_record(agent.clone(), team.clone());
+        let due = self.run_transaction(record).await?;
+        Ok(due.map(|due| self.remember_due(agent, team, due)))
+    }
+
+    fn call_record(&self, agent: String, team: Option<String>) -> RecordCall {
+        RecordCall {
+            agent,
+            team,
+            now: self.now_ms(),
+            lease: self.lease_ms(),
+        }
+    }
+
+    /// Until `due`, [`Store::call_record_due`] says `agent`'s calls on `team` need not be
+    /// recorded.
+    fn remember_due(&self, agent: String, team: Option<String>, due: i64) {
         self.seen_due()
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert((team.map(str::to_owned), agent.to_owned()), due);
-        Ok(())
+            .insert((team, agent), due);
     }
 
     /// Claim the first ready task (priority, then age) in `scope`'s team for `who`, in one

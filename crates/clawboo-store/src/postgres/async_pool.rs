@@ -4,10 +4,11 @@
 //! one thread. Each connection's task runs on the runtime of the call that opened it;
 //! when that runtime ends (a test's), its clients report closed and are replaced.
 //!
-//! A snapshot holds its connection alone until it ends (another task's statement must not
-//! land inside its transaction); the pool opens at most `max` of them.
+//! A transaction holds its connection alone until it ends (another task's statement must
+//! not land inside it); the pool opens at most `max` connections.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -21,14 +22,19 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::codec::Param;
 use super::error::unavailable;
-use super::{as_sql, column, lock};
+use super::listen::WriteBell;
+use super::{NOTIFY, SERIALIZE_ON, as_sql, column, lock};
 use crate::db::{DbRow, PerEngine, ToValue, Value, dollar_placeholders};
-use crate::engine::PoolStats;
+use crate::engine::{AsyncKind, PoolStats};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use crate::reads::{AsyncStatements, Query, Row};
 
 /// What opens a snapshot: statements run in one REPEATABLE READ snapshot, written nowhere.
 const BEGIN_SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+
+/// What opens a write: READ COMMITTED, as the synchronous pool's writes (a rule that reads
+/// then writes serializes on its key, `Tx::serialize_on`).
+const BEGIN_WRITE: &str = "BEGIN";
 
 /// The asynchronous connections of one store.
 pub(super) struct AsyncPool {
@@ -45,6 +51,8 @@ pub(super) struct AsyncPool {
     open: AtomicUsize,
     /// Callers waiting for a connection now.
     waiting: AtomicUsize,
+    /// Rung by each committed write.
+    bell: WriteBell,
 }
 
 /// One connection with the statements it has prepared, by their `?N` text.
@@ -60,6 +68,7 @@ impl AsyncPool {
         max: usize,
         wait: Duration,
         setup: String,
+        bell: WriteBell,
     ) -> Arc<AsyncPool> {
         let max = max.max(1);
         Arc::new(AsyncPool {
@@ -72,14 +81,16 @@ impl AsyncPool {
             idle: std::sync::Mutex::new(Vec::new()),
             open: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
+            bell,
         })
     }
 
-    /// A connection of its own for reads, in a REPEATABLE READ READ ONLY transaction
-    /// (`snapshot`) or with each statement committing alone (one that reads once needs no
-    /// transaction, which would double the server's work): an idle connection still open,
-    /// else a new one; `Unavailable` once the pool's wait has passed with all `max` lent.
-    pub(super) async fn lend(self: &Arc<Self>, snapshot: bool) -> Result<LentTx> {
+    /// A connection of its own in the transaction `kind` names: a READ COMMITTED write, a
+    /// REPEATABLE READ READ ONLY snapshot, or none, each statement committing alone (one
+    /// that reads once needs no transaction, which would double the server's work). An
+    /// idle connection still open, else a new one; `Unavailable` once the pool's wait has
+    /// passed with all `max` lent.
+    pub(super) async fn lend(self: &Arc<Self>, kind: AsyncKind) -> Result<LentTx> {
         self.waiting.fetch_add(1, Ordering::Relaxed);
         let permit =
             tokio::time::timeout(self.wait, Arc::clone(&self.permits).acquire_owned()).await;
@@ -98,12 +109,18 @@ impl AsyncPool {
             Some(conn) => conn,
             None => self.connect().await?,
         };
+        let begin = match kind {
+            AsyncKind::ReadCommitted => None,
+            AsyncKind::Snapshot => Some(BEGIN_SNAPSHOT),
+            AsyncKind::Write => Some(BEGIN_WRITE),
+        };
         Ok(LentTx {
             pool: Arc::clone(self),
             conn,
-            began: AtomicBool::new(!snapshot),
-            snapshot,
-            finished: false,
+            began: AtomicBool::new(begin.is_none()),
+            begin,
+            ended: AtomicBool::new(false),
+            committing: AtomicBool::new(false),
             _permit: permit,
         })
     }
@@ -171,17 +188,21 @@ where
     }
 }
 
-/// A connection held alone, for reads. In a snapshot, the `BEGIN` travels with its first
-/// statements and its end (`COMMIT`, or `ROLLBACK` when it was dropped unfinished) is sent
-/// without waiting for the answer, since the connection's next request is answered after
-/// it anyway.
+/// A connection held alone. In a transaction, the `BEGIN` travels with its first
+/// statements; a snapshot's end (`COMMIT`) and the `ROLLBACK` of a transaction dropped
+/// unfinished are sent without waiting for the answer, since the connection's next request
+/// is answered after it anyway. A write's `COMMIT` is answered before the write is.
 pub(super) struct LentTx {
     pool: Arc<AsyncPool>,
     conn: Arc<Conn>,
-    /// Whether the `BEGIN` went out (or, outside a snapshot, needs none).
+    /// Whether the `BEGIN` went out (or, outside a transaction, needs none).
     began: AtomicBool,
-    snapshot: bool,
-    finished: bool,
+    /// What opens the transaction; `None` outside one.
+    begin: Option<&'static str>,
+    /// Whether its end (`COMMIT`) went out, so a drop sends no `ROLLBACK`.
+    ended: AtomicBool,
+    /// Whether a write's `COMMIT` went out and its answer is awaited.
+    committing: AtomicBool,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -231,60 +252,148 @@ impl LentTx {
     }
 }
 
+impl LentTx {
+    /// Await `requests` (whose requests are queued on their first poll), in one round trip
+    /// with the transaction's `BEGIN` when it has not gone out yet.
+    async fn after_begin<T>(&self, requests: impl Future<Output = T>) -> Result<T> {
+        crate::counters::postgres_round_trip();
+        match self
+            .begin
+            .filter(|_| !self.began.swap(true, Ordering::Relaxed))
+        {
+            None => Ok(requests.await),
+            Some(begin) => {
+                // `join` polls in order: the `BEGIN` is written before the requests.
+                let (began, answers) = join(self.conn.client.batch_execute(begin), requests).await;
+                began?;
+                Ok(answers)
+            }
+        }
+    }
+
+    /// Run `query`, dropping its rows.
+    async fn run_for_effect(&self, query: Query) -> Result<()> {
+        self.query_rows(vec![query]).await?;
+        Ok(())
+    }
+
+    /// `batch`'s answers, its statements prepared as `statements`: every request queued
+    /// on the first poll (`join_all` polls its futures in order, and a request is queued on
+    /// its first poll), before any answer is read.
+    async fn send_prepared(
+        &self,
+        statements: &[Statement],
+        batch: &[Query],
+    ) -> Vec<std::result::Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>> {
+        let bound: Vec<Vec<Param<'_>>> = batch.iter().map(bind).collect();
+        let params: Vec<_> = bound.iter().map(|bound| as_sql(bound)).collect();
+        let client = &self.conn.client;
+        join_all(
+            statements
+                .iter()
+                .zip(&params)
+                .map(|(statement, params)| client.query(statement, params)),
+        )
+        .await
+    }
+
+    async fn query_rows(&self, batch: Vec<Query>) -> Result<Vec<Vec<Row>>> {
+        let statements = self.statements(&batch).await?;
+        self.after_begin(self.send_prepared(&statements, &batch))
+            .await?
+            .into_iter()
+            .map(|rows| {
+                Ok(rows?
+                    .into_iter()
+                    .map(|row| Box::new(PgOwnedRow(row)) as Row)
+                    .collect())
+            })
+            .collect()
+    }
+}
+
+/// A query's parameters as the driver binds them.
+fn bind(query: &Query) -> Vec<Param<'_>> {
+    query.params.iter().map(|p| Param(p.to_value())).collect()
+}
+
 impl AsyncStatements for LentTx {
     fn statement(&self, per_engine: &PerEngine) -> &'static str {
         per_engine.postgres
     }
 
     fn query_batch(&self, batch: Vec<Query>) -> BoxFuture<'_, Result<Vec<Vec<Row>>>> {
+        Box::pin(self.query_rows(batch))
+    }
+
+    fn execute(&self, query: Query) -> BoxFuture<'_, Result<u64>> {
         Box::pin(async move {
-            let statements = self.statements(&batch).await?;
-            let bound: Vec<Vec<Param<'_>>> = batch
-                .iter()
-                .map(|q| q.params.iter().map(|p| Param(p.to_value())).collect())
-                .collect();
-            let params: Vec<_> = bound.iter().map(|bound| as_sql(bound)).collect();
-            let client = &self.conn.client;
-            // `join_all` polls its futures in order, and a request is queued on its first
-            // poll: every statement is written before any answer is read.
-            let queries = join_all(
-                statements
-                    .iter()
-                    .zip(&params)
-                    .map(|(statement, params)| client.query(statement, params)),
-            );
-            crate::counters::postgres_round_trip();
-            let answers = if self.began.swap(true, Ordering::Relaxed) {
-                queries.await
-            } else {
-                let (began, answers) = join(client.batch_execute(BEGIN_SNAPSHOT), queries).await;
-                began?;
-                answers
-            };
-            answers
-                .into_iter()
-                .map(|rows| {
-                    Ok(rows?
-                        .into_iter()
-                        .map(|row| Box::new(PgOwnedRow(row)) as Row)
-                        .collect())
-                })
-                .collect()
+            let statements = self.statements(std::slice::from_ref(&query)).await?;
+            let bound = bind(&query);
+            let params = as_sql(&bound);
+            let executed = statements
+                .first()
+                .map(|statement| self.conn.client.execute(statement, &params));
+            match executed {
+                Some(executed) => Ok(self.after_begin(executed).await??),
+                None => Ok(0),
+            }
         })
     }
 
-    fn finish(mut self: Box<Self>) {
-        if self.snapshot && self.began.load(Ordering::Relaxed) {
+    fn serialize_on(&self, key: String) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.run_for_effect(Query::new(SERIALIZE_ON, &[&key])))
+    }
+
+    fn finish(self: Box<Self>) {
+        if self.begin.is_some() && self.began.load(Ordering::Relaxed) {
             self.send_unanswered("COMMIT");
         }
-        self.finished = true;
+        self.ended.store(true, Ordering::Relaxed);
+    }
+
+    fn commit(self: Box<Self>, topics: Vec<String>) -> BoxFuture<'static, Result<()>> {
+        Box::pin(async move {
+            if !self.began.load(Ordering::Relaxed) {
+                self.ended.store(true, Ordering::Relaxed);
+                return Ok(());
+            }
+            let notices: Vec<Query> = topics
+                .iter()
+                .map(|topic| Query::new(NOTIFY, &[topic]))
+                .collect();
+            let statements = self.statements(&notices).await?;
+            crate::counters::postgres_round_trip();
+            // `join` polls in order: the notices are written before the `COMMIT`, and both
+            // travel in one round trip.
+            let committing = join(
+                self.send_prepared(&statements, &notices),
+                self.conn.client.batch_execute("COMMIT"),
+            );
+            self.ended.store(true, Ordering::Relaxed);
+            self.committing.store(true, Ordering::Relaxed);
+            let (notified, committed) = committing.await;
+            self.committing.store(false, Ordering::Relaxed);
+            // A failed notice aborts the transaction, and the `COMMIT` then rolls it back.
+            for notice in notified {
+                notice?;
+            }
+            committed?;
+            self.pool.bell.ring();
+            Ok(())
+        })
     }
 }
 
 impl Drop for LentTx {
     fn drop(&mut self) {
-        if self.snapshot && !self.finished && self.began.load(Ordering::Relaxed) {
+        let in_transaction = self.begin.is_some() && self.began.load(Ordering::Relaxed);
+        if in_transaction && !self.ended.load(Ordering::Relaxed) {
             self.send_unanswered("ROLLBACK");
+        }
+        if self.committing.load(Ordering::Relaxed) {
+            // A commit whose answer nobody waited for may have committed: announce it.
+            self.pool.bell.ring();
         }
         if self.conn.client.is_closed() {
             self.pool.open.fetch_sub(1, Ordering::Relaxed);

@@ -40,10 +40,33 @@ pub(super) struct Listener {
     pub(super) config: tokio_postgres::Config,
     pub(super) tls: Option<MakeRustlsConnect>,
     pub(super) on_notice: OnNotice,
-    /// Told after each of this process's committed writes.
-    pub(super) wrote: Arc<tokio::sync::Notify>,
-    /// Whether a committed write waits for its announcement (cleared here when sending).
-    pub(super) unannounced: Arc<AtomicBool>,
+    /// Rung by each of this process's committed writes.
+    pub(super) bell: WriteBell,
+}
+
+/// What each committed write of this process rings, so the listener announces it to every
+/// process: shared by both pools' writes and the listener.
+#[derive(Clone, Default)]
+pub(super) struct WriteBell {
+    /// Told after each committed write.
+    wrote: Arc<tokio::sync::Notify>,
+    /// Whether a committed write waits for its announcement (cleared when sending).
+    unannounced: Arc<AtomicBool>,
+}
+
+impl WriteBell {
+    /// A write committed.
+    pub(super) fn ring(&self) {
+        self.unannounced.store(true, Ordering::SeqCst);
+        // A stored permit, not a wake-up of current waiters: a write committed while the
+        // listener is busy announcing is announced next.
+        self.wrote.notify_one();
+    }
+
+    /// Whether a committed write was not announced yet, cleared by asking.
+    pub(super) fn take_unannounced(&self) -> bool {
+        self.unannounced.swap(false, Ordering::SeqCst)
+    }
 }
 
 /// The statement that tells every process this one wrote.
@@ -111,10 +134,10 @@ impl Listener {
                         }
                     }
                 }
-                () = self.wrote.notified(), if listening && in_flight.is_none() => {
+                () = self.bell.wrote.notified(), if listening && in_flight.is_none() => {
                     let at = next_announcement.max(tokio::time::Instant::now());
                     next_announcement = at + ANNOUNCE_EVERY;
-                    let (client, announce, unannounced) = (&client, &announce, &self.unannounced);
+                    let (client, announce, unannounced) = (&client, &announce, &self.bell.unannounced);
                     in_flight = Some(Box::pin(async move {
                         tokio::time::sleep_until(at).await;
                         // Cleared before sending: a write committed from here on is

@@ -26,7 +26,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,12 +36,13 @@ use crate::config::StoreConfig;
 use crate::db::{
     Batched, DbRow, Dialect, Findings, Params, PerEngine, Tx, Value, dollar_placeholders,
 };
-use crate::engine::{Abort, Body, Engine, NextGroup, PoolStats};
+use crate::engine::{Abort, AsyncKind, Body, Engine, NextGroup, PoolStats};
 use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 use async_pool::AsyncPool;
 use codec::{Param, Raw, decode};
 use error::unavailable;
 use futures_util::future::BoxFuture;
+use listen::WriteBell;
 use pool::{Pool, Pooled};
 
 use crate::reads::AsyncTx;
@@ -86,6 +87,12 @@ thread_local! {
     static OPEN: RefCell<Vec<Open>> = const { RefCell::new(Vec::new()) };
 }
 
+/// [`Tx::notify`]: `?1` reaches every listening process once this transaction commits.
+const NOTIFY: &str = "SELECT pg_notify('clawboo', CAST(?1 AS TEXT))";
+
+/// [`Tx::serialize_on`]: a transaction-scoped advisory lock on the key `?1`.
+const SERIALIZE_ON: &str = "SELECT pg_advisory_xact_lock(hashtextextended(CAST(?1 AS TEXT), 0))";
+
 /// How often a wait on PostgreSQL reads again when no bell rang ([`crate::Store::wait_poll`]).
 pub const WAIT_SAFETY_NET: Duration = Duration::from_secs(1);
 
@@ -100,11 +107,10 @@ pub(crate) struct PgDb {
     async_pool: Arc<AsyncPool>,
     /// `?N` statements rewritten to `$N`, by their text.
     rewritten: Arc<Mutex<HashMap<String, Arc<str>>>>,
-    /// Told after every committed write; the listener announces them to every process.
-    wrote: Arc<tokio::sync::Notify>,
-    /// Set by a committed write, cleared by the announcement that covers it: a store
-    /// dropped before its listener announced (a short-lived stdio server) announces then.
-    unannounced: Arc<AtomicBool>,
+    /// Rung by every committed write; the listener announces them to every process. A
+    /// store dropped before its listener announced (a short-lived stdio server) announces
+    /// then.
+    bell: WriteBell,
 }
 
 impl PgDb {
@@ -144,14 +150,12 @@ impl PgDb {
             .enable_all()
             .build()
             .map_err(|e| unavailable(format!("cannot start the PostgreSQL runtime: {e}")))?;
-        let wrote = Arc::new(tokio::sync::Notify::new());
-        let unannounced = Arc::new(AtomicBool::new(false));
+        let bell = WriteBell::default();
         let listener = listen::Listener {
             config: pg_config.clone(),
             tls: tls.clone(),
             on_notice,
-            wrote: Arc::clone(&wrote),
-            unannounced: Arc::clone(&unannounced),
+            bell: bell.clone(),
         };
         let url_options = pg_config.get_options().unwrap_or_default();
         // Every statement here is short: JIT compiling one whose estimate crosses
@@ -178,6 +182,7 @@ impl PgDb {
             config.pg_pool_size,
             CONNECTION_WAIT,
             setup.clone(),
+            bell.clone(),
         );
         let pool = Pool::new(pg_config, tls, config.pg_pool_size, CONNECTION_WAIT, setup);
         let listening = runtime.handle().clone();
@@ -187,8 +192,7 @@ impl PgDb {
             pool,
             async_pool,
             rewritten: Arc::default(),
-            wrote,
-            unannounced,
+            bell,
         };
         migrations::apply(&*db.pool.get()?)?;
         listening.spawn(listener.run());
@@ -266,10 +270,7 @@ impl PgDb {
         }
         holding.committed();
         if writes {
-            self.unannounced.store(true, Ordering::SeqCst);
-            // A stored permit, not a wake-up of current waiters: a write committed while
-            // the listener is busy announcing is announced next.
-            self.wrote.notify_one();
+            self.bell.ring();
         }
         Ok(value)
     }
@@ -402,9 +403,9 @@ impl Engine for PgDb {
         })
     }
 
-    fn begin_async(&self, snapshot: bool) -> Option<BoxFuture<'_, Result<AsyncTx>>> {
+    fn begin_async(&self, kind: AsyncKind) -> Option<BoxFuture<'_, Result<AsyncTx>>> {
         Some(Box::pin(async move {
-            let tx = self.async_pool.lend(snapshot).await?;
+            let tx = self.async_pool.lend(kind).await?;
             Ok(AsyncTx(Box::new(tx)))
         }))
     }
@@ -416,7 +417,7 @@ impl Engine for PgDb {
 
 impl Drop for PgDb {
     fn drop(&mut self) {
-        if self.unannounced.swap(false, Ordering::SeqCst) {
+        if self.bell.take_unannounced() {
             // Best effort and brief: an unreachable server must not hold up an exit.
             let by = Instant::now() + ANNOUNCE_AT_EXIT;
             if let Ok(conn) = self.pool.get_by(by) {
@@ -662,19 +663,11 @@ impl Tx for PgTx {
     }
 
     fn notify(&self, topic: &str) -> Result<()> {
-        self.query_each(
-            "SELECT pg_notify('clawboo', CAST(?1 AS TEXT))",
-            &[&topic],
-            &mut |_| Ok(()),
-        )
+        self.query_each(NOTIFY, &[&topic], &mut |_| Ok(()))
     }
 
     fn serialize_on(&self, key: &str) -> Result<()> {
-        self.query_each(
-            "SELECT pg_advisory_xact_lock(hashtextextended(CAST(?1 AS TEXT), 0))",
-            &[&key],
-            &mut |_| Ok(()),
-        )
+        self.query_each(SERIALIZE_ON, &[&key], &mut |_| Ok(()))
     }
 }
 

@@ -1,0 +1,440 @@
+//! Writes written once as `async` code ([`crate::writes`]), on both backends
+//! (`TestStore::new` picks): run through `Store::run_transaction` a claim decides what the
+//! synchronous one decides, racing claims have one winner, what a write raised reaches
+//! its waiters only once it committed, and on PostgreSQL a write cut short before its
+//! commit changes nothing and leaves its connection clean.
+
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+
+use crate::board::{CreatePolicy, NewTask, TaskFilter};
+use crate::chat::{ChatQuery, PostKind, team_room};
+use crate::db::Dialect;
+use crate::task::{Scope, Status, Task};
+use crate::testing::TestStore;
+use crate::{Store, StoreConfig, StoreError};
+
+fn create(store: &Store, title: &str, paths: &[&str]) -> Task {
+    let new = NewTask {
+        team_id: Some("red".into()),
+        paths: paths.iter().map(|p| (*p).to_owned()).collect(),
+        ..NewTask::titled(title)
+    };
+    store.create_task(new, CreatePolicy::Uncapped).unwrap()
+}
+
+/// Claim `id` for `agent` in team red's scope, asynchronously.
+async fn claim(
+    store: &Arc<Store>,
+    id: &str,
+    agent: &str,
+    paths: Option<&[&str]>,
+) -> Result<Task, StoreError> {
+    let paths = paths.map(|p| p.iter().map(|p| (*p).to_owned()).collect());
+    store
+        .claim_reserving_async(id.into(), agent.into(), None, paths, Some("red".into()))
+        .await
+        .expect("the claim ran")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_claim_decides_what_the_synchronous_one_decides() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    let task = create(&store, "free", &[]);
+
+    let claimed = claim(&store, &task.id, "agent-1", None).await.unwrap();
+    assert_eq!(claimed.status, Status::InProgress);
+    assert_eq!(claimed.assignee_agent_id.as_deref(), Some("agent-1"));
+    assert_eq!(claimed.claim_token, task.claim_token + 1);
+    assert!(claimed.lease_expires_at.is_some());
+    assert_eq!(
+        store.get_task(&task.id, Scope::ALL).unwrap().as_ref(),
+        Some(&claimed),
+        "the answer is the task as committed"
+    );
+    // Claiming a task you hold renews it; another agent's claim is a conflict.
+    let again = claim(&store, &task.id, "agent-1", None).await.unwrap();
+    assert_eq!(again.claim_token, claimed.claim_token);
+    let taken = claim(&store, &task.id, "agent-2", None).await;
+    assert!(matches!(taken, Err(StoreError::Conflict)), "{taken:?}");
+
+    // Not ready while a dependency is open; unknown, or outside the team: not found.
+    let blocked = create(&store, "blocked", &[]);
+    let first = create(&store, "first", &[]);
+    store.link_task(&blocked.id, &first.id, Scope::ALL).unwrap();
+    let refused = claim(&store, &blocked.id, "agent-1", None).await;
+    assert!(matches!(refused, Err(StoreError::NotReady)), "{refused:?}");
+    let refused = claim(&store, "no-such-task", "agent-1", None).await;
+    assert!(
+        matches!(refused, Err(StoreError::NotFound(_))),
+        "{refused:?}"
+    );
+    let blue = store
+        .create_task(
+            NewTask {
+                team_id: Some("blue".into()),
+                ..NewTask::titled("blue's")
+            },
+            CreatePolicy::Uncapped,
+        )
+        .unwrap();
+    let refused = claim(&store, &blue.id, "agent-1", None).await;
+    assert!(
+        matches!(refused, Err(StoreError::NotFound(_))),
+        "{refused:?}"
+    );
+    let refused = claim(&store, &first.id, " ", None).await;
+    assert!(
+        matches!(refused, Err(StoreError::Invalid(_))),
+        "{refused:?}"
+    );
+
+    // Paths another agent reserved are refused, naming the holder; free ones are taken.
+    let docs = create(&store, "docs", &["docs/**"]);
+    claim(&store, &docs.id, "agent-1", None).await.unwrap();
+    let overlapping = create(&store, "readme", &[]);
+    let refused = claim(
+        &store,
+        &overlapping.id,
+        "agent-2",
+        Some(&["docs/README.md"]),
+    )
+    .await;
+    match refused {
+        Err(StoreError::Reserved {
+            holder, task_id, ..
+        }) => {
+            assert_eq!(
+                (holder.as_str(), task_id.as_str()),
+                ("agent-1", docs.id.as_str())
+            );
+        }
+        other => panic!("expected a reservation refusal, got {other:?}"),
+    }
+    assert_eq!(
+        store
+            .get_task(&overlapping.id, Scope::ALL)
+            .unwrap()
+            .unwrap()
+            .status,
+        Status::Todo,
+        "a refused claim changed nothing"
+    );
+    let src = claim(&store, &overlapping.id, "agent-2", Some(&["src/**"]))
+        .await
+        .unwrap();
+    assert_eq!(src.paths, vec!["src/**".to_owned()]);
+
+    // A claim naming its runtime puts the agent on the roster with it.
+    let coded = create(&store, "coded", &[]);
+    let runtime = store
+        .claim_reserving_async(
+            coded.id.clone(),
+            "agent-3".into(),
+            Some("codex".into()),
+            None,
+            Some("red".into()),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(runtime.assignee_agent_id.as_deref(), Some("agent-3"));
+    let roster: Option<String> = store
+        .read(|tx| {
+            tx.query_one(
+                "SELECT runtime FROM agents WHERE id = ?1",
+                &[&"agent-3"],
+                |r| r.get(0),
+            )
+        })
+        .unwrap();
+    assert_eq!(roster.as_deref(), Some("codex"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_async_claims_have_exactly_one_winner() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    for round in 0..5 {
+        let task = create(&store, &format!("contested {round}"), &[]);
+        let claims = (0..12).map(|i| {
+            let (store, id) = (Arc::clone(&store), task.id.clone());
+            tokio::spawn(async move { claim(&store, &id, &format!("agent-{i}"), None).await })
+        });
+        let mut winners = Vec::new();
+        for outcome in futures_util::future::join_all(claims).await {
+            match outcome.unwrap() {
+                Ok(task) => winners.push(task.assignee_agent_id.unwrap()),
+                Err(StoreError::Conflict) => {}
+                Err(other) => panic!("round {round}: {other:?}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
+        let held = store.get_task(&task.id, Scope::ALL).unwrap().unwrap();
+        assert_eq!(held.assignee_agent_id.as_ref(), winners.first());
+    }
+}
+
+/// A clock of one test's own (tests run side by side, and each moves its clock on).
+macro_rules! test_clock {
+    ($now:ident, $clock:ident) => {
+        static $now: AtomicI64 = AtomicI64::new(1_700_000_000_000);
+
+        fn $clock() -> i64 {
+            $now.load(Ordering::Relaxed)
+        }
+    };
+}
+
+test_clock!(RECLAIMING_NOW, reclaiming_clock);
+test_clock!(REFUSED_NOW, refused_clock);
+test_clock!(RECORDING_NOW, recording_clock);
+
+/// A store on `clock` with one-minute leases, whose listener (on PostgreSQL) has
+/// connected, so its "you may have missed posts" wake-up is behind us.
+async fn leased_store(test: &TestStore, clock: fn() -> i64) -> Arc<Store> {
+    let config = StoreConfig {
+        clock,
+        lease: Some(Duration::from_secs(60)),
+        ..StoreConfig::default()
+    };
+    let store = Arc::new(test.store_with(config));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    store
+}
+
+fn room_posts(store: &Store) -> usize {
+    let query = ChatQuery {
+        room_id: &team_room("red"),
+        since_seq: 0,
+        limit: 100,
+        exclude_author: None,
+    };
+    store.read_chat(&query).unwrap().posts.len()
+}
+
+/// A task agent-1 claimed whose lease then lapsed (`now`, the store's clock, moved past
+/// it), and a listener on team red's room marked after that.
+async fn lapse_a_lease(store: &Arc<Store>, now: &AtomicI64) -> (Task, crate::Listener) {
+    let lapsing = create(store, "lapsing", &[]);
+    claim(store, &lapsing.id, "agent-1", None).await.unwrap();
+    now.fetch_add(61_000, Ordering::Relaxed);
+    let mut room = store.listen_to_room(&team_room("red"));
+    room.mark();
+    (lapsing, room)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_that_reclaims_a_lapsed_lease_wakes_the_room_once_committed() {
+    let test = TestStore::new();
+    let store = leased_store(&test, reclaiming_clock).await;
+    let next = create(&store, "next", &[]);
+    let (lapsing, mut room) = lapse_a_lease(&store, &RECLAIMING_NOW).await;
+    let claiming = {
+        let store = Arc::clone(&store);
+        let id = next.id.clone();
+        tokio::spawn(async move { claim(&store, &id, "agent-2", None).await })
+    };
+    room.heard(Duration::from_secs(10)).await;
+    // The wake comes after the commit: the first read after it sees the narration.
+    assert_eq!(room_posts(&store), 1, "woken before the commit");
+    claiming.await.unwrap().unwrap();
+    let reclaimed = store.get_task(&lapsing.id, Scope::ALL).unwrap().unwrap();
+    assert_eq!(reclaimed.status, Status::Todo);
+    assert_eq!(reclaimed.reclaimed_from.as_deref(), Some("agent-1"));
+    let inbox = store
+        .take_inbox("agent-1", Some("red"), 10, "test")
+        .unwrap();
+    assert_eq!(inbox.len(), 1, "{inbox:?}");
+    assert_eq!(inbox[0].source, "lease");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_refused_after_reclaiming_undoes_the_reclaim_and_wakes_nobody() {
+    let test = TestStore::new();
+    let store = leased_store(&test, refused_clock).await;
+    let blocked = create(&store, "blocked", &[]);
+    let first = create(&store, "first", &[]);
+    store.link_task(&blocked.id, &first.id, Scope::ALL).unwrap();
+    let (lapsing, mut room) = lapse_a_lease(&store, &REFUSED_NOW).await;
+    // The claim reclaims the lapsed lease and narrates it, then is refused: not ready.
+    let refused = claim(&store, &blocked.id, "agent-2", None).await;
+    assert!(matches!(refused, Err(StoreError::NotReady)), "{refused:?}");
+    let quiet = Duration::from_millis(300);
+    let started = std::time::Instant::now();
+    room.heard(quiet).await;
+    assert!(
+        started.elapsed() >= quiet,
+        "a rolled-back post woke the room"
+    );
+    assert_eq!(room_posts(&store), 0);
+    let still = store.get_task(&lapsing.id, Scope::ALL).unwrap().unwrap();
+    assert_eq!(
+        still.status,
+        Status::InProgress,
+        "the reclaim rolled back with the claim"
+    );
+    assert!(
+        store
+            .take_inbox("agent-1", Some("red"), 10, "test")
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_cut_short_strands_no_later_write_and_no_transaction() {
+    let test = TestStore::new();
+    // One connection, so the next write reuses the one the cut write held.
+    let config = StoreConfig {
+        pg_pool_size: 1,
+        ..StoreConfig::default()
+    };
+    let store = Arc::new(test.store_with(config));
+    let cut_task = create(&store, "cut", &[]);
+    let other = create(&store, "other", &[]);
+    // Warm: the connection is open and the claim's statements prepared.
+    let warm = create(&store, "warm", &[]);
+    claim(&store, &warm.id, "agent-0", None).await.unwrap();
+    {
+        let mut cut = pin!(claim(&store, &cut_task.id, "agent-1", None));
+        // On PostgreSQL this sends the claim's `BEGIN` and its statements, the claim's
+        // update among them, and leaves it waiting for their answer. On SQLite it queues
+        // the write and gathers others to join its group.
+        let _ = cut.as_mut().now_or_never();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The next write runs (on SQLite nobody is left draining the queue unless the cut
+    // call handed that on) and, on PostgreSQL, on the same connection: had the cut
+    // transaction stayed open, this write's commit would commit the cut claim too.
+    let after = claim(&store, &other.id, "agent-2", None).await.unwrap();
+    assert_eq!(after.assignee_agent_id.as_deref(), Some("agent-2"));
+    let cut_now = store.get_task(&cut_task.id, Scope::ALL).unwrap().unwrap();
+    if store.dialect() == Dialect::Postgres {
+        assert_eq!(
+            cut_now.status,
+            Status::Todo,
+            "a write cut short before its commit changed nothing"
+        );
+    }
+    let page = store
+        .list_tasks_page(&TaskFilter::default(), None, 10)
+        .unwrap();
+    assert_eq!(page.tasks.len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_async_posts_take_one_seq_each_with_no_gap() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    let posts = (0..12).map(|i| {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            store
+                .post_chat_async(
+                    "room".into(),
+                    format!("agent-{i}"),
+                    PostKind::Peer,
+                    format!("post {i}"),
+                )
+                .await
+        })
+    });
+    let mut seqs = Vec::new();
+    for posted in futures_util::future::join_all(posts).await {
+        seqs.push(posted.unwrap().unwrap().unwrap().seq);
+    }
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=12).collect::<Vec<i64>>());
+    for (room, body) in [("room", " "), ("", "hi")] {
+        let refused = store
+            .post_chat_async(room.into(), "agent-0".into(), PostKind::Peer, body.into())
+            .await
+            .unwrap();
+        assert!(
+            matches!(refused, Err(StoreError::Invalid(_))),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(
+        store
+            .read_chat(&ChatQuery {
+                room_id: "room",
+                since_seq: 0,
+                limit: 100,
+                exclude_author: None
+            })
+            .unwrap()
+            .posts
+            .len(),
+        12
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_call_record_renews_a_lease_under_half_and_remembers_when_next() {
+    let test = TestStore::new();
+    let store = leased_store(&test, recording_clock).await;
+    let task = create(&store, "held", &[]);
+    let held = claim(&store, &task.id, "agent-1", None).await.unwrap();
+    RECORDING_NOW.fetch_add(31_000, Ordering::Relaxed);
+    assert!(store.call_record_due("agent-1", Some("red")));
+    store
+        .record_call_async("agent-1".into(), Some("red".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    let renewed = store.get_task(&task.id, Scope::ALL).unwrap().unwrap();
+    assert_eq!(renewed.lease_expires_at, Some(recording_clock() + 60_000));
+    assert!(renewed.lease_expires_at > held.lease_expires_at);
+    assert!(
+        !store.call_record_due("agent-1", Some("red")),
+        "recorded just now"
+    );
+    let seen: i64 = store
+        .read(|tx| {
+            tx.query_one(
+                "SELECT last_seen_at FROM agent_presence WHERE agent_id = ?1 AND team_key = ?2",
+                &[&"agent-1", &"red"],
+                |r| r.get(0),
+            )
+        })
+        .unwrap();
+    assert_eq!(seen, recording_clock());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_committed_asynchronously_wakes_another_hosts_room() {
+    // Hosts hear each other's posts by PostgreSQL's `NOTIFY`; SQLite's processes share
+    // one host and poll.
+    let Some(test) = TestStore::postgres() else {
+        return;
+    };
+    let poster = Arc::new(test.store());
+    let other_host = test.store();
+    // Both listeners have connected, so their "you may have missed posts" is behind us.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut room = other_host.listen_to_room("room");
+    room.mark();
+    let started = std::time::Instant::now();
+    poster
+        .post_chat_async(
+            "room".into(),
+            "agent-1".into(),
+            PostKind::Peer,
+            "hello".into(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    room.heard(Duration::from_secs(10)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the other host heard"
+    );
+}
