@@ -3,8 +3,8 @@
 use std::sync::{Arc, LazyLock};
 
 use clawboo_store::board::{
-    AuthorType, BoardCursor, Comment, CreatePolicy, MAX_PAGE, NewComment, NewTask, Scope, Status,
-    Task, TaskFilter,
+    AuthorType, BoardCursor, Comment, CreatePolicy, MAX_PAGE, NewComment, NewTask, OwnedScope,
+    Scope, Status, Task, TaskFilter, TaskMove,
 };
 use clawboo_store::leases::Claimant;
 use clawboo_store::{Store, StoreError, short_ids};
@@ -389,14 +389,6 @@ fn non_empty(field: &str, value: &str) -> Result<(), CallToolResult> {
     Ok(())
 }
 
-/// The store call behind a status move.
-#[derive(Clone, Copy)]
-enum Move {
-    Release,
-    Unblock,
-    SetStatus(Status),
-}
-
 impl Handlers for TasksServer {
     type Call = TasksCall;
 
@@ -550,11 +542,11 @@ impl TasksServer {
             tenant_id: ctx.binding.tenant_id.clone(),
             ..new
         };
-        let team = ctx.binding.team_id.clone();
-        let created = store_write(&self.store, move |s| {
-            s.create_task_in(new, CreatePolicy::Capped, Scope::team(team.as_deref()))
-        })
-        .await?;
+        let created = self
+            .store
+            .create_task_async(new, CreatePolicy::Capped, ctx.binding.team_id.clone())
+            .await
+            .map_err(internal_error)?;
         Ok(created
             .map(|task| json_result(&TaskOut { task: &task }))
             .unwrap_or_else(|e| store_error(e, None)))
@@ -615,7 +607,7 @@ impl TasksServer {
         self.move_task(
             ctx,
             a.task_id,
-            Move::Release,
+            TaskMove::Release,
             a.claim_token,
             "release failed",
         )
@@ -623,7 +615,7 @@ impl TasksServer {
     }
 
     async fn update_task_status(&self, ctx: &CallContext<'_>, a: UpdateStatusArgs) -> Outcome {
-        let target = Move::SetStatus(Status::from(a.status));
+        let target = TaskMove::To(Status::from(a.status));
         self.move_task(
             ctx,
             a.task_id,
@@ -635,13 +627,13 @@ impl TasksServer {
     }
 
     async fn block_task(&self, ctx: &CallContext<'_>, a: FencedTaskArgs) -> Outcome {
-        let target = Move::SetStatus(Status::Blocked);
+        let target = TaskMove::To(Status::Blocked);
         self.move_task(ctx, a.task_id, target, a.claim_token, "block failed")
             .await
     }
 
     async fn unblock_task(&self, ctx: &CallContext<'_>, a: TaskIdArgs) -> Outcome {
-        self.move_task(ctx, a.task_id, Move::Unblock, None, "unblock failed")
+        self.move_task(ctx, a.task_id, TaskMove::Unblock, None, "unblock failed")
             .await
     }
 
@@ -650,22 +642,22 @@ impl TasksServer {
         &self,
         ctx: &CallContext<'_>,
         task_id: String,
-        target: Move,
+        target: TaskMove,
         claim_token: Option<i64>,
         failed: &str,
     ) -> Outcome {
-        let team = ctx.binding.team_id.clone();
         let actor = ctx.binding.agent_id.clone();
-        let moved = store_write(&self.store, move |s| {
-            let actor = actor.as_deref();
-            let scope = Scope::bound(team.as_deref(), actor).fenced(claim_token);
-            match target {
-                Move::Release => s.release_task(&task_id, actor, scope),
-                Move::Unblock => s.unblock_task(&task_id, actor, scope),
-                Move::SetStatus(status) => s.set_status(&task_id, status, actor, actor, scope),
-            }
-        })
-        .await?;
+        let scope = OwnedScope {
+            team_id: ctx.binding.team_id.clone(),
+            agent_id: actor.clone(),
+            claim_token,
+            operator: None,
+        };
+        let moved = self
+            .store
+            .move_task_async(task_id, target, actor, scope)
+            .await
+            .map_err(internal_error)?;
         Ok(moved
             .map(|task| json_result(&TaskOut { task: &task }))
             .unwrap_or_else(|e| store_error(e, Some(failed))))

@@ -17,7 +17,7 @@ use crate::run::RunError;
 use crate::scrub::{is_only_redactions, scrub_text};
 pub use crate::task::{MAX_BODY_CHARS, MAX_TITLE_CHARS, Scope, Status, Task};
 use crate::task::{
-    TASK_COLUMNS, UNFINISHED_DEP, check_fence, columns_for, load_task, load_task_sql, require_task,
+    TASK_COLUMNS, UNFINISHED_DEP, check_fence, columns_for, load_task_sql, require_task,
     task_from_row,
 };
 use crate::writes::{AsyncWriteTx, StoreWrite, Writes};
@@ -566,7 +566,7 @@ fn check_len(field: &str, value: &str, max: usize) -> Result<()> {
 /// cached lookup per ancestor. A recursive CTE did the same through a temporary table
 /// opened and closed on every call, where the usual parent is a root and this walk reads
 /// one row.
-fn depth_below(tx: &dyn Tx, parent: Option<&str>) -> Result<i64> {
+async fn depth_below<R: Reads + ?Sized>(tx: &R, parent: Option<&str>) -> Result<i64> {
     let mut depth = 0;
     let mut next = parent.map(str::to_owned);
     // Bounded like the CTE was, so a parent cycle written around the store cannot hang.
@@ -574,20 +574,20 @@ fn depth_below(tx: &dyn Tx, parent: Option<&str>) -> Result<i64> {
         && depth < 64
     {
         depth += 1;
+        let parent = Query::new("SELECT parent_task_id FROM tasks WHERE id = ?1", &[&id]);
         next = tx
-            .query_opt(
-                "SELECT parent_task_id FROM tasks WHERE id = ?1",
-                &[&id],
-                |r| r.get::<Option<String>>(0),
-            )?
+            .query_map(parent, |r| r.get::<Option<String>>(0))
+            .await?
+            .into_iter()
+            .next()
             .flatten();
     }
     Ok(depth)
 }
 
 /// Queue an inbox note for the task's assignee when someone else acted on it.
-fn notify_assignee(
-    tx: &dyn Tx,
+async fn notify_assignee<W: Writes + ?Sized>(
+    tx: &W,
     now: i64,
     task: &Task,
     actor: Option<&str>,
@@ -598,14 +598,8 @@ fn notify_assignee(
     {
         let who = actor.unwrap_or("someone");
         let body = format!("{who} {what} on your task \"{}\" ({})", task.title, task.id);
-        ready_now(inbox::push(
-            tx,
-            now,
-            assignee,
-            task.team_id.as_deref(),
-            "board",
-            &body,
-        ))?;
+        let team = task.team_id.as_deref();
+        inbox::push(tx, now, assignee, team, "board", &body).await?;
     }
     Ok(())
 }
@@ -622,10 +616,10 @@ fn summarize(body: &str) -> String {
 
 /// Validate `new`, check it against the caps (when `policy` is capped) and insert it,
 /// inside the caller's write transaction.
-pub(crate) fn insert_task(
-    tx: &dyn Tx,
+pub(crate) async fn insert_task<W: Writes + ?Sized>(
+    tx: &W,
     now: i64,
-    new: NewTask,
+    new: &NewTask,
     policy: CreatePolicy,
     scope: Scope<'_>,
 ) -> Result<Task> {
@@ -652,7 +646,9 @@ pub(crate) fn insert_task(
     }
     let mut team_id = scope.team_id.map(str::to_owned).or(new.team_id.clone());
     if let Some(parent_id) = new.parent_task_id.as_deref() {
-        let parent = load_task(tx, parent_id, scope)?.filter(|p| !p.dropped);
+        let parent = task::load_task(tx, parent_id, scope)
+            .await?
+            .filter(|p| !p.dropped);
         let Some(parent) = parent else {
             return Err(match policy {
                 CreatePolicy::Capped => StoreError::Cap {
@@ -680,10 +676,10 @@ pub(crate) fn insert_task(
         if policy == CreatePolicy::Capped {
             // A subtask's caps are its parent's team's (it lives in that team): one capped
             // create of a team at a time counts and inserts, across hosts.
-            tx.serialize_on(&cap_key(parent.team_id.as_deref()))?;
+            tx.serialize_on(cap_key(parent.team_id.as_deref())).await?;
             // The depth counts every ancestor, seen or not (the parent as read in `scope`
             // shows no parent of another team).
-            if depth_below(tx, Some(parent_id))? > MAX_DEPTH {
+            if depth_below(tx, Some(parent_id)).await? > MAX_DEPTH {
                 return Err(StoreError::Cap {
                     reason: CapReason::DepthCap,
                     message: format!(
@@ -691,11 +687,11 @@ pub(crate) fn insert_task(
                     ),
                 });
             }
-            let children: i64 = tx.query_one(
+            let children = Query::new(
                 "SELECT COUNT(*) FROM tasks WHERE parent_task_id = ?1 AND dropped = 0",
                 &[&parent_id],
-                |r| r.get(0),
-            )?;
+            );
+            let children = count(tx, children).await?;
             if children >= MAX_CHILDREN {
                 return Err(StoreError::Cap {
                     reason: CapReason::ChildCap,
@@ -706,12 +702,12 @@ pub(crate) fn insert_task(
             }
         }
     } else if policy == CreatePolicy::Capped {
-        tx.serialize_on(&cap_key(team_id.as_deref()))?;
-        let recent: i64 = tx.query_one(
+        tx.serialize_on(cap_key(team_id.as_deref())).await?;
+        let recent = Query::new(
             tx.statement(&RECENT_ROOTS),
             &[&(now - ROOT_RATE_WINDOW_MS), &team_id],
-            |r| r.get(0),
-        )?;
+        );
+        let recent = count(tx, recent).await?;
         if recent >= MAX_ROOTS_PER_WINDOW {
             return Err(StoreError::Cap {
                 reason: CapReason::RootRateCap,
@@ -724,8 +720,8 @@ pub(crate) fn insert_task(
     let status = new.status.unwrap_or(Status::Todo);
     let id = new_id();
     // Last before the insert, in its transaction: a refused create takes no number.
-    let short_id = short_ids::next(tx, team_id.as_deref())?;
-    tx.execute(
+    let short_id = short_ids::next(tx, team_id.as_deref()).await?;
+    let insert = Query::new(
         "INSERT INTO tasks(id, title, description, status, priority, team_id, assignee_agent_id,
                 assignee_runtime, parent_task_id, tenant_id, created_at, updated_at, completed_at,
                 paths, short_id)
@@ -746,8 +742,15 @@ pub(crate) fn insert_task(
             &reservations::join(&paths),
             &short_id,
         ],
-    )?;
-    require_task(tx, &id, scope)
+    );
+    tx.execute(insert).await?;
+    task::require_task_on(tx, &id, scope).await
+}
+
+/// The count `query` (a `SELECT COUNT(*)`) returned.
+async fn count<R: Reads + ?Sized>(tx: &R, query: Query) -> Result<i64> {
+    let counted = tx.query_map(query, |r| r.get::<i64>(0)).await?;
+    Ok(counted.into_iter().next().unwrap_or(0))
 }
 
 /// How many times a claim or a move reads the task again after another host changed the
@@ -941,6 +944,208 @@ async fn claim_on<W: Writes + ?Sized>(
     Err(StoreError::Conflict)
 }
 
+/// A status move of a task ([`Store::move_task_async`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskMove {
+    /// To this status, as the state machine allows ([`Store::set_status`]).
+    To(Status),
+    /// An `in_progress` task back to `todo`, its holder cleared ([`Store::release_task`]).
+    Release,
+    /// A `blocked` task back to `todo` ([`Store::unblock_task`]).
+    Unblock,
+}
+
+impl TaskMove {
+    fn target(self) -> Status {
+        match self {
+            TaskMove::To(status) => status,
+            TaskMove::Release | TaskMove::Unblock => Status::Todo,
+        }
+    }
+
+    /// Whether this move starts from `from` at all (the state machine decides the rest).
+    fn starts_from(self, from: Status) -> bool {
+        match self {
+            TaskMove::To(_) => true,
+            TaskMove::Release => from == Status::InProgress,
+            TaskMove::Unblock => from == Status::Blocked,
+        }
+    }
+}
+
+/// A [`Scope`] that owns its strings, for a write that travels into a future.
+#[derive(Debug, Clone, Default)]
+pub struct OwnedScope {
+    pub team_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub claim_token: Option<i64>,
+    pub operator: Option<String>,
+}
+
+impl OwnedScope {
+    /// The scope it owns.
+    pub fn scope(&self) -> Scope<'_> {
+        Scope {
+            team_id: self.team_id.as_deref(),
+            agent_id: self.agent_id.as_deref(),
+            claim_token: self.claim_token,
+            operator: self.operator.as_deref(),
+        }
+    }
+}
+
+/// The move rule inside the caller's write transaction: the move is checked against the
+/// task as read, and written only while the row is still that task (status, holder,
+/// claim): on PostgreSQL another host may release, reclaim or move it in between, and a
+/// move must not overwrite a state it never checked. A row that changed is read and
+/// checked again.
+async fn move_on<W: Writes + ?Sized>(
+    tx: &W,
+    now: i64,
+    lease: Option<i64>,
+    id: &str,
+    to_move: TaskMove,
+    mover: Mover<'_>,
+    scope: Scope<'_>,
+) -> Result<Task> {
+    let to = to_move.target();
+    for _ in 0..ROW_ATTEMPTS {
+        let task = task::require_task_on(tx, id, scope).await?;
+        check_fence(&task, scope.claim_token)?;
+        if let (Some(agent), Some(holder)) = (scope.agent_id, task.assignee_agent_id.as_deref())
+            && agent != holder
+        {
+            return Err(StoreError::NotAssignee {
+                task_id: task.id,
+                holder: holder.to_owned(),
+            });
+        }
+        if !to_move.starts_from(task.status) || !task.status.can_transition_to(to) {
+            return Err(StoreError::IllegalTransition {
+                from: task.status.as_str().into(),
+                to: to.as_str().into(),
+            });
+        }
+        if task.status == to {
+            return Ok(task);
+        }
+        if to == Status::InProgress && task.assignee_agent_id.is_none() {
+            let Some(agent_id) = mover.claimant.filter(|c| !c.trim().is_empty()) else {
+                return Err(StoreError::Invalid(format!(
+                    "task {id} is held by nobody, so moving it to in_progress claims it: name who takes it (claim_task with assigneeAgentId, or assigneeAgentId beside the move on the board and REST)"
+                )));
+            };
+            let claim = Claim {
+                agent_id,
+                runtime: None,
+                from: task.status,
+                paths: None,
+            };
+            let claimed = claim_on(tx, now, lease, id, claim, scope).await?;
+            let detail = format!("{} → {to} (claimed for {agent_id})", task.status);
+            operator_activity::record_on(tx, now, scope, id, OperatorAction::Moved, &detail)
+                .await?;
+            return Ok(claimed);
+        }
+        let update = Query::new(
+            "UPDATE tasks SET status = ?1, updated_at = ?2,
+                 completed_at = CASE WHEN CAST(?3 AS BIGINT) = 1 THEN ?2 ELSE completed_at END,
+                 assignee_agent_id = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_agent_id END,
+                 assignee_runtime = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_runtime END,
+                 lease_expires_at = CASE WHEN ?1 = 'in_progress' AND assignee_agent_id IS NOT NULL
+                     THEN CAST(?2 AS BIGINT) + CAST(?5 AS BIGINT) END
+             WHERE id = ?4 AND status = ?6 AND assignee_agent_id IS NOT DISTINCT FROM ?7
+               AND claim_token = ?8",
+            &[
+                &to.as_str(),
+                &now,
+                &to.is_terminal(),
+                &id,
+                &lease,
+                &task.status.as_str(),
+                &task.assignee_agent_id,
+                &task.claim_token,
+            ],
+        );
+        if tx.execute(update).await? == 1 {
+            notify_assignee(tx, now, &task, mover.actor, &format!("moved it to {to}")).await?;
+            let detail = format!("{} → {to}", task.status);
+            operator_activity::record_on(tx, now, scope, id, OperatorAction::Moved, &detail)
+                .await?;
+            return task::require_task_on(tx, id, scope).await;
+        }
+    }
+    Err(StoreError::Conflict)
+}
+
+/// [`move_on`] with its arguments, for [`Store::run_transaction`].
+struct MoveWrite {
+    id: String,
+    to: TaskMove,
+    actor: Option<String>,
+    scope: OwnedScope,
+    now: i64,
+    lease: Option<i64>,
+}
+
+impl MoveWrite {
+    fn apply<'a, W: Writes + ?Sized>(
+        &'a self,
+        tx: &'a W,
+    ) -> impl Future<Output = Result<Task>> + 'a {
+        // The agent moving is the one a move into `in_progress` claims for.
+        let actor = self.actor.as_deref();
+        let mover = Mover {
+            actor,
+            claimant: actor,
+        };
+        let scope = self.scope.scope();
+        move_on(tx, self.now, self.lease, &self.id, self.to, mover, scope)
+    }
+}
+
+impl StoreWrite for MoveWrite {
+    type Output = Task;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Task> {
+        ready_now(self.apply(tx))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncWriteTx) -> BoxFuture<'a, Result<Task>> {
+        Box::pin(self.apply(tx))
+    }
+}
+
+/// [`insert_task`] with its arguments, for [`Store::run_transaction`].
+struct CreateWrite {
+    new: NewTask,
+    policy: CreatePolicy,
+    team_id: Option<String>,
+    now: i64,
+}
+
+impl CreateWrite {
+    fn insert<'a, W: Writes + ?Sized>(
+        &'a self,
+        tx: &'a W,
+    ) -> impl Future<Output = Result<Task>> + 'a {
+        let scope = Scope::team(self.team_id.as_deref());
+        insert_task(tx, self.now, &self.new, self.policy, scope)
+    }
+}
+
+impl StoreWrite for CreateWrite {
+    type Output = Task;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Task> {
+        ready_now(self.insert(tx))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncWriteTx) -> BoxFuture<'a, Result<Task>> {
+        Box::pin(self.insert(tx))
+    }
+}
+
 /// A claim of `todo` task `id` with its arguments checked, for [`Store::run_transaction`].
 struct ClaimWrite {
     id: String,
@@ -1041,7 +1246,25 @@ impl Store {
         scope: Scope<'_>,
     ) -> Result<Task> {
         let now = self.now_ms();
-        self.write(|tx| insert_task(tx, now, new, policy, scope))
+        self.write(|tx| ready_now(insert_task(tx, now, &new, policy, scope)))
+    }
+
+    /// [`Store::create_task_in`] for an async caller in `team_id`'s scope (the whole
+    /// board's for `None`), run the way the engine runs writes best
+    /// ([`Store::run_transaction`]).
+    pub async fn create_task_async(
+        self: &Arc<Store>,
+        new: NewTask,
+        policy: CreatePolicy,
+        team_id: Option<String>,
+    ) -> std::result::Result<Result<Task>, RunError> {
+        let create = CreateWrite {
+            new,
+            policy,
+            team_id,
+            now: self.now_ms(),
+        };
+        self.run_transaction(create).await
     }
 
     /// [`Store::create_task_in`] over the whole board.
@@ -1212,106 +1435,50 @@ impl Store {
         claimant: Option<&str>,
         scope: Scope<'_>,
     ) -> Result<Task> {
-        self.transition(id, to, Mover { actor, claimant }, scope, |_| true)
+        self.transition(id, TaskMove::To(to), Mover { actor, claimant }, scope)
     }
 
     /// Release an `in_progress` task back to `todo`, clearing its assignee.
     pub fn release_task(&self, id: &str, actor: Option<&str>, scope: Scope<'_>) -> Result<Task> {
-        self.transition(id, Status::Todo, Mover::acting(actor), scope, |from| {
-            from == Status::InProgress
-        })
+        self.transition(id, TaskMove::Release, Mover::acting(actor), scope)
     }
 
     /// Move a `blocked` task back to `todo` (only from `blocked`).
     pub fn unblock_task(&self, id: &str, actor: Option<&str>, scope: Scope<'_>) -> Result<Task> {
-        self.transition(id, Status::Todo, Mover::acting(actor), scope, |from| {
-            from == Status::Blocked
-        })
+        self.transition(id, TaskMove::Unblock, Mover::acting(actor), scope)
     }
 
     fn transition(
         &self,
         id: &str,
-        to: Status,
+        to: TaskMove,
         mover: Mover<'_>,
         scope: Scope<'_>,
-        allowed_from: impl Fn(Status) -> bool,
     ) -> Result<Task> {
-        let actor = mover.actor;
-        let now = self.now_ms();
-        let lease = self.lease_ms();
-        self.write(|tx| {
-            // The move is checked against the task as read, and written only while the row
-            // is still that task (status, holder, claim): on PostgreSQL another host may
-            // release, reclaim or move it in between, and a move must not overwrite a
-            // state it never checked. A row that changed is read and checked again.
-            for _ in 0..ROW_ATTEMPTS {
-                let task = require_task(tx, id, scope)?;
-                check_fence(&task, scope.claim_token)?;
-                if let (Some(agent), Some(holder)) =
-                    (scope.agent_id, task.assignee_agent_id.as_deref())
-                    && agent != holder
-                {
-                    return Err(StoreError::NotAssignee {
-                        task_id: task.id,
-                        holder: holder.to_owned(),
-                    });
-                }
-                if !allowed_from(task.status) || !task.status.can_transition_to(to) {
-                    return Err(StoreError::IllegalTransition {
-                        from: task.status.as_str().into(),
-                        to: to.as_str().into(),
-                    });
-                }
-                if task.status == to {
-                    return Ok(task);
-                }
-                if to == Status::InProgress && task.assignee_agent_id.is_none() {
-                    let Some(agent_id) = mover.claimant.filter(|c| !c.trim().is_empty()) else {
-                        return Err(StoreError::Invalid(format!(
-                            "task {id} is held by nobody, so moving it to in_progress claims it: name who takes it (claim_task with assigneeAgentId, or assigneeAgentId beside the move on the board and REST)"
-                        )));
-                    };
-                    let claim = Claim {
-                        agent_id,
-                        runtime: None,
-                        from: task.status,
-                        paths: None,
-                    };
-                    let claimed = claim_in(tx, now, lease, id, claim, scope)?;
-                    let detail = format!("{} → {to} (claimed for {agent_id})", task.status);
-                    operator_activity::record_in(tx, now, scope, id, OperatorAction::Moved, &detail)?;
-                    return Ok(claimed);
-                }
-                let changed = tx.execute(
-                    "UPDATE tasks SET status = ?1, updated_at = ?2,
-                         completed_at = CASE WHEN CAST(?3 AS BIGINT) = 1 THEN ?2 ELSE completed_at END,
-                         assignee_agent_id = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_agent_id END,
-                         assignee_runtime = CASE WHEN ?1 = 'todo' THEN NULL ELSE assignee_runtime END,
-                         lease_expires_at = CASE WHEN ?1 = 'in_progress' AND assignee_agent_id IS NOT NULL
-                             THEN CAST(?2 AS BIGINT) + CAST(?5 AS BIGINT) END
-                     WHERE id = ?4 AND status = ?6 AND assignee_agent_id IS NOT DISTINCT FROM ?7
-                       AND claim_token = ?8",
-                    &[
-                        &to.as_str(),
-                        &now,
-                        &to.is_terminal(),
-                        &id,
-                        &lease,
-                        &task.status.as_str(),
-                        &task.assignee_agent_id,
-                        &task.claim_token,
-                    ],
-                )?;
-                if changed == 1 {
-                    notify_assignee(tx, now, &task, actor, &format!("moved it to {to}"))?;
-                    let detail = format!("{} → {to}", task.status);
-                    operator_activity::record_in(tx, now, scope, id, OperatorAction::Moved, &detail)?;
-                    return require_task(tx, id, scope);
-                }
-            }
-            Err(StoreError::Conflict)
-        })
+        let (now, lease) = (self.now_ms(), self.lease_ms());
+        self.write(|tx| ready_now(move_on(tx, now, lease, id, to, mover, scope)))
+    }
+
+    /// A status move ([`Store::set_status`], [`Store::release_task`],
+    /// [`Store::unblock_task`]) by `actor`, the claimant of a move into `in_progress`, for
+    /// an async caller in `scope`, run the way the engine runs writes best
+    /// ([`Store::run_transaction`]).
+    pub async fn move_task_async(
+        self: &Arc<Store>,
+        id: String,
+        to: TaskMove,
+        actor: Option<String>,
+        scope: OwnedScope,
+    ) -> std::result::Result<Result<Task>, RunError> {
+        let write = MoveWrite {
+            id,
+            to,
+            actor,
+            scope,
+            now: self.now_ms(),
+            lease: self.lease_ms(),
+        };
+        self.run_transaction(write).await
     }
 
     /// Add a comment; the assignee gets an inbox note when someone else wrote it.
@@ -1336,7 +1503,7 @@ impl Store {
             )?;
             let line = summarize(&body);
             let what = format!("commented \"{line}\"");
-            notify_assignee(tx, now, &task, new.author_agent_id.as_deref(), &what)?;
+            ready_now(notify_assignee(tx, now, &task, new.author_agent_id.as_deref(), &what))?;
             operator_activity::record_in(tx, now, scope, task_id, OperatorAction::Commented, &line)?;
             Ok(Comment {
                 id,

@@ -158,19 +158,21 @@ impl Store {
         let now = self.now_ms();
         // The task, the assignee's inbox note and the room narration land together or not at all.
         let (created, post) = self.write(|tx| {
-            let created = board::insert_task(
+            let new = NewTask {
+                title,
+                description,
+                team_id: Some(team_id.to_owned()),
+                assignee_runtime: target.runtime.clone(),
+                ..NewTask::default()
+            };
+            let scope = Scope::team(Some(team_id));
+            let created = ready_now(board::insert_task(
                 tx,
                 now,
-                NewTask {
-                    title,
-                    description,
-                    team_id: Some(team_id.to_owned()),
-                    assignee_runtime: target.runtime.clone(),
-                    ..NewTask::default()
-                },
+                &new,
                 CreatePolicy::Uncapped,
-                Scope::team(Some(team_id)),
-            )?;
+                scope,
+            ))?;
             let note = format!(
                 "{caller_name} delegated a task to you: \"{}\" ({}); claim it with claim_task",
                 created.title, created.id

@@ -9,7 +9,9 @@ use serde::Serialize;
 
 use crate::db::{DbRow, Tx};
 use crate::error::{Result, StoreError};
+use crate::reads::{Query, ready_now};
 use crate::task::Scope;
+use crate::writes::Writes;
 use crate::{Store, new_id};
 
 /// Most rows one [`Store::operator_activity`] call returns.
@@ -72,14 +74,27 @@ pub(crate) fn record_in(
     action: OperatorAction,
     detail: &str,
 ) -> Result<()> {
+    ready_now(record_on(tx, now, scope, task_id, action, detail))
+}
+
+/// [`record_in`] in any write transaction.
+pub(crate) async fn record_on<W: Writes + ?Sized>(
+    tx: &W,
+    now: i64,
+    scope: Scope<'_>,
+    task_id: &str,
+    action: OperatorAction,
+    detail: &str,
+) -> Result<()> {
     let Some(actor) = scope.operator else {
         return Ok(());
     };
-    tx.execute(
+    let insert = Query::new(
         "INSERT INTO operator_activity(id, task_id, actor, action, detail, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         &[&new_id(), &task_id, &actor, &action.as_str(), &detail, &now],
-    )?;
+    );
+    tx.execute(insert).await?;
     Ok(())
 }
 

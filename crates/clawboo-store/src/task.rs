@@ -294,12 +294,7 @@ pub(crate) fn task_from_row(r: &dyn DbRow) -> Result<Task> {
 }
 
 /// Load one task visible in `scope`, with the ids of its dependencies visible in `scope`.
-pub(crate) fn load_task(tx: &dyn Tx, id: &str, scope: Scope<'_>) -> Result<Option<Task>> {
-    ready_now(load_task_on(tx, id, scope))
-}
-
-/// [`load_task`] on any transaction.
-pub(crate) async fn load_task_on<R: Reads + ?Sized>(
+pub(crate) async fn load_task<R: Reads + ?Sized>(
     tx: &R,
     id: &str,
     scope: Scope<'_>,
@@ -340,7 +335,7 @@ pub(crate) async fn require_task_on<R: Reads + ?Sized>(
     id: &str,
     scope: Scope<'_>,
 ) -> Result<Task> {
-    load_task_on(tx, id, scope)
+    load_task(tx, id, scope)
         .await?
         .ok_or_else(|| StoreError::NotFound(id.to_owned()))
 }

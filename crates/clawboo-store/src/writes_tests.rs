@@ -11,9 +11,13 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 
-use crate::board::{CreatePolicy, NewTask, TaskFilter};
+use crate::board::{
+    CreatePolicy, MAX_CHILDREN, MAX_PAGE, MAX_ROOTS_PER_WINDOW, NewTask, OwnedScope, TaskFilter,
+    TaskMove,
+};
 use crate::chat::{ChatQuery, PostKind, team_room};
 use crate::db::Dialect;
+use crate::error::CapReason;
 use crate::task::{Scope, Status, Task};
 use crate::testing::TestStore;
 use crate::{Store, StoreConfig, StoreError};
@@ -437,4 +441,232 @@ async fn a_post_committed_asynchronously_wakes_another_hosts_room() {
         started.elapsed() < Duration::from_secs(10),
         "the other host heard"
     );
+}
+
+/// Create `title` asynchronously with the caps on, as a caller bound to team red.
+async fn create_capped(
+    store: &Arc<Store>,
+    title: &str,
+    parent: Option<&Task>,
+) -> Result<Task, StoreError> {
+    let new = NewTask {
+        parent_task_id: parent.map(|p| p.id.clone()),
+        ..NewTask::titled(title)
+    };
+    store
+        .create_task_async(new, CreatePolicy::Capped, Some("red".into()))
+        .await
+        .expect("the create ran")
+}
+
+fn cap_of(refused: Result<Task, StoreError>) -> CapReason {
+    match refused {
+        Err(StoreError::Cap { reason, .. }) => reason,
+        other => panic!("expected a cap, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_create_keeps_every_cap_the_synchronous_one_keeps() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    let root = create_capped(&store, "  root  ", None).await.unwrap();
+    assert_eq!(
+        (root.title.as_str(), root.team_id.as_deref(), root.status),
+        ("root", Some("red"), Status::Todo)
+    );
+    assert_eq!(
+        store.get_task(&root.id, Scope::ALL).unwrap().as_ref(),
+        Some(&root)
+    );
+
+    // Depth: the root's child's child is as deep as a task goes.
+    let child = create_capped(&store, "child", Some(&root)).await.unwrap();
+    assert_eq!(child.parent_task_id.as_deref(), Some(root.id.as_str()));
+    let grandchild = create_capped(&store, "grandchild", Some(&child))
+        .await
+        .unwrap();
+    let too_deep = create_capped(&store, "too deep", Some(&grandchild)).await;
+    assert_eq!(cap_of(too_deep), CapReason::DepthCap);
+
+    // Children: a parent takes MAX_CHILDREN.
+    for i in 1..MAX_CHILDREN {
+        create_capped(&store, &format!("sibling {i}"), Some(&root))
+            .await
+            .unwrap();
+    }
+    let one_more = create_capped(&store, "one more", Some(&root)).await;
+    assert_eq!(cap_of(one_more), CapReason::ChildCap);
+
+    // A parent unknown, or of another team, and a task created in progress are refused.
+    let ghost = Task {
+        id: "no-such-task".into(),
+        ..root.clone()
+    };
+    assert_eq!(
+        cap_of(create_capped(&store, "orphan", Some(&ghost)).await),
+        CapReason::ParentNotFound
+    );
+    let blue = store
+        .create_task(
+            NewTask {
+                team_id: Some("blue".into()),
+                ..NewTask::titled("blue's")
+            },
+            CreatePolicy::Uncapped,
+        )
+        .unwrap();
+    assert_eq!(
+        cap_of(create_capped(&store, "stray", Some(&blue)).await),
+        CapReason::ParentNotFound,
+        "another team's parent is hidden from a caller bound to red"
+    );
+    let in_progress = NewTask {
+        status: Some(Status::InProgress),
+        ..NewTask::titled("started")
+    };
+    let refused = store
+        .create_task_async(in_progress, CreatePolicy::Capped, Some("red".into()))
+        .await
+        .unwrap();
+    assert!(
+        matches!(refused, Err(StoreError::Invalid(_))),
+        "{refused:?}"
+    );
+
+    // Roots: MAX_ROOTS_PER_WINDOW in the window, the root above included.
+    for i in 1..MAX_ROOTS_PER_WINDOW {
+        create_capped(&store, &format!("root {i}"), None)
+            .await
+            .unwrap();
+    }
+    let flood = create_capped(&store, "flood", None).await;
+    assert_eq!(cap_of(flood), CapReason::RootRateCap);
+    let listed = store
+        .list_tasks_page(&TaskFilter::default(), None, MAX_PAGE)
+        .unwrap()
+        .tasks
+        .len();
+    let expected = MAX_ROOTS_PER_WINDOW + MAX_CHILDREN + 1 + 1; // roots, children, grandchild, blue's
+    assert_eq!(
+        listed,
+        usize::try_from(expected).unwrap(),
+        "refused creates wrote nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_async_creates_take_every_short_id_once_with_no_gap() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    let creates = (0..12).map(|i| {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            let new = NewTask::titled(format!("task {i}"));
+            store
+                .create_task_async(new, CreatePolicy::Uncapped, Some("green".into()))
+                .await
+        })
+    });
+    let mut numbers = Vec::new();
+    for created in futures_util::future::join_all(creates).await {
+        let short = created.unwrap().unwrap().unwrap().short_id.unwrap();
+        let (key, number) = short.rsplit_once('-').unwrap();
+        assert_eq!(key, "GRE");
+        numbers.push(number.parse::<i64>().unwrap());
+    }
+    numbers.sort_unstable();
+    assert_eq!(numbers, (1..=12).collect::<Vec<i64>>());
+}
+
+/// Move `id` asynchronously as `agent` bound to team red, fenced by `token` when given.
+async fn move_as(
+    store: &Arc<Store>,
+    id: &str,
+    to: TaskMove,
+    agent: &str,
+    token: Option<i64>,
+) -> Result<Task, StoreError> {
+    let scope = OwnedScope {
+        team_id: Some("red".into()),
+        agent_id: Some(agent.into()),
+        claim_token: token,
+        operator: None,
+    };
+    store
+        .move_task_async(id.into(), to, Some(agent.into()), scope)
+        .await
+        .expect("the move ran")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_moves_follow_the_state_machine_holders_and_fences() {
+    use TaskMove::{Release, To, Unblock};
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    let task = create(&store, "moved", &[]);
+    let id = task.id.as_str();
+
+    // Moving a task nobody holds into progress claims it for the mover.
+    let held = move_as(&store, id, To(Status::InProgress), "agent-1", None).await;
+    let held = held.unwrap();
+    assert_eq!(held.assignee_agent_id.as_deref(), Some("agent-1"));
+    assert!(held.lease_expires_at.is_some());
+    // Another agent may not move it, nor may a stale claim; unblock starts from blocked.
+    let stale = Some(held.claim_token - 1);
+    let refusals = [
+        (To(Status::InReview), "agent-2", None, "not_assignee"),
+        (To(Status::InReview), "agent-1", stale, "stale_claim"),
+        (Unblock, "agent-1", None, "illegal_transition"),
+    ];
+    for (to, agent, token, code) in refusals {
+        let refused = move_as(&store, id, to, agent, token).await.unwrap_err();
+        assert_eq!(refused.code(), code, "{to:?} by {agent}");
+    }
+    // Release from in progress clears the holder.
+    let token = Some(held.claim_token);
+    let released = move_as(&store, id, Release, "agent-1", token)
+        .await
+        .unwrap();
+    assert_eq!(
+        (released.status, released.assignee_agent_id),
+        (Status::Todo, None)
+    );
+
+    // An operator's move of an agent's task: the agent hears of it, the audit records it.
+    let held = claim(&store, id, "agent-1", None).await.unwrap();
+    let operator = OwnedScope {
+        operator: Some("api".into()),
+        ..OwnedScope::default()
+    };
+    let blocked = store
+        .move_task_async(id.into(), To(Status::Blocked), None, operator)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(blocked.status, Status::Blocked);
+    assert_eq!(blocked.claim_token, held.claim_token);
+    let inbox = store
+        .take_inbox("agent-1", Some("red"), 10, "test")
+        .unwrap();
+    assert!(
+        inbox
+            .iter()
+            .any(|note| note.body.contains("moved it to blocked")),
+        "{inbox:?}"
+    );
+    let audit = store.operator_activity(None, 10).unwrap();
+    let last = audit.first().map(|a| a.detail.as_str());
+    assert_eq!(last, Some("in_progress → blocked"));
+    let unblocked = move_as(&store, id, Unblock, "agent-1", None).await.unwrap();
+    assert_eq!(unblocked.status, Status::Todo);
+
+    // Done is final.
+    for to in [Status::InProgress, Status::Done] {
+        move_as(&store, id, To(to), "agent-1", None).await.unwrap();
+    }
+    let refused = move_as(&store, id, To(Status::Todo), "agent-1", None).await;
+    assert_eq!(refused.unwrap_err().code(), "illegal_transition");
+    let done = store.get_task(id, Scope::ALL).unwrap().unwrap();
+    assert!(done.completed_at.is_some());
 }

@@ -17,6 +17,7 @@ use crate::db::Tx;
 use crate::error::{Result, StoreError};
 use crate::reads::{self, Query, Reads, ready_now};
 use crate::task::Scope;
+use crate::writes::Writes;
 
 /// The key of the tasks that belong to no team.
 pub const NO_TEAM_KEY: &str = "TASK";
@@ -104,68 +105,74 @@ pub(crate) async fn resolve_on<'r, R: Reads + ?Sized>(
 
 /// The short id of a new task of `team_id`: the team's counter moved on by one, inside the
 /// caller's (creating) transaction.
-pub(crate) fn next(tx: &dyn Tx, team_id: Option<&str>) -> Result<String> {
+pub(crate) async fn next<W: Writes + ?Sized>(tx: &W, team_id: Option<&str>) -> Result<String> {
     let team = team_id.unwrap_or(NO_TEAM);
-    if let Some(short) = take_number(tx, team)? {
+    if let Some(short) = take_number(tx, team).await? {
         return Ok(short);
     }
-    give_key(tx, team)?;
-    take_number(tx, team)?.ok_or_else(|| StoreError::Invalid(format!("team {team} has no key")))
+    give_key(tx, team).await?;
+    take_number(tx, team)
+        .await?
+        .ok_or_else(|| StoreError::Invalid(format!("team {team} has no key")))
 }
 
-fn take_number(tx: &dyn Tx, team: &str) -> Result<Option<String>> {
-    tx.query_opt(
+async fn take_number<W: Writes + ?Sized>(tx: &W, team: &str) -> Result<Option<String>> {
+    let take = Query::new(
         "UPDATE task_keys SET next_number = next_number + 1 WHERE team_id = ?1
          RETURNING key, next_number - 1",
         &[&team],
-        |r| Ok(format!("{}-{}", r.get::<String>(0)?, r.get::<i64>(1)?)),
-    )
+    );
+    let taken = tx
+        .query_map(take, |r| {
+            Ok(format!("{}-{}", r.get::<String>(0)?, r.get::<i64>(1)?))
+        })
+        .await?;
+    Ok(taken.into_iter().next())
 }
 
 /// `team`'s key, the default one chosen and stored when it has none: derived from its
 /// name (or its id, when it has no `teams` row), with 2, 3, … appended while another team
 /// holds it.
-fn give_key(tx: &dyn Tx, team: &str) -> Result<String> {
-    tx.serialize_on(KEYS_LOCK)?;
-    if let Some(key) = key_of(tx, team)? {
+async fn give_key<W: Writes + ?Sized>(tx: &W, team: &str) -> Result<String> {
+    tx.serialize_on(KEYS_LOCK.to_owned()).await?;
+    if let Some(key) = key_of(tx, team).await? {
         return Ok(key);
     }
     let base = if team == NO_TEAM {
         NO_TEAM_KEY.to_owned()
     } else {
-        let name: Option<String> =
-            tx.query_opt("SELECT name FROM teams WHERE id = ?1", &[&team], |r| {
-                r.get(0)
-            })?;
+        let name = Query::new("SELECT name FROM teams WHERE id = ?1", &[&team]);
+        let name = first_text(tx, name).await?;
         derive_key(name.as_deref().unwrap_or(team))
     };
     let mut key = base.clone();
     let mut suffix = 1;
-    while holder_of(tx, &key)?.is_some() {
+    while holder_of(tx, &key).await?.is_some() {
         suffix += 1;
         key = format!("{base}{suffix}");
     }
-    tx.execute(
+    let insert = Query::new(
         "INSERT INTO task_keys(team_id, key, next_number) VALUES (?1, ?2, 1)",
         &[&team, &key],
-    )?;
+    );
+    tx.execute(insert).await?;
     Ok(key)
 }
 
-fn key_of(tx: &dyn Tx, team: &str) -> Result<Option<String>> {
-    tx.query_opt(
-        "SELECT key FROM task_keys WHERE team_id = ?1",
-        &[&team],
-        |r| r.get(0),
-    )
+async fn key_of<R: Reads + ?Sized>(tx: &R, team: &str) -> Result<Option<String>> {
+    let query = Query::new("SELECT key FROM task_keys WHERE team_id = ?1", &[&team]);
+    first_text(tx, query).await
 }
 
-fn holder_of(tx: &dyn Tx, key: &str) -> Result<Option<String>> {
-    tx.query_opt(
-        "SELECT team_id FROM task_keys WHERE key = ?1",
-        &[&key],
-        |r| r.get(0),
-    )
+async fn holder_of<R: Reads + ?Sized>(tx: &R, key: &str) -> Result<Option<String>> {
+    let query = Query::new("SELECT team_id FROM task_keys WHERE key = ?1", &[&key]);
+    first_text(tx, query).await
+}
+
+/// The first column of `query`'s first row, as text; `None` when it returned none.
+async fn first_text<R: Reads + ?Sized>(tx: &R, query: Query) -> Result<Option<String>> {
+    let texts = tx.query_map(query, |r| r.get::<String>(0)).await?;
+    Ok(texts.into_iter().next())
 }
 
 /// Give team `team` its key: `wanted` when asked for (refused when another team holds it,
@@ -173,7 +180,7 @@ fn holder_of(tx: &dyn Tx, key: &str) -> Result<Option<String>> {
 /// default one when it has none.
 pub(crate) fn set_key(tx: &dyn Tx, team: &str, wanted: Option<&str>) -> Result<String> {
     let Some(wanted) = wanted else {
-        return give_key(tx, team);
+        return ready_now(give_key(tx, team));
     };
     let wanted = wanted.trim().to_ascii_uppercase();
     if !valid_key(&wanted) {
@@ -183,7 +190,7 @@ pub(crate) fn set_key(tx: &dyn Tx, team: &str, wanted: Option<&str>) -> Result<S
         )));
     }
     tx.serialize_on(KEYS_LOCK)?;
-    match holder_of(tx, &wanted)? {
+    match ready_now(holder_of(tx, &wanted))? {
         Some(holder) if holder == team => return Ok(wanted),
         Some(holder) => {
             return Err(StoreError::Invalid(format!(
@@ -253,7 +260,7 @@ impl Store {
                 |r| r.get::<String>(0),
             )?);
             for team in &teams {
-                give_key(tx, team)?;
+                ready_now(give_key(tx, team))?;
                 let numbered = tx.execute(
                     "UPDATE tasks SET short_id = numbered.short_id FROM (
                          SELECT t.id, k.key || '-' || CAST(k.next_number - 1
