@@ -743,8 +743,13 @@ pub(crate) async fn insert_task<W: Writes + ?Sized>(
             &short_id,
         ],
     );
-    tx.execute(insert).await?;
-    task::require_task_on(tx, &id, scope).await
+    // The task as created, read in the insert's round trip.
+    let load = Query::new(load_task_sql(scope), &[&id, &scope.team_id]);
+    let created = tx.query_batch(vec![insert, load]).await?.pop();
+    match created.as_deref().and_then(<[_]>::first) {
+        Some(row) => task_from_row(&**row),
+        None => Err(StoreError::NotFound(id)),
+    }
 }
 
 /// The count `query` (a `SELECT COUNT(*)`) returned.

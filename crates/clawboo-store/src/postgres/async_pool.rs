@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use futures_util::future::{BoxFuture, join, join_all};
+use futures_util::future::{BoxFuture, join, join_all, join3};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::tls::NoTls;
 use tokio_postgres::{Client, Config, Statement};
@@ -121,6 +121,7 @@ impl AsyncPool {
             begin,
             ended: AtomicBool::new(false),
             committing: AtomicBool::new(false),
+            locks: parking_lot::Mutex::new(Vec::new()),
             _permit: permit,
         })
     }
@@ -203,6 +204,8 @@ pub(super) struct LentTx {
     ended: AtomicBool,
     /// Whether a write's `COMMIT` went out and its answer is awaited.
     committing: AtomicBool,
+    /// Locks taken (`serialize_on`) that go out with the next statements.
+    locks: parking_lot::Mutex<Vec<Query>>,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -253,28 +256,39 @@ impl LentTx {
 }
 
 impl LentTx {
-    /// Await `requests` (whose requests are queued on their first poll), in one round trip
-    /// with the transaction's `BEGIN` when it has not gone out yet.
-    async fn after_begin<T>(&self, requests: impl Future<Output = T>) -> Result<T> {
+    /// Await `requests` (whose requests are queued on their first poll) in one round trip
+    /// with what must run before them and has not gone out yet: the transaction's `BEGIN`,
+    /// then the locks taken since the last statement ([`AsyncStatements::serialize_on`]).
+    async fn after_preamble<T>(&self, requests: impl Future<Output = T>) -> Result<T> {
+        let locks = std::mem::take(&mut *self.locks.lock());
+        let lock_statements = if locks.is_empty() {
+            Vec::new()
+        } else {
+            self.statements(&locks).await?
+        };
         crate::counters::postgres_round_trip();
-        match self
+        let begin = self
             .begin
-            .filter(|_| !self.began.swap(true, Ordering::Relaxed))
-        {
-            None => Ok(requests.await),
-            Some(begin) => {
-                // `join` polls in order: the `BEGIN` is written before the requests.
-                let (began, answers) = join(self.conn.client.batch_execute(begin), requests).await;
-                began?;
-                Ok(answers)
+            .filter(|_| !self.began.swap(true, Ordering::Relaxed));
+        let began = async {
+            match begin {
+                Some(begin) => self.conn.client.batch_execute(begin).await,
+                None => Ok(()),
             }
+        };
+        // `join3` polls in order, and each request is queued on its first poll: the
+        // `BEGIN`, then the locks, then the requests are written before any answer is read.
+        let (began, locked, answers) = join3(
+            began,
+            self.send_prepared(&lock_statements, &locks),
+            requests,
+        )
+        .await;
+        began?;
+        for lock in locked {
+            lock?;
         }
-    }
-
-    /// Run `query`, dropping its rows.
-    async fn run_for_effect(&self, query: Query) -> Result<()> {
-        self.query_rows(vec![query]).await?;
-        Ok(())
+        Ok(answers)
     }
 
     /// `batch`'s answers, its statements prepared as `statements`: every request queued
@@ -299,7 +313,7 @@ impl LentTx {
 
     async fn query_rows(&self, batch: Vec<Query>) -> Result<Vec<Vec<Row>>> {
         let statements = self.statements(&batch).await?;
-        self.after_begin(self.send_prepared(&statements, &batch))
+        self.after_preamble(self.send_prepared(&statements, &batch))
             .await?
             .into_iter()
             .map(|rows| {
@@ -335,14 +349,18 @@ impl AsyncStatements for LentTx {
                 .first()
                 .map(|statement| self.conn.client.execute(statement, &params));
             match executed {
-                Some(executed) => Ok(self.after_begin(executed).await??),
+                Some(executed) => Ok(self.after_preamble(executed).await??),
                 None => Ok(0),
             }
         })
     }
 
+    /// Taken with the next statements, in their round trip (statements run in order, so
+    /// the lock is held before any of them runs); a lock no statement follows guards
+    /// nothing, and never goes out.
     fn serialize_on(&self, key: String) -> BoxFuture<'_, Result<()>> {
-        Box::pin(self.run_for_effect(Query::new(SERIALIZE_ON, &[&key])))
+        self.locks.lock().push(Query::new(SERIALIZE_ON, &[&key]));
+        Box::pin(std::future::ready(Ok(())))
     }
 
     fn finish(self: Box<Self>) {
