@@ -670,12 +670,16 @@ impl TasksServer {
             author_type: AuthorType::Agent,
             body: a.body,
         };
-        let team = ctx.binding.team_id.clone();
-        let added = store_write(&self.store, move |s| {
-            let scope = Scope::team(team.as_deref()).fenced(a.claim_token);
-            s.add_comment(&a.task_id, new, scope)
-        })
-        .await?;
+        let scope = OwnedScope {
+            team_id: ctx.binding.team_id.clone(),
+            claim_token: a.claim_token,
+            ..OwnedScope::default()
+        };
+        let added = self
+            .store
+            .add_comment_async(a.task_id, new, scope)
+            .await
+            .map_err(internal_error)?;
         Ok(match added {
             Ok(comment) => json_result(&CommentOut { comment: &comment }),
             Err(e @ StoreError::StaleClaim { .. }) => store_error(e, Some("comment failed")),

@@ -987,6 +987,17 @@ pub struct OwnedScope {
     pub operator: Option<String>,
 }
 
+impl From<Scope<'_>> for OwnedScope {
+    fn from(scope: Scope<'_>) -> OwnedScope {
+        OwnedScope {
+            team_id: scope.team_id.map(str::to_owned),
+            agent_id: scope.agent_id.map(str::to_owned),
+            claim_token: scope.claim_token,
+            operator: scope.operator.map(str::to_owned),
+        }
+    }
+}
+
 impl OwnedScope {
     /// The scope it owns.
     pub fn scope(&self) -> Scope<'_> {
@@ -1118,6 +1129,87 @@ impl StoreWrite for MoveWrite {
 
     fn run_async<'a>(&'a self, tx: &'a AsyncWriteTx) -> BoxFuture<'a, Result<Task>> {
         Box::pin(self.apply(tx))
+    }
+}
+
+/// A comment with its body checked and scrubbed, for [`Store::run_transaction`].
+struct CommentWrite {
+    task_id: String,
+    new: NewComment,
+    scope: OwnedScope,
+    now: i64,
+}
+
+impl CommentWrite {
+    fn new(
+        store: &Store,
+        task_id: String,
+        new: NewComment,
+        scope: OwnedScope,
+    ) -> Result<CommentWrite> {
+        if new.body.trim().is_empty() {
+            return Err(StoreError::Invalid("body must not be empty".into()));
+        }
+        check_len("body", &new.body, MAX_BODY_CHARS)?;
+        let body = scrub_text(&new.body);
+        if is_only_redactions(&body) {
+            return Err(StoreError::Invalid(COMMENT_ENTIRELY_REDACTED.into()));
+        }
+        Ok(CommentWrite {
+            task_id,
+            new: NewComment { body, ..new },
+            scope,
+            now: store.now_ms(),
+        })
+    }
+
+    /// The comment rule: on a task visible in `scope` and held under its claim, if fenced;
+    /// the holder hears of it unless they wrote it.
+    async fn add<W: Writes + ?Sized>(&self, tx: &W) -> Result<Comment> {
+        let (task_id, now, new) = (self.task_id.as_str(), self.now, &self.new);
+        let scope = self.scope.scope();
+        let task = task::require_task_on(tx, task_id, scope).await?;
+        check_fence(&task, scope.claim_token)?;
+        let id = new_id();
+        let insert = Query::new(
+            "INSERT INTO task_comments(id, task_id, author_agent_id, author_type, body, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            &[
+                &id,
+                &task_id,
+                &new.author_agent_id,
+                &new.author_type.as_str(),
+                &new.body,
+                &now,
+            ],
+        );
+        tx.execute(insert).await?;
+        let line = summarize(&new.body);
+        let what = format!("commented \"{line}\"");
+        let author = new.author_agent_id.as_deref();
+        notify_assignee(tx, now, &task, author, &what).await?;
+        let action = OperatorAction::Commented;
+        operator_activity::record_on(tx, now, scope, task_id, action, &line).await?;
+        Ok(Comment {
+            id,
+            task_id: task_id.to_owned(),
+            author_agent_id: new.author_agent_id.clone(),
+            author_type: new.author_type,
+            body: new.body.clone(),
+            created_at: now,
+        })
+    }
+}
+
+impl StoreWrite for CommentWrite {
+    type Output = Comment;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Comment> {
+        ready_now(self.add(tx))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncWriteTx) -> BoxFuture<'a, Result<Comment>> {
+        Box::pin(self.add(tx))
     }
 }
 
@@ -1488,37 +1580,22 @@ impl Store {
 
     /// Add a comment; the assignee gets an inbox note when someone else wrote it.
     pub fn add_comment(&self, task_id: &str, new: NewComment, scope: Scope<'_>) -> Result<Comment> {
-        if new.body.trim().is_empty() {
-            return Err(StoreError::Invalid("body must not be empty".into()));
+        let comment = CommentWrite::new(self, task_id.into(), new, scope.into())?;
+        self.write(|tx| comment.run(tx))
+    }
+
+    /// [`Store::add_comment`] for an async caller in `scope`, run the way the engine runs
+    /// writes best ([`Store::run_transaction`]).
+    pub async fn add_comment_async(
+        self: &Arc<Store>,
+        task_id: String,
+        new: NewComment,
+        scope: OwnedScope,
+    ) -> std::result::Result<Result<Comment>, RunError> {
+        match CommentWrite::new(self, task_id, new, scope) {
+            Ok(comment) => self.run_transaction(comment).await,
+            Err(e) => Ok(Err(e)),
         }
-        check_len("body", &new.body, MAX_BODY_CHARS)?;
-        let body = scrub_text(&new.body);
-        if is_only_redactions(&body) {
-            return Err(StoreError::Invalid(COMMENT_ENTIRELY_REDACTED.into()));
-        }
-        let now = self.now_ms();
-        self.write(|tx| {
-            let task = require_task(tx, task_id, scope)?;
-            check_fence(&task, scope.claim_token)?;
-            let id = new_id();
-            tx.execute(
-                "INSERT INTO task_comments(id, task_id, author_agent_id, author_type, body, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                &[&id, &task_id, &new.author_agent_id, &new.author_type.as_str(), &body, &now],
-            )?;
-            let line = summarize(&body);
-            let what = format!("commented \"{line}\"");
-            ready_now(notify_assignee(tx, now, &task, new.author_agent_id.as_deref(), &what))?;
-            operator_activity::record_in(tx, now, scope, task_id, OperatorAction::Commented, &line)?;
-            Ok(Comment {
-                id,
-                task_id: task_id.to_owned(),
-                author_agent_id: new.author_agent_id,
-                author_type: new.author_type,
-                body,
-                created_at: now,
-            })
-        })
     }
 
     /// Make `task_id` depend on `depends_on`. Self-links and links that would close a cycle

@@ -12,8 +12,8 @@ use std::time::Duration;
 use futures_util::FutureExt;
 
 use crate::board::{
-    CreatePolicy, MAX_CHILDREN, MAX_PAGE, MAX_ROOTS_PER_WINDOW, NewTask, OwnedScope, TaskFilter,
-    TaskMove,
+    AuthorType, CreatePolicy, MAX_CHILDREN, MAX_PAGE, MAX_ROOTS_PER_WINDOW, NewComment, NewTask,
+    OwnedScope, TaskFilter, TaskMove,
 };
 use crate::chat::{ChatQuery, PostKind, team_room};
 use crate::db::Dialect;
@@ -579,6 +579,17 @@ async fn racing_async_creates_take_every_short_id_once_with_no_gap() {
     assert_eq!(numbers, (1..=12).collect::<Vec<i64>>());
 }
 
+/// Assert that agent-1's inbox on team red holds a note saying `text`.
+fn assert_agent_1_heard(store: &Store, text: &str) {
+    let inbox = store
+        .take_inbox("agent-1", Some("red"), 10, "test")
+        .unwrap();
+    assert!(
+        inbox.iter().any(|note| note.body.contains(text)),
+        "{inbox:?}"
+    );
+}
+
 /// Move `id` asynchronously as `agent` bound to team red, fenced by `token` when given.
 async fn move_as(
     store: &Arc<Store>,
@@ -646,15 +657,7 @@ async fn async_moves_follow_the_state_machine_holders_and_fences() {
         .unwrap();
     assert_eq!(blocked.status, Status::Blocked);
     assert_eq!(blocked.claim_token, held.claim_token);
-    let inbox = store
-        .take_inbox("agent-1", Some("red"), 10, "test")
-        .unwrap();
-    assert!(
-        inbox
-            .iter()
-            .any(|note| note.body.contains("moved it to blocked")),
-        "{inbox:?}"
-    );
+    assert_agent_1_heard(&store, "moved it to blocked");
     let audit = store.operator_activity(None, 10).unwrap();
     let last = audit.first().map(|a| a.detail.as_str());
     assert_eq!(last, Some("in_progress → blocked"));
@@ -669,4 +672,59 @@ async fn async_moves_follow_the_state_machine_holders_and_fences() {
     assert_eq!(refused.unwrap_err().code(), "illegal_transition");
     let done = store.get_task(id, Scope::ALL).unwrap().unwrap();
     assert!(done.completed_at.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_comment_is_scrubbed_fenced_and_heard_by_the_holder() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    let task = create(&store, "discussed", &[]);
+    let held = claim(&store, &task.id, "agent-1", None).await.unwrap();
+    let comment = |body: &str| NewComment {
+        author_agent_id: Some("agent-2".into()),
+        author_type: AuthorType::Agent,
+        body: body.into(),
+    };
+    let red = |claim_token| OwnedScope {
+        team_id: Some("red".into()),
+        claim_token,
+        ..OwnedScope::default()
+    };
+    let secret = "the key is AKIAABCDEFGHIJKLMNOP, rotate it";
+    let added = store
+        .add_comment_async(
+            task.id.clone(),
+            comment(secret),
+            red(Some(held.claim_token)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !added.body.contains("AKIAABCDEFGHIJKLMNOP"),
+        "{}",
+        added.body
+    );
+    assert_agent_1_heard(&store, "agent-2 commented");
+    // Refused: a stale claim, another team's task, an empty body; none wrote a comment.
+    let refusals = [
+        (
+            task.id.clone(),
+            "fine",
+            red(Some(held.claim_token - 1)),
+            "stale_claim",
+        ),
+        ("no-such-task".to_owned(), "fine", red(None), "not_found"),
+        (task.id.clone(), "  ", red(None), "invalid_args"),
+    ];
+    for (id, body, scope, code) in refusals {
+        let refused = store
+            .add_comment_async(id, comment(body), scope)
+            .await
+            .unwrap();
+        assert_eq!(refused.unwrap_err().code(), code, "{body:?}");
+    }
+    let detail = store.task_detail(&task.id, Scope::ALL).unwrap().unwrap();
+    assert_eq!(detail.comments.len(), 1);
+    assert_eq!(detail.comments[0], added);
 }
