@@ -97,11 +97,7 @@ async fn an_async_detail_reads_what_the_synchronous_one_reads() {
 async fn a_snapshot_cut_short_leaves_its_connection_outside_any_transaction() {
     let test = TestStore::new();
     // One connection, so the next read reuses the one the cut snapshot held.
-    let config = StoreConfig {
-        pg_pool_size: 1,
-        ..StoreConfig::default()
-    };
-    let store = Arc::new(test.store_with(config));
+    let store = Arc::new(test.store_on_one_connection());
     let task = create(&store, "before", None);
     // Warm: the connection is open and its statements prepared, so the next read sends
     // its `BEGIN` and queries on its first poll.
@@ -234,11 +230,7 @@ async fn an_async_room_read_pages_as_the_synchronous_one_does() {
 async fn a_finished_snapshot_leaves_its_connection_outside_any_transaction() {
     let test = TestStore::new();
     // One connection, so each read reuses the one before it.
-    let config = StoreConfig {
-        pg_pool_size: 1,
-        ..StoreConfig::default()
-    };
-    let store = Arc::new(test.store_with(config));
+    let store = Arc::new(test.store_on_one_connection());
     let task = create(&store, "first", None);
     for title in ["second", "third"] {
         let read = detail(&store, &task.id).await;

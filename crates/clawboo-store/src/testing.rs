@@ -142,6 +142,16 @@ impl TestStore {
         Store::open_location(&self.location, config).expect("opening the test store")
     }
 
+    /// The store with one pooled PostgreSQL connection per pool, so each transaction
+    /// reuses the connection the one before it held (what a test of a connection's state
+    /// after a transaction needs).
+    pub fn store_on_one_connection(&self) -> Store {
+        self.store_with(StoreConfig {
+            pg_pool_size: 1,
+            ..StoreConfig::default()
+        })
+    }
+
     /// Another store on the same database (as a second process would open it).
     pub fn reopen(&self) -> Store {
         self.store()

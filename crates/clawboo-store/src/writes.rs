@@ -15,7 +15,7 @@ use futures_util::future::BoxFuture;
 use crate::db::{PerEngine, Tx};
 use crate::error::Result;
 use crate::events::{self, Event};
-use crate::reads::{self, AsyncTx, Query, Reads, Row};
+use crate::reads::{AsyncTx, Query, Reads, Row};
 
 /// A write transaction a rule written once runs in, synchronous or not.
 pub trait Writes: Reads {
@@ -81,13 +81,12 @@ impl Reads for AsyncWriteTx {
         self.tx.query_batch(batch)
     }
 
-    async fn query_map<T: Send>(
+    fn query_map<T: Send>(
         &self,
         query: Query,
         decode: fn(&dyn crate::db::DbRow) -> Result<T>,
-    ) -> Result<Vec<T>> {
-        let rows = reads::query(self, query).await?;
-        rows.iter().map(|row| decode(&**row)).collect()
+    ) -> impl Future<Output = Result<Vec<T>>> {
+        self.tx.query_map(query, decode)
     }
 }
 

@@ -295,11 +295,7 @@ async fn a_claim_refused_after_reclaiming_undoes_the_reclaim_and_wakes_nobody() 
 async fn a_write_cut_short_strands_no_later_write_and_no_transaction() {
     let test = TestStore::new();
     // One connection, so the next write reuses the one the cut write held.
-    let config = StoreConfig {
-        pg_pool_size: 1,
-        ..StoreConfig::default()
-    };
-    let store = Arc::new(test.store_with(config));
+    let store = Arc::new(test.store_on_one_connection());
     let cut_task = create(&store, "cut", &[]);
     let other = create(&store, "other", &[]);
     // Warm: the connection is open and the claim's statements prepared.
