@@ -19,7 +19,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 use crate::binding::Binding;
-use crate::protocol::{Effect, parse_args, store_write, tool, unknown_tool};
+use crate::protocol::{Effect, parse_args, tool, unknown_tool};
 use crate::server::ToolSet;
 
 /// A handler's answer: `Err` is a refusal (bad arguments, a rule), sent as it is.
@@ -223,18 +223,10 @@ async fn piggyback_inbox(
     team: Option<&str>,
     mut result: CallToolResult,
 ) -> CallToolResult {
-    let (agent, team) = (agent.to_owned(), team.map(str::to_owned));
-    let pending = store
-        .has_pending_inbox_async(agent.clone(), team.clone())
+    let taken = store
+        .take_inbox_async(agent, team, INBOX_BATCH, "mcp")
         .await;
-    if matches!(pending, Ok(Ok(false))) {
-        return result;
-    }
-    match store_write(store, move |s| {
-        s.take_inbox(&agent, team.as_deref(), INBOX_BATCH, "mcp")
-    })
-    .await
-    {
+    match taken {
         Ok(Ok(items)) if !items.is_empty() => {
             let mut text = String::from("\n[team updates — delivered with this tool result]");
             for item in items {

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use clawboo_store::board::Scope;
 use clawboo_store::links::LinkKind;
 use clawboo_store::{Store, StoreError};
 use rmcp::model::{
@@ -130,10 +129,10 @@ pub(crate) async fn link_stored(
     let Some(task_id) = task_id else {
         return Ok(());
     };
-    let linked = store_write(store, move |s| {
-        s.link_to_task(&task_id, Scope::team(team.as_deref()), kind, &ref_id, &text)
-    })
-    .await?;
+    let linked = store
+        .link_to_task_async(&task_id, team.as_deref(), kind, &ref_id, &text)
+        .await
+        .map_err(internal_error)?;
     linked.map_err(link_failure)
 }
 

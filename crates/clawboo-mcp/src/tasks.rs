@@ -16,7 +16,7 @@ use crate::binding::Binding;
 use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
 use crate::protocol::{
     Effect, denied, globs_schema, internal_error, invalid_args, json_result, store_failure,
-    store_write, tool_error,
+    tool_error,
 };
 
 /// `list_tasks`' page when no `limit` is given.
@@ -584,15 +584,16 @@ impl TasksServer {
         };
         non_empty("assigneeAgentId", &agent)?;
         let team = ctx.binding.team_id.clone().or(a.team_id);
-        let claimed = store_write(&self.store, move |s| {
-            let who = Claimant {
-                agent_id: &agent,
-                runtime: a.assignee_runtime.as_deref(),
-                paths: a.paths.as_deref(),
-            };
-            s.claim_next(who, Scope::team(team.as_deref()))
-        })
-        .await?;
+        let who = Claimant {
+            agent_id: &agent,
+            runtime: a.assignee_runtime.as_deref(),
+            paths: a.paths.as_deref(),
+        };
+        let claimed = self
+            .store
+            .claim_next_async(who, team.as_deref())
+            .await
+            .map_err(internal_error)?;
         Ok(match claimed {
             Ok(Some(task)) => json_result(&TaskOut { task: &task }),
             Ok(None) => json_result(&NothingReadyOut {
@@ -688,19 +689,16 @@ impl TasksServer {
     }
 
     async fn link_task(&self, ctx: &CallContext<'_>, a: LinkTaskArgs) -> Outcome {
-        let team = ctx.binding.team_id.clone();
-        let linked = store_write(&self.store, move |s| {
-            s.link_task(
-                &a.task_id,
-                &a.depends_on_task_id,
-                Scope::team(team.as_deref()),
-            )
+        let scope = Scope::team(ctx.binding.team_id.as_deref()).into();
+        let linked = self
+            .store
+            .link_task_async(&a.task_id, &a.depends_on_task_id, scope)
+            .await
+            .map_err(internal_error)?
             .map(|()| LinkOut {
                 task_id: a.task_id,
                 depends_on_task_id: a.depends_on_task_id,
-            })
-        })
-        .await?;
+            });
         Ok(linked
             .map(|v| json_result(&v))
             .unwrap_or_else(|e| store_error(e, None)))

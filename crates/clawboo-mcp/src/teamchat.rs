@@ -30,7 +30,7 @@ use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
 use crate::metrics::ProtocolFamily;
 use crate::protocol::{
     Effect, check_link_task, internal_error, invalid_args, json_result, link_stored, store_failure,
-    store_write, tool_error, unknown_tool,
+    tool_error, unknown_tool,
 };
 use crate::waits::{WaitLimit, WaitOwner, WaitPermit};
 
@@ -372,18 +372,19 @@ impl TeamChatServer {
         let (Some(assignee), Some(task)) = (non_blank(a.assignee), non_blank(a.task)) else {
             return Err(tool_error("invalid_args", DELEGATE_NEEDS_BOTH));
         };
-        let (team, caller) = (team.to_owned(), caller.to_owned());
-        let done = store_write(&self.store, move |s| {
-            s.delegate(&Delegation {
-                team_id: &team,
-                caller_agent_id: &caller,
-                assignee: &assignee,
-                task: &task,
-                room_id: &team_room(&team),
-            })
-        })
-        .await?
-        .map_err(delegate_error)?;
+        let delegation = Delegation {
+            team_id: team,
+            caller_agent_id: caller,
+            assignee: &assignee,
+            task: &task,
+            room_id: &team_room(team),
+        };
+        let done = self
+            .store
+            .delegate_async(&delegation)
+            .await
+            .map_err(internal_error)?
+            .map_err(delegate_error)?;
         Ok(json_result(&json!({
             "delegated": {
                 "taskId": done.task.id,

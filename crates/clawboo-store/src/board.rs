@@ -17,8 +17,7 @@ use crate::run::RunError;
 use crate::scrub::{is_only_redactions, scrub_text};
 pub use crate::task::{MAX_BODY_CHARS, MAX_TITLE_CHARS, Scope, Status, Task};
 use crate::task::{
-    TASK_COLUMNS, UNFINISHED_DEP, check_fence, columns_for, load_task_sql, require_task,
-    task_from_row,
+    TASK_COLUMNS, UNFINISHED_DEP, check_fence, columns_for, load_task_sql, task_from_row,
 };
 use crate::writes::{AsyncWriteTx, StoreWrite, Writes};
 use crate::{Store, inbox, new_id, reservations, short_ids, task};
@@ -552,7 +551,7 @@ fn comment_from_row(r: &dyn DbRow) -> Result<Comment> {
     })
 }
 
-fn check_len(field: &str, value: &str, max: usize) -> Result<()> {
+pub(crate) fn check_len(field: &str, value: &str, max: usize) -> Result<()> {
     let n = value.chars().count();
     if n > max {
         return Err(StoreError::Invalid(format!(
@@ -1099,6 +1098,8 @@ struct MoveWrite {
     id: String,
     to: TaskMove,
     actor: Option<String>,
+    /// Who a move into `in_progress` claims the task for.
+    claimant: Option<String>,
     scope: OwnedScope,
     now: i64,
     lease: Option<i64>,
@@ -1109,11 +1110,9 @@ impl MoveWrite {
         &'a self,
         tx: &'a W,
     ) -> impl Future<Output = Result<Task>> + 'a {
-        // The agent moving is the one a move into `in_progress` claims for.
-        let actor = self.actor.as_deref();
         let mover = Mover {
-            actor,
-            claimant: actor,
+            actor: self.actor.as_deref(),
+            claimant: self.claimant.as_deref(),
         };
         let scope = self.scope.scope();
         move_on(tx, self.now, self.lease, &self.id, self.to, mover, scope)
@@ -1210,6 +1209,100 @@ impl StoreWrite for CommentWrite {
 
     fn run_async<'a>(&'a self, tx: &'a AsyncWriteTx) -> BoxFuture<'a, Result<Comment>> {
         Box::pin(self.add(tx))
+    }
+}
+
+/// A dependency edge to add, for [`Store::run_transaction`].
+struct LinkWrite {
+    task_id: String,
+    depends_on: String,
+    scope: OwnedScope,
+    now: i64,
+}
+
+/// Whether task `?1` is visible to a caller in team `?2` (any team when NULL).
+const TASK_IN_SCOPE: &str = "SELECT EXISTS(SELECT 1 FROM tasks
+     WHERE id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR team_id = ?2))";
+
+impl LinkWrite {
+    fn new(store: &Store, task_id: &str, depends_on: &str, scope: OwnedScope) -> LinkWrite {
+        LinkWrite {
+            task_id: task_id.to_owned(),
+            depends_on: depends_on.to_owned(),
+            scope,
+            now: store.now_ms(),
+        }
+    }
+
+    async fn link<W: Writes + ?Sized>(&self, tx: &W) -> Result<()> {
+        let (task_id, depends_on) = (self.task_id.as_str(), self.depends_on.as_str());
+        let team = self.scope.team_id.as_deref();
+        // The walk and the insert it allows run one at a time across hosts: two links
+        // that each close half of a cycle must not both pass the walk. Links may cross
+        // teams (operators), so the graph has one key.
+        tx.serialize_on("task-graph".to_owned()).await?;
+        // Both tasks, the edge and the walk, read together (one round trip on
+        // PostgreSQL, with the lock in front): would `depends_on` (transitively) wait
+        // for `task_id`? Then the new edge closes a cycle.
+        let checks = vec![
+            Query::new(TASK_IN_SCOPE, &[&task_id, &team]),
+            Query::new(TASK_IN_SCOPE, &[&depends_on, &team]),
+            Query::new(
+                "SELECT EXISTS(SELECT 1 FROM task_deps WHERE task_id = ?1 AND depends_on_task_id = ?2)",
+                &[&task_id, &depends_on],
+            ),
+            Query::new(
+                "WITH RECURSIVE reach(id) AS (
+                     SELECT depends_on_task_id FROM task_deps WHERE task_id = ?1
+                     UNION
+                     SELECT d.depends_on_task_id FROM task_deps d JOIN reach r ON d.task_id = r.id)
+                 SELECT EXISTS(SELECT 1 FROM reach WHERE id = ?2)",
+                &[&depends_on, &task_id],
+            ),
+        ];
+        let answers = tx.query_batch(checks).await?;
+        let answer = |i: usize| -> Result<bool> {
+            match answers.get(i).and_then(|rows| rows.first()) {
+                Some(row) => row.get::<bool>(0),
+                None => Ok(false),
+            }
+        };
+        for (i, id) in [task_id, depends_on].into_iter().enumerate() {
+            if !answer(i)? {
+                return Err(StoreError::NotFound(id.to_owned()));
+            }
+        }
+        let cycle = || StoreError::Cycle {
+            task_id: task_id.to_owned(),
+            depends_on: depends_on.to_owned(),
+        };
+        if task_id == depends_on {
+            return Err(cycle());
+        }
+        if answer(2)? {
+            return Ok(());
+        }
+        if answer(3)? {
+            return Err(cycle());
+        }
+        let insert = Query::new(
+            "INSERT INTO task_deps(task_id, depends_on_task_id, created_at) VALUES (?1, ?2, ?3)",
+            &[&task_id, &depends_on, &self.now],
+        );
+        tx.execute(insert).await?;
+        Ok(())
+    }
+}
+
+impl StoreWrite for LinkWrite {
+    type Output = ();
+
+    fn run(&self, tx: &dyn Tx) -> Result<()> {
+        ready_now(self.link(tx))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncWriteTx) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.link(tx))
     }
 }
 
@@ -1567,10 +1660,35 @@ impl Store {
         actor: Option<String>,
         scope: OwnedScope,
     ) -> std::result::Result<Result<Task>, RunError> {
+        // The agent moving is the one a move into `in_progress` claims for.
+        let claimant = actor.clone();
         let write = MoveWrite {
             id,
             to,
             actor,
+            claimant,
+            scope,
+            now: self.now_ms(),
+            lease: self.lease_ms(),
+        };
+        self.run_transaction(write).await
+    }
+
+    /// [`Store::set_status`] for an async caller in `scope`, run the way the engine runs
+    /// writes best ([`Store::run_transaction`]).
+    pub async fn set_status_async(
+        self: &Arc<Store>,
+        id: String,
+        to: Status,
+        actor: Option<String>,
+        claimant: Option<String>,
+        scope: OwnedScope,
+    ) -> std::result::Result<Result<Task>, RunError> {
+        let write = MoveWrite {
+            id,
+            to: TaskMove::To(to),
+            actor,
+            claimant,
             scope,
             now: self.now_ms(),
             lease: self.lease_ms(),
@@ -1602,106 +1720,20 @@ impl Store {
     /// (direct or transitive) are refused inside the write transaction; re-linking an
     /// existing edge is a no-op.
     pub fn link_task(&self, task_id: &str, depends_on: &str, scope: Scope<'_>) -> Result<()> {
-        let now = self.now_ms();
-        self.write(|tx| {
-            // The walk and the insert it allows run one at a time across hosts: two links
-            // that each close half of a cycle must not both pass the walk. Links may cross
-            // teams (operators), so the graph has one key.
-            tx.serialize_on("task-graph")?;
-            require_task(tx, task_id, scope)?;
-            require_task(tx, depends_on, scope)?;
-            let cycle = || StoreError::Cycle { task_id: task_id.to_owned(), depends_on: depends_on.to_owned() };
-            if task_id == depends_on {
-                return Err(cycle());
-            }
-            let exists: bool = tx.query_one(
-                "SELECT EXISTS(SELECT 1 FROM task_deps WHERE task_id = ?1 AND depends_on_task_id = ?2)",
-                &[&task_id, &depends_on],
-                |r| r.get(0),
-            )?;
-            if exists {
-                return Ok(());
-            }
-            // Would `depends_on` (transitively) wait for `task_id`? Then the new edge closes a cycle.
-            let reaches: bool = tx.query_one(
-                "WITH RECURSIVE reach(id) AS (
-                     SELECT depends_on_task_id FROM task_deps WHERE task_id = ?1
-                     UNION
-                     SELECT d.depends_on_task_id FROM task_deps d JOIN reach r ON d.task_id = r.id)
-                 SELECT EXISTS(SELECT 1 FROM reach WHERE id = ?2)",
-                &[&depends_on, &task_id],
-                |r| r.get(0),
-            )?;
-            if reaches {
-                return Err(cycle());
-            }
-            tx.execute(
-                "INSERT INTO task_deps(task_id, depends_on_task_id, created_at) VALUES (?1, ?2, ?3)",
-                &[&task_id, &depends_on, &now],
-            )?;
-            Ok(())
-        })
+        let link = LinkWrite::new(self, task_id, depends_on, scope.into());
+        self.write(|tx| link.run(tx))
     }
 
-    /// Soft-delete (or restore) a task: a dropped task is hidden from lists, claims and
-    /// ready, and frees a slot under its parent's child cap.
-    pub fn set_dropped(&self, id: &str, dropped: bool, scope: Scope<'_>) -> Result<Task> {
-        let now = self.now_ms();
-        self.write(|tx| {
-            let id = short_ids::resolve(tx, id, scope)?;
-            let id = id.as_ref();
-            let before = require_task(tx, id, scope)?;
-            tx.execute(
-                "UPDATE tasks SET dropped = ?1, updated_at = ?2 WHERE id = ?3",
-                &[&dropped, &now, &id],
-            )?;
-            if before.dropped != dropped {
-                let (action, detail) = if dropped {
-                    (OperatorAction::Dropped, "dropped from the board")
-                } else {
-                    (OperatorAction::Restored, "restored to the board")
-                };
-                operator_activity::record_in(tx, now, scope, id, action, detail)?;
-            }
-            require_task(tx, id, scope)
-        })
-    }
-
-    /// Edit a task's title, description or priority.
-    pub fn patch_task(&self, id: &str, patch: &TaskPatch, scope: Scope<'_>) -> Result<Task> {
-        if let Some(title) = &patch.title {
-            if title.trim().is_empty() {
-                return Err(StoreError::Invalid("title must not be empty".into()));
-            }
-            check_len("title", title, MAX_TITLE_CHARS)?;
-        }
-        if let Some(d) = &patch.description {
-            check_len("description", d, MAX_BODY_CHARS)?;
-        }
-        let title = patch.title.as_deref().map(|t| scrub_text(t.trim()));
-        let description = patch.description.as_deref().map(scrub_text);
-        let now = self.now_ms();
-        let edited: Vec<&str> = [
-            ("title", title.is_some()),
-            ("description", description.is_some()),
-            ("priority", patch.priority.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(field, named)| named.then_some(field))
-        .collect();
-        self.write(|tx| {
-            require_task(tx, id, scope)?;
-            tx.execute(
-                "UPDATE tasks SET title = COALESCE(?1, title), description = COALESCE(?2, description),
-                     priority = COALESCE(?3, priority), updated_at = ?4 WHERE id = ?5",
-                &[&title, &description, &patch.priority, &now, &id],
-            )?;
-            if !edited.is_empty() {
-                let detail = edited.join(", ");
-                operator_activity::record_in(tx, now, scope, id, OperatorAction::Edited, &detail)?;
-            }
-            require_task(tx, id, scope)
-        })
+    /// [`Store::link_task`] for an async caller, run the way the engine runs writes best
+    /// ([`Store::run_transaction`]).
+    pub async fn link_task_async(
+        self: &Arc<Store>,
+        task_id: &str,
+        depends_on: &str,
+        scope: OwnedScope,
+    ) -> std::result::Result<Result<()>, RunError> {
+        let link = LinkWrite::new(self, task_id, depends_on, scope);
+        self.run_transaction(link).await
     }
 }
 

@@ -2,11 +2,18 @@
 //! the board's own create, queues the assignee's inbox note and narrates it in the room,
 //! so the board stays canonical and a post is only narration.
 
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+
 use crate::board::{self, CreatePolicy, NewTask, Scope, Task};
 use crate::chat::{ChatPost, PostKind, SYSTEM_AUTHOR, check_label, insert_post};
+use crate::db::Tx;
 use crate::error::StoreError;
 use crate::reads::ready_now;
-use crate::teams::Agent;
+use crate::run::RunError;
+use crate::teams::{self, Agent};
+use crate::writes::{AsyncWriteTx, StoreWrite, Writes};
 use crate::{Store, inbox};
 
 /// A delegation: `caller_agent_id` hands `task` to the teammate named (or id'd) `assignee`.
@@ -87,8 +94,43 @@ impl Store {
     /// Hand `task` to a teammate: resolve the assignee by id or name among the team's
     /// agents (never the caller), create a `todo` task in the team through the board's
     /// uncapped create (`assigneeRuntime` from the agent), queue an inbox row for the
-    /// assignee and narrate a `system` post in the room.
+    /// assignee and narrate a `system` post in the room, all in one write.
     pub fn delegate(&self, delegation: &Delegation<'_>) -> Result<Delegated, DelegateError> {
+        let write = DelegateWrite::new(self, delegation)?;
+        self.write(|tx| write.run(tx))?
+    }
+
+    /// [`Store::delegate`] for an async caller, run the way the engine runs writes best
+    /// ([`Store::run_transaction`]).
+    pub async fn delegate_async(
+        self: &Arc<Store>,
+        delegation: &Delegation<'_>,
+    ) -> std::result::Result<Result<Delegated, DelegateError>, RunError> {
+        let write = match DelegateWrite::new(self, delegation) {
+            Ok(write) => write,
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok(match self.run_transaction(write).await? {
+            Ok(delegated) => delegated,
+            Err(e) => Err(e.into()),
+        })
+    }
+}
+
+/// A [`Delegation`] with its text checked, for [`Store::run_transaction`]. A refusal
+/// that names teammates is the write's answer, not its error: it wrote nothing.
+struct DelegateWrite {
+    team_id: String,
+    caller_agent_id: String,
+    assignee: String,
+    title: String,
+    description: Option<String>,
+    room_id: String,
+    now: i64,
+}
+
+impl DelegateWrite {
+    fn new(store: &Store, delegation: &Delegation<'_>) -> Result<DelegateWrite, DelegateError> {
         let Delegation {
             team_id,
             caller_agent_id,
@@ -110,18 +152,29 @@ impl Store {
             ))
             .into());
         }
-        let agents = self.list_agents(Some(team_id))?;
+        let (title, description) = split_task_text(task);
+        Ok(DelegateWrite {
+            team_id: team_id.to_owned(),
+            caller_agent_id: caller_agent_id.to_owned(),
+            assignee: assignee.trim().to_owned(),
+            title,
+            description,
+            room_id: room_id.to_owned(),
+            now: store.now_ms(),
+        })
+    }
+
+    /// The caller's name on the team and the teammate `assignee` names: by id, else by
+    /// name, else by name in any case; never the caller.
+    fn choose(&self, agents: &[Agent]) -> Result<(String, Agent), DelegateError> {
+        let caller = self.caller_agent_id.as_str();
         let caller_name = agents
             .iter()
-            .find(|a| a.id == caller_agent_id)
-            .map_or(caller_agent_id, |a| a.name.as_str())
+            .find(|a| a.id == caller)
+            .map_or(caller, |a| a.name.as_str())
             .to_owned();
-        let roster: Vec<Agent> = agents
-            .iter()
-            .filter(|a| a.id != caller_agent_id)
-            .cloned()
-            .collect();
-        let wanted = assignee.trim();
+        let roster: Vec<Agent> = agents.iter().filter(|a| a.id != caller).cloned().collect();
+        let wanted = self.assignee.as_str();
         let by_id: Vec<&Agent> = agents.iter().filter(|a| a.id == wanted).collect();
         let by_name: Vec<&Agent> = agents.iter().filter(|a| a.name == wanted).collect();
         let by_folded_name: Vec<&Agent> = agents
@@ -136,7 +189,7 @@ impl Store {
             [] => {
                 return Err(DelegateError::UnknownAssignee {
                     assignee: wanted.to_owned(),
-                    team_id: team_id.to_owned(),
+                    team_id: self.team_id.clone(),
                     roster,
                 });
             }
@@ -148,62 +201,74 @@ impl Store {
                 });
             }
         };
-        if target.id == caller_agent_id {
+        if target.id == caller {
             return Err(DelegateError::SelfAssignment {
                 caller: caller_name,
                 roster,
             });
         }
-        let (title, description) = split_task_text(task);
-        let now = self.now_ms();
-        // The task, the assignee's inbox note and the room narration land together or not at all.
-        let (created, post) = self.write(|tx| {
-            let new = NewTask {
-                title,
-                description,
-                team_id: Some(team_id.to_owned()),
-                assignee_runtime: target.runtime.clone(),
-                ..NewTask::default()
-            };
-            let scope = Scope::team(Some(team_id));
-            let created = ready_now(board::insert_task(
-                tx,
-                now,
-                &new,
-                CreatePolicy::Uncapped,
-                scope,
-            ))?;
-            let note = format!(
-                "{caller_name} delegated a task to you: \"{}\" ({}); claim it with claim_task",
-                created.title, created.id
-            );
-            let narration = format!(
-                "{caller_name} delegated \"{}\" to {} (task {})",
-                created.title, target.name, created.id
-            );
-            ready_now(inbox::push(
-                tx,
-                now,
-                &target.id,
-                Some(team_id),
-                "delegation",
-                &note,
-            ))?;
-            let post = ready_now(insert_post(
-                tx,
-                now,
-                room_id,
-                SYSTEM_AUTHOR,
-                PostKind::System,
-                &narration,
-            ))?;
-            Ok::<_, StoreError>((created, post))
-        })?;
-        Ok(Delegated {
+        Ok((caller_name, target))
+    }
+
+    /// The roster read, then the task, the assignee's inbox note and the room narration,
+    /// which land together or not at all.
+    async fn delegate<W: Writes + ?Sized>(
+        &self,
+        tx: &W,
+    ) -> crate::error::Result<Result<Delegated, DelegateError>> {
+        let (team_id, now) = (self.team_id.as_str(), self.now);
+        let agents = teams::agents_on(tx, Some(team_id)).await?;
+        let (caller_name, target) = match self.choose(&agents) {
+            Ok(chosen) => chosen,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        let new = NewTask {
+            title: self.title.clone(),
+            description: self.description.clone(),
+            team_id: Some(team_id.to_owned()),
+            assignee_runtime: target.runtime.clone(),
+            ..NewTask::default()
+        };
+        let scope = Scope::team(Some(team_id));
+        let created = board::insert_task(tx, now, &new, CreatePolicy::Uncapped, scope).await?;
+        let note = format!(
+            "{caller_name} delegated a task to you: \"{}\" ({}); claim it with claim_task",
+            created.title, created.id
+        );
+        let narration = format!(
+            "{caller_name} delegated \"{}\" to {} (task {})",
+            created.title, target.name, created.id
+        );
+        inbox::push(tx, now, &target.id, Some(team_id), "delegation", &note).await?;
+        let post = insert_post(
+            tx,
+            now,
+            &self.room_id,
+            SYSTEM_AUTHOR,
+            PostKind::System,
+            &narration,
+        )
+        .await?;
+        Ok(Ok(Delegated {
             task: created,
             assignee: target,
             post,
-        })
+        }))
+    }
+}
+
+impl StoreWrite for DelegateWrite {
+    type Output = Result<Delegated, DelegateError>;
+
+    fn run(&self, tx: &dyn Tx) -> crate::error::Result<Self::Output> {
+        ready_now(self.delegate(tx))
+    }
+
+    fn run_async<'a>(
+        &'a self,
+        tx: &'a AsyncWriteTx,
+    ) -> BoxFuture<'a, crate::error::Result<Self::Output>> {
+        Box::pin(self.delegate(tx))
     }
 }
 

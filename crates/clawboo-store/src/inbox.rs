@@ -10,7 +10,7 @@ use crate::db::Tx;
 use crate::error::Result;
 use crate::reads::{self, AsyncTx, Query, Reads, StoreRead, ready_now};
 use crate::run::RunError;
-use crate::writes::Writes;
+use crate::writes::{AsyncWriteTx, StoreWrite, Writes};
 use crate::{Store, new_id};
 
 /// One delivered inbox row.
@@ -58,33 +58,41 @@ impl Store {
         if !self.has_pending_inbox(agent_id, team_id)? {
             return Ok(Vec::new());
         }
-        let now = self.now_ms();
-        self.write(|tx| {
-            let mut items = tx.query_map(
-                "UPDATE agent_inbox SET delivered_at = ?1, delivered_via = ?2
-                 WHERE id IN (
-                     SELECT id FROM agent_inbox
-                     WHERE agent_id = ?3 AND delivered_at IS NULL
-                       AND (team_id IS NULL OR CAST(?4 AS TEXT) IS NULL OR team_id = ?4)
-                     ORDER BY created_at, id LIMIT ?5)
-                   AND delivered_at IS NULL
-                 RETURNING id, agent_id, team_id, body, source, created_at",
-                &[&now, &via, &agent_id, &team_id, &limit],
-                |r| {
-                    Ok(InboxItem {
-                        id: r.get(0)?,
-                        agent_id: r.get(1)?,
-                        team_id: r.get(2)?,
-                        body: r.get(3)?,
-                        source: r.get(4)?,
-                        created_at: r.get(5)?,
-                    })
-                },
-            )?;
-            // RETURNING does not promise an order.
-            items.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-            Ok(items)
-        })
+        let take = self.take(agent_id, team_id, limit, via);
+        self.write(|tx| take.run(tx))
+    }
+
+    /// [`Store::take_inbox`] for an async caller: the read and (only when rows wait) the
+    /// write, each run the way the engine runs it best ([`Store::run_read_committed`],
+    /// [`Store::run_transaction`]).
+    pub async fn take_inbox_async(
+        self: &Arc<Store>,
+        agent_id: &str,
+        team_id: Option<&str>,
+        limit: usize,
+        via: &str,
+    ) -> std::result::Result<Result<Vec<InboxItem>>, RunError> {
+        let pending = PendingRead {
+            agent_id: agent_id.to_owned(),
+            team_id: team_id.map(str::to_owned),
+        };
+        match self.run_read_committed(pending).await? {
+            Ok(true) => {}
+            Ok(false) => return Ok(Ok(Vec::new())),
+            Err(e) => return Ok(Err(e)),
+        }
+        let take = self.take(agent_id, team_id, limit, via);
+        self.run_transaction(take).await
+    }
+
+    fn take(&self, agent_id: &str, team_id: Option<&str>, limit: usize, via: &str) -> Take {
+        Take {
+            agent_id: agent_id.to_owned(),
+            team_id: team_id.map(str::to_owned),
+            limit: i64::try_from(limit).unwrap_or(i64::MAX),
+            via: via.to_owned(),
+            now: self.now_ms(),
+        }
     }
 
     /// Whether `agent_id` has undelivered inbox rows (of `team_id` or of no team): one read
@@ -114,6 +122,65 @@ impl Store {
     ) -> Result<()> {
         let now = self.now_ms();
         self.write(|tx| ready_now(push(tx, now, agent_id, team_id, source, body)))
+    }
+}
+
+/// Up to `limit` undelivered rows of `agent_id` marked delivered via `via`, for
+/// [`Store::run_transaction`].
+struct Take {
+    agent_id: String,
+    team_id: Option<String>,
+    limit: i64,
+    via: String,
+    now: i64,
+}
+
+impl Take {
+    async fn take<W: Writes + ?Sized>(&self, tx: &W) -> Result<Vec<InboxItem>> {
+        let take = Query::new(
+            "UPDATE agent_inbox SET delivered_at = ?1, delivered_via = ?2
+             WHERE id IN (
+                 SELECT id FROM agent_inbox
+                 WHERE agent_id = ?3 AND delivered_at IS NULL
+                   AND (team_id IS NULL OR CAST(?4 AS TEXT) IS NULL OR team_id = ?4)
+                 ORDER BY created_at, id LIMIT ?5)
+               AND delivered_at IS NULL
+             RETURNING id, agent_id, team_id, body, source, created_at",
+            &[
+                &self.now,
+                &self.via,
+                &self.agent_id,
+                &self.team_id,
+                &self.limit,
+            ],
+        );
+        let mut items = tx
+            .query_map(take, |r| {
+                Ok(InboxItem {
+                    id: r.get(0)?,
+                    agent_id: r.get(1)?,
+                    team_id: r.get(2)?,
+                    body: r.get(3)?,
+                    source: r.get(4)?,
+                    created_at: r.get(5)?,
+                })
+            })
+            .await?;
+        // RETURNING does not promise an order.
+        items.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(items)
+    }
+}
+
+impl StoreWrite for Take {
+    type Output = Vec<InboxItem>;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Vec<InboxItem>> {
+        ready_now(self.take(tx))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncWriteTx) -> BoxFuture<'a, Result<Vec<InboxItem>>> {
+        Box::pin(self.take(tx))
     }
 }
 

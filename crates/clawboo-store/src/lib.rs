@@ -27,6 +27,7 @@ mod config;
 mod counters;
 pub mod db;
 pub mod delegate;
+mod edits;
 mod engine;
 mod error;
 pub mod events;

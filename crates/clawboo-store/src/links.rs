@@ -6,13 +6,16 @@
 
 use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
 use serde::Serialize;
 
 use crate::Store;
 use crate::board::Scope;
 use crate::db::Tx;
 use crate::error::{Result, StoreError};
+use crate::reads::{Query, ready_now};
 use crate::run::RunError;
+use crate::writes::{AsyncWriteTx, StoreWrite, Writes};
 
 /// Most links `get_task` returns (the newest): its answer never grows with the board.
 pub const LINKS_SHOWN: i64 = 20;
@@ -157,11 +160,100 @@ impl Store {
         ref_id: &str,
         text: &str,
     ) -> Result<()> {
-        let now = self.now_ms();
-        self.write(|tx| {
-            crate::task::require_task(tx, task_id, scope)?;
-            link_in(tx, now, task_id, kind, ref_id, text)
-        })
+        let link = self.link_to(task_id, scope.team_id, kind, ref_id, text);
+        self.write(|tx| link.run(tx))
+    }
+
+    /// [`Store::link_to_task`] for an async caller in `team_id`'s scope, run the way the
+    /// engine runs writes best ([`Store::run_transaction`]).
+    pub async fn link_to_task_async(
+        self: &Arc<Store>,
+        task_id: &str,
+        team_id: Option<&str>,
+        kind: LinkKind,
+        ref_id: &str,
+        text: &str,
+    ) -> std::result::Result<Result<()>, RunError> {
+        let link = self.link_to(task_id, team_id, kind, ref_id, text);
+        self.run_transaction(link).await
+    }
+
+    fn link_to(
+        &self,
+        task_id: &str,
+        team_id: Option<&str>,
+        kind: LinkKind,
+        ref_id: &str,
+        text: &str,
+    ) -> LinkTo {
+        LinkTo {
+            task_id: task_id.to_owned(),
+            team_id: team_id.map(str::to_owned),
+            kind,
+            ref_id: ref_id.to_owned(),
+            line: first_line(text),
+            now: self.now_ms(),
+        }
+    }
+}
+
+/// A link to a task visible in `team_id`'s scope, for [`Store::run_transaction`].
+struct LinkTo {
+    task_id: String,
+    team_id: Option<String>,
+    kind: LinkKind,
+    ref_id: String,
+    line: String,
+    now: i64,
+}
+
+impl LinkTo {
+    /// Whether the task is there and the link made (a repeat changes nothing), both in
+    /// one round trip on PostgreSQL: the insert stores nothing for a task out of scope.
+    async fn link<W: Writes + ?Sized>(&self, tx: &W) -> Result<()> {
+        let (task_id, team) = (self.task_id.as_str(), self.team_id.as_deref());
+        let found = Query::new(
+            "SELECT EXISTS(SELECT 1 FROM tasks
+                 WHERE id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR team_id = ?2))",
+            &[&task_id, &team],
+        );
+        let insert = Query::new(
+            "INSERT INTO task_links(task_id, kind, ref_id, line, created_at)
+             SELECT ?1, ?3, ?4, ?5, ?6
+             WHERE EXISTS(SELECT 1 FROM tasks
+                 WHERE id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR team_id = ?2))
+             ON CONFLICT (task_id, kind, ref_id) DO NOTHING",
+            &[
+                &task_id,
+                &team,
+                &self.kind.as_str(),
+                &self.ref_id,
+                &self.line,
+                &self.now,
+            ],
+        );
+        let answers = tx.query_batch(vec![found, insert]).await?;
+        let found = match answers.first().and_then(|rows| rows.first()) {
+            Some(row) => row.get::<bool>(0)?,
+            None => false,
+        };
+        if found {
+            Ok(())
+        } else {
+            Err(StoreError::NotFound(task_id.to_owned()))
+        }
+    }
+}
+
+impl StoreWrite for LinkTo {
+    type Output = ();
+
+    fn run(&self, tx: &dyn Tx) -> Result<()> {
+        ready_now(self.link(tx))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncWriteTx) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.link(tx))
     }
 }
 

@@ -7,9 +7,9 @@
 
 use serde::Serialize;
 
-use crate::db::{DbRow, Tx};
+use crate::db::DbRow;
 use crate::error::{Result, StoreError};
-use crate::reads::{Query, ready_now};
+use crate::reads::Query;
 use crate::task::Scope;
 use crate::writes::Writes;
 use crate::{Store, new_id};
@@ -66,18 +66,6 @@ pub struct OperatorActivity {
 
 /// Record `action` on `task_id` inside the caller's write when `scope` is the operator's;
 /// nothing otherwise (agents' and the server's own writes are not the operator's).
-pub(crate) fn record_in(
-    tx: &dyn Tx,
-    now: i64,
-    scope: Scope<'_>,
-    task_id: &str,
-    action: OperatorAction,
-    detail: &str,
-) -> Result<()> {
-    ready_now(record_on(tx, now, scope, task_id, action, detail))
-}
-
-/// [`record_in`] in any write transaction.
 pub(crate) async fn record_on<W: Writes + ?Sized>(
     tx: &W,
     now: i64,

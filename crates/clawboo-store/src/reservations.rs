@@ -240,29 +240,14 @@ async fn live_on<R: Reads + ?Sized>(
 
 /// Make the rest of the caller's write the only one reserving paths on `team`, so the
 /// check below and the claim it allows are one step across processes and hosts.
-pub(crate) fn lock(tx: &dyn Tx, team: Option<&str>) -> Result<()> {
-    ready_now(lock_on(tx, team))
-}
-
-/// [`lock`] in any write transaction.
-async fn lock_on<W: Writes + ?Sized>(tx: &W, team: Option<&str>) -> Result<()> {
+pub(crate) async fn lock_on<W: Writes + ?Sized>(tx: &W, team: Option<&str>) -> Result<()> {
     tx.serialize_on(format!("reservations:{}", team.unwrap_or("")))
         .await
 }
 
 /// The live reservations on `team` other than `agent`'s own, inside the caller's write,
-/// after [`lock`].
-pub(crate) fn held_by_others(
-    tx: &dyn Tx,
-    now: i64,
-    team: Option<&str>,
-    agent: &str,
-) -> Result<Vec<Reservation>> {
-    ready_now(held_by_others_on(tx, now, team, agent))
-}
-
-/// [`held_by_others`] on any transaction.
-async fn held_by_others_on<R: Reads + ?Sized>(
+/// after [`lock_on`].
+pub(crate) async fn held_by_others_on<R: Reads + ?Sized>(
     tx: &R,
     now: i64,
     team: Option<&str>,
@@ -298,7 +283,7 @@ pub(crate) fn first_conflict(paths: &[String], held: &[Reservation]) -> Option<S
 }
 
 /// Refuse `agent`'s reservation of `paths` for `task_id` on `team` when another agent
-/// holds an overlapping one, inside the caller's write: takes [`lock`] first. The task's
+/// holds an overlapping one, inside the caller's write: takes [`lock_on`] first. The task's
 /// own reservation is not in the way: a claim of a task someone holds is a conflict,
 /// which the claim itself reports.
 pub(crate) async fn ensure_free<W: Writes + ?Sized>(

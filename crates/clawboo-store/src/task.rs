@@ -7,9 +7,9 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use crate::db::{DbRow, Tx};
+use crate::db::DbRow;
 use crate::error::{Result, StoreError};
-use crate::reads::{Query, Reads, ready_now};
+use crate::reads::{Query, Reads};
 use crate::reservations;
 
 /// Longest accepted title, in characters.
@@ -325,11 +325,7 @@ const LOAD_SCOPED_TASK: &str = concat!(
     " FROM tasks WHERE id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR team_id = ?2)"
 );
 
-pub(crate) fn require_task(tx: &dyn Tx, id: &str, scope: Scope<'_>) -> Result<Task> {
-    ready_now(require_task_on(tx, id, scope))
-}
-
-/// [`require_task`] on any transaction: the task, or [`StoreError::NotFound`].
+/// The task visible in `scope`, or [`StoreError::NotFound`], on any transaction.
 pub(crate) async fn require_task_on<R: Reads + ?Sized>(
     tx: &R,
     id: &str,

@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use crate::db::DbRow;
 use crate::error::{Result, StoreError};
+use crate::reads::{Query, Reads, ready_now};
 use crate::{Store, new_id, short_ids};
 
 /// A named team.
@@ -53,6 +54,21 @@ fn agent_from_row(r: &dyn DbRow) -> Result<Agent> {
         runtime: r.get(3)?,
         created_at: r.get(4)?,
     })
+}
+
+/// The agents of `team_id` (every agent when `None`), by name, on any transaction.
+pub(crate) async fn agents_on<R: Reads + ?Sized>(
+    tx: &R,
+    team_id: Option<&str>,
+) -> Result<Vec<Agent>> {
+    let query = Query::new(
+        format!(
+            "SELECT {AGENT_COLUMNS} FROM agents \
+             WHERE (CAST(?1 AS TEXT) IS NULL OR team_id = ?1) ORDER BY name, id"
+        ),
+        &[&team_id],
+    );
+    tx.query_map(query, agent_from_row).await
 }
 
 fn team_from_row(r: &dyn DbRow) -> Result<Team> {
@@ -128,15 +144,6 @@ impl Store {
 
     /// Agents, optionally of one team, by name.
     pub fn list_agents(&self, team_id: Option<&str>) -> Result<Vec<Agent>> {
-        self.read(|tx| {
-            tx.query_map(
-                &format!(
-                    "SELECT {AGENT_COLUMNS} FROM agents \
-                     WHERE (CAST(?1 AS TEXT) IS NULL OR team_id = ?1) ORDER BY name, id"
-                ),
-                &[&team_id],
-                agent_from_row,
-            )
-        })
+        self.read(|tx| ready_now(agents_on(tx, team_id)))
     }
 }

@@ -13,12 +13,16 @@ use futures_util::FutureExt;
 
 use crate::board::{
     AuthorType, CreatePolicy, MAX_CHILDREN, MAX_PAGE, MAX_ROOTS_PER_WINDOW, NewComment, NewTask,
-    OwnedScope, TaskFilter, TaskMove,
+    OwnedScope, TaskFilter, TaskMove, TaskPatch,
 };
 use crate::chat::{ChatQuery, PostKind, team_room};
 use crate::db::Dialect;
+use crate::delegate::Delegation;
 use crate::error::CapReason;
+use crate::leases::Claimant;
+use crate::links::LinkKind;
 use crate::task::{Scope, Status, Task};
+use crate::teams::NewAgent;
 use crate::testing::TestStore;
 use crate::{Store, StoreConfig, StoreError};
 
@@ -27,6 +31,15 @@ fn create(store: &Store, title: &str, paths: &[&str]) -> Task {
         team_id: Some("red".into()),
         paths: paths.iter().map(|p| (*p).to_owned()).collect(),
         ..NewTask::titled(title)
+    };
+    store.create_task(new, CreatePolicy::Uncapped).unwrap()
+}
+
+/// A task of team blue, which team red's callers never see.
+fn create_blues(store: &Store) -> Task {
+    let new = NewTask {
+        team_id: Some("blue".into()),
+        ..NewTask::titled("blue's")
     };
     store.create_task(new, CreatePolicy::Uncapped).unwrap()
 }
@@ -78,15 +91,7 @@ async fn an_async_claim_decides_what_the_synchronous_one_decides() {
         matches!(refused, Err(StoreError::NotFound(_))),
         "{refused:?}"
     );
-    let blue = store
-        .create_task(
-            NewTask {
-                team_id: Some("blue".into()),
-                ..NewTask::titled("blue's")
-            },
-            CreatePolicy::Uncapped,
-        )
-        .unwrap();
+    let blue = create_blues(&store);
     let refused = claim(&store, &blue.id, "agent-1", None).await;
     assert!(
         matches!(refused, Err(StoreError::NotFound(_))),
@@ -503,15 +508,7 @@ async fn an_async_create_keeps_every_cap_the_synchronous_one_keeps() {
         cap_of(create_capped(&store, "orphan", Some(&ghost)).await),
         CapReason::ParentNotFound
     );
-    let blue = store
-        .create_task(
-            NewTask {
-                team_id: Some("blue".into()),
-                ..NewTask::titled("blue's")
-            },
-            CreatePolicy::Uncapped,
-        )
-        .unwrap();
+    let blue = create_blues(&store);
     assert_eq!(
         cap_of(create_capped(&store, "stray", Some(&blue)).await),
         CapReason::ParentNotFound,
@@ -723,4 +720,367 @@ async fn an_async_comment_is_scrubbed_fenced_and_heard_by_the_holder() {
     let detail = store.task_detail(&task.id, Scope::ALL).unwrap().unwrap();
     assert_eq!(detail.comments.len(), 1);
     assert_eq!(detail.comments[0], added);
+}
+
+/// `claim_next` for `agent` in team red, asynchronously: the id of the task it took.
+async fn claim_next(
+    store: &Arc<Store>,
+    agent: &str,
+    paths: Option<&[String]>,
+) -> Result<Option<String>, StoreError> {
+    let who = Claimant {
+        agent_id: agent,
+        runtime: None,
+        paths,
+    };
+    let claimed = store.claim_next_async(who, Some("red")).await;
+    Ok(claimed.expect("the claim ran")?.map(|task| task.id))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_async_claim_nexts_hand_out_each_ready_task_once() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    // Five free tasks, one declaring paths (taken the reserving way), one waiting on a
+    // dependency (never handed out) and one of another team.
+    let mut ready: Vec<String> = (0..4)
+        .map(|i| create(&store, &format!("ready {i}"), &[]).id)
+        .collect();
+    ready.push(create(&store, "declares paths", &["src/**"]).id);
+    let waiting = create(&store, "waiting", &[]);
+    store.link_task(&waiting.id, &ready[0], Scope::ALL).unwrap();
+    create_blues(&store);
+
+    let racers = (0..9).map(|i| {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move { claim_next(&store, &format!("agent-{i}"), None).await })
+    });
+    let mut taken = Vec::new();
+    let mut told_nothing = 0;
+    for outcome in futures_util::future::join_all(racers).await {
+        match outcome.unwrap().unwrap() {
+            Some(id) => taken.push(id),
+            None => told_nothing += 1,
+        }
+    }
+    taken.sort();
+    ready.sort();
+    assert_eq!(taken, ready, "each ready task went to exactly one racer");
+    assert_eq!(told_nothing, 4);
+    let held = store.get_task(&waiting.id, Scope::ALL).unwrap().unwrap();
+    assert_eq!(held.status, Status::Todo, "a task waiting on another stays");
+
+    // Paths another agent holds are refused by name; an empty agent is refused.
+    let wanted = ["src/main.rs".to_owned()];
+    let extra = create(&store, "extra", &[]);
+    let refused = claim_next(&store, "agent-late", Some(&wanted)).await;
+    assert!(
+        matches!(refused, Err(StoreError::Reserved { .. })),
+        "{refused:?}"
+    );
+    let untouched = store.get_task(&extra.id, Scope::ALL).unwrap().unwrap();
+    assert_eq!(
+        untouched.assignee_agent_id, None,
+        "a refusal claims nothing"
+    );
+    let refused = claim_next(&store, " ", None).await;
+    assert!(
+        matches!(refused, Err(StoreError::Invalid(_))),
+        "{refused:?}"
+    );
+}
+
+test_clock!(NEXT_NOW, next_clock);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_claim_next_reclaims_a_lapsed_lease_and_may_take_it() {
+    let test = TestStore::new();
+    let store = leased_store(&test, next_clock).await;
+    let (lapsed, mut room) = lapse_a_lease(&store, &NEXT_NOW).await;
+    let posts = room_posts(&store);
+    let taken = claim_next(&store, "agent-2", None).await.unwrap();
+    assert_eq!(taken.as_deref(), Some(lapsed.id.as_str()));
+    room.heard(Duration::from_secs(10)).await;
+    assert_eq!(room_posts(&store), posts + 1);
+    assert_agent_1_heard(&store, "ran out");
+    let held = store.get_task(&lapsed.id, Scope::ALL).unwrap().unwrap();
+    assert_eq!(held.assignee_agent_id.as_deref(), Some("agent-2"));
+}
+
+/// Make `task` depend on `on` asynchronously, as a caller of team red.
+async fn link(store: &Arc<Store>, task: &str, on: &str) -> Result<(), StoreError> {
+    let scope = OwnedScope {
+        team_id: Some("red".into()),
+        ..OwnedScope::default()
+    };
+    store
+        .link_task_async(task, on, scope)
+        .await
+        .expect("the link ran")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_links_refuse_cycles_and_unknown_tasks_and_repeat_as_no_ops() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    let [a, b, c] = ["a", "b", "c"].map(|t| create(&store, t, &[]).id);
+    link(&store, &a, &b).await.unwrap();
+    link(&store, &b, &c).await.unwrap();
+    link(&store, &a, &b).await.unwrap();
+    let blue = create_blues(&store);
+    let refusals = [
+        (&c, &a, "cycle"),
+        (&a, &a, "cycle"),
+        (&a, &"no-such-task".to_owned(), "not_found"),
+        (&a, &blue.id, "not_found"),
+    ];
+    for (task, on, code) in refusals {
+        let refused = link(&store, task, on).await;
+        assert_eq!(refused.unwrap_err().code(), code, "{task} on {on}");
+    }
+    let a_task = store.get_task(&a, Scope::ALL).unwrap().unwrap();
+    assert_eq!(
+        a_task.depends_on,
+        vec![b.clone()],
+        "one edge, refusals wrote none"
+    );
+    let c_task = store.get_task(&c, Scope::ALL).unwrap().unwrap();
+    assert!(c_task.depends_on.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_async_links_never_close_a_cycle() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    for round in 0..5 {
+        // Each of the two links alone is fine; together they close a cycle.
+        let x = create(&store, &format!("x {round}"), &[]).id;
+        let y = create(&store, &format!("y {round}"), &[]).id;
+        let (s1, s2) = (Arc::clone(&store), Arc::clone(&store));
+        let (x1, y1, x2, y2) = (x.clone(), y.clone(), x.clone(), y.clone());
+        let first = tokio::spawn(async move { link(&s1, &x1, &y1).await });
+        let second = tokio::spawn(async move { link(&s2, &y2, &x2).await });
+        let outcomes = [first.await.unwrap(), second.await.unwrap()];
+        let made = outcomes.iter().filter(|o| o.is_ok()).count();
+        assert_eq!(made, 1, "round {round}: {outcomes:?}");
+        let refused = outcomes.iter().find_map(|o| o.as_ref().err()).unwrap();
+        assert_eq!(refused.code(), "cycle", "round {round}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_link_to_a_task_lands_once_and_never_on_a_task_out_of_scope() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    let task = create(&store, "linked", &[]);
+    for _ in 0..2 {
+        store
+            .link_to_task_async(
+                &task.id,
+                Some("red"),
+                LinkKind::Fact,
+                "fact-1",
+                "\n a fact\nmore",
+            )
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    for (id, team) in [
+        ("no-such-task", Some("red")),
+        (task.id.as_str(), Some("blue")),
+    ] {
+        let refused = store
+            .link_to_task_async(id, team, LinkKind::Post, "post-1", "a post")
+            .await
+            .unwrap();
+        assert!(
+            matches!(refused, Err(StoreError::NotFound(_))),
+            "{refused:?}"
+        );
+    }
+    let detail = store.task_detail(&task.id, Scope::ALL).unwrap().unwrap();
+    let links: Vec<(&str, &str, &str)> = detail
+        .links
+        .iter()
+        .map(|l| (l.kind.as_str(), l.id.as_str(), l.line.as_str()))
+        .collect();
+    assert_eq!(links, [("fact", "fact-1", "a fact")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_async_inbox_takes_deliver_each_note_once() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    for i in 0..7 {
+        store
+            .push_inbox("agent-1", Some("red"), "test", &format!("note {i}"))
+            .unwrap();
+    }
+    let takers = (0..6).map(|_| {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            store
+                .take_inbox_async("agent-1", Some("red"), 2, "mcp")
+                .await
+                .unwrap()
+                .unwrap()
+        })
+    });
+    let mut bodies = Vec::new();
+    for taken in futures_util::future::join_all(takers).await {
+        let taken = taken.unwrap();
+        assert!(taken.len() <= 2, "{taken:?}");
+        bodies.extend(taken.into_iter().map(|note| note.body));
+    }
+    bodies.sort();
+    let expected: Vec<String> = (0..7).map(|i| format!("note {i}")).collect();
+    let delivered_more = store
+        .take_inbox("agent-1", Some("red"), 10, "test")
+        .unwrap();
+    bodies.extend(delivered_more.into_iter().map(|note| note.body));
+    bodies.sort();
+    assert_eq!(bodies, expected, "every note delivered, none twice");
+    let none_left = store
+        .take_inbox_async("agent-1", Some("red"), 2, "mcp")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(none_left.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_delegation_writes_the_task_note_and_post_together_or_nothing() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    for (id, name) in [("a1", "alice"), ("b1", "bob"), ("b2", "Bob")] {
+        store
+            .upsert_agent(&NewAgent {
+                id: Some(id.into()),
+                name: name.into(),
+                team_id: Some("red".into()),
+                runtime: Some("codex".into()),
+            })
+            .unwrap();
+    }
+    let delegate = |assignee: &'static str, task: &'static str| {
+        let store = Arc::clone(&store);
+        async move {
+            let delegation = Delegation {
+                team_id: "red",
+                caller_agent_id: "a1",
+                assignee,
+                task,
+                room_id: &team_room("red"),
+            };
+            store.delegate_async(&delegation).await.unwrap()
+        }
+    };
+    let listed = |store: &Store| {
+        store
+            .list_tasks_page(&TaskFilter::default(), None, MAX_PAGE)
+            .unwrap()
+            .tasks
+            .len()
+    };
+    let refusals = [
+        ("nobody", "work", "no teammate matches"),
+        ("BOB", "work", "matches several teammates"),
+        ("alice", "work", "cannot delegate to yourself"),
+        ("b1", " ", "requires both"),
+    ];
+    for (assignee, task, says) in refusals {
+        let refused = delegate(assignee, task).await.unwrap_err();
+        assert!(refused.to_string().contains(says), "{assignee}: {refused}");
+    }
+    assert_eq!(listed(&store), 0, "refusals wrote no task");
+    assert_eq!(room_posts(&store), 0, "nor a post");
+
+    let done = delegate("b1", "Write the tests\nfor the chat")
+        .await
+        .unwrap();
+    assert_eq!(done.assignee.id, "b1");
+    assert_eq!(done.task.title, "Write the tests");
+    assert_eq!(done.task.assignee_runtime.as_deref(), Some("codex"));
+    assert_eq!(done.post.kind, PostKind::System);
+    assert_eq!(listed(&store), 1);
+    assert_eq!(room_posts(&store), 1);
+    let inbox = store.take_inbox("b1", Some("red"), 10, "test").unwrap();
+    assert!(
+        inbox[0].body.contains("alice delegated a task to you"),
+        "{inbox:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_async_edits_land_scrubbed_in_scope_and_in_the_activity() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    let task = create(&store, "draft", &[]);
+    let operator = |team: Option<&str>| OwnedScope {
+        team_id: team.map(str::to_owned),
+        operator: Some("api".into()),
+        ..OwnedScope::default()
+    };
+    let patch = TaskPatch {
+        title: Some("  final  ".into()),
+        description: Some("token AKIAABCDEFGHIJKLMNOP inside".into()),
+        priority: Some(3),
+    };
+    let edited = store
+        .patch_task_async(&task.id, &patch, operator(None))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((edited.title.as_str(), edited.priority), ("final", 3));
+    assert!(!edited.description.unwrap().contains("AKIAABCDEFGHIJKLMNOP"));
+
+    // Refused: an empty title, a task out of scope; neither changed anything.
+    let empty = TaskPatch {
+        title: Some(" ".into()),
+        ..TaskPatch::default()
+    };
+    let refused = store
+        .patch_task_async(&task.id, &empty, operator(None))
+        .await;
+    assert_eq!(refused.unwrap().unwrap_err().code(), "invalid_args");
+    let renamed = TaskPatch {
+        title: Some("blue's now".into()),
+        ..TaskPatch::default()
+    };
+    let refused = store
+        .patch_task_async(&task.id, &renamed, operator(Some("blue")))
+        .await;
+    assert_eq!(refused.unwrap().unwrap_err().code(), "not_found");
+    let refused = store
+        .set_dropped_async(&task.id, true, operator(Some("blue")))
+        .await;
+    assert_eq!(refused.unwrap().unwrap_err().code(), "not_found");
+    let seen = store.get_task(&task.id, Scope::ALL).unwrap().unwrap();
+    assert_eq!((seen.title.as_str(), seen.dropped), ("final", false));
+
+    // Dropped by its short id, then dropped again (no change, no activity), restored.
+    let short = task.short_id.clone().unwrap();
+    for dropped in [true, true, false] {
+        let task = store
+            .set_dropped_async(&short, dropped, operator(Some("red")))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(task.dropped, dropped);
+    }
+    let actions: Vec<String> = store
+        .operator_activity(None, 10)
+        .unwrap()
+        .into_iter()
+        .map(|row| format!("{} {}", row.action, row.detail))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "restored restored to the board",
+            "dropped dropped from the board",
+            "edited title, description, priority",
+        ]
+    );
 }

@@ -183,11 +183,10 @@ async fn create(
         tenant_id: body.tenant_id,
         paths: body.paths.unwrap_or_default(),
     };
-    let store = state.store();
-    let task = store_call(store, move |store| {
-        Ok(store.create_task(new, CreatePolicy::Uncapped)?)
-    })
-    .await?;
+    let task = state
+        .store()
+        .create_task_async(new, CreatePolicy::Uncapped, None)
+        .await??;
     Ok((StatusCode::CREATED, axum::Json(json!({ "task": task }))))
 }
 
@@ -207,19 +206,17 @@ async fn claim(
     ApiJson(body): ApiJson<ClaimBody>,
 ) -> Result<axum::Json<Value>, AppError> {
     let store = state.store();
-    let task = store_call(store, move |store| {
-        let id = store.resolve_task_id(&id, Scope::ALL)?;
-        store
-            .claim_reserving(
-                &id,
-                &body.assignee_agent_id,
-                body.assignee_runtime.as_deref(),
-                body.paths.as_deref(),
-                Scope::ALL,
-            )
-            .map_err(|e| AppError::from(e).with_ok_false())
-    })
-    .await?;
+    let id = store.resolve_task_id_async(id, None).await??;
+    let claimed = store
+        .claim_reserving_async(
+            id,
+            body.assignee_agent_id,
+            body.assignee_runtime,
+            body.paths,
+            None,
+        )
+        .await?;
+    let task = claimed.map_err(|e| AppError::from(e).with_ok_false())?;
     Ok(axum::Json(json!({ "ok": true, "task": task })))
 }
 
@@ -256,32 +253,43 @@ async fn patch(
         ));
     }
     let store = state.store();
-    let task = store_call(store, move |store| {
-        let id = store.resolve_task_id(&id, Scope::ALL)?;
-        let mut task = None;
-        if has_fields {
-            task = Some(store.patch_task(&id, &fields, OPERATOR)?);
+    let id = store.resolve_task_id_async(id, None).await??;
+    let mut task = None;
+    if has_fields {
+        task = Some(
+            store
+                .patch_task_async(&id, &fields, OPERATOR.into())
+                .await??,
+        );
+    }
+    if let Some(status) = status {
+        // A move into in_progress of a task nobody holds claims it for the assignee the
+        // operator names.
+        let before = store.get_task_async(id.clone(), None).await??;
+        let moved = store
+            .set_status_async(
+                id.clone(),
+                status,
+                body.actor_agent_id.clone(),
+                body.assignee_agent_id,
+                OPERATOR.into(),
+            )
+            .await??;
+        let actor = body.actor_agent_id.as_deref();
+        if let Some(note) = before.and_then(|b| taken_back_note(&b, &moved, actor)) {
+            store
+                .add_comment_async(id.clone(), note, Scope::ALL.into())
+                .await??;
         }
-        if let Some(status) = status {
-            // A move into in_progress of a task nobody holds claims it for the assignee
-            // the operator names.
-            let (actor, assignee) = (
-                body.actor_agent_id.as_deref(),
-                body.assignee_agent_id.as_deref(),
-            );
-            let before = store.get_task(&id, Scope::ALL)?;
-            let moved = store.set_status(&id, status, actor, assignee, OPERATOR)?;
-            if let Some(note) = before.and_then(|b| taken_back_note(&b, &moved, actor)) {
-                store.add_comment(&id, note, Scope::ALL)?;
-            }
-            task = Some(moved);
-        }
-        if let Some(dropped) = body.dropped {
-            task = Some(store.set_dropped(&id, dropped, OPERATOR)?);
-        }
-        Ok(task)
-    })
-    .await?;
+        task = Some(moved);
+    }
+    if let Some(dropped) = body.dropped {
+        task = Some(
+            store
+                .set_dropped_async(&id, dropped, OPERATOR.into())
+                .await??,
+        );
+    }
     Ok(axum::Json(json!({ "task": task })))
 }
 
@@ -332,11 +340,8 @@ async fn comment(
         body: body.body,
     };
     let store = state.store();
-    let comment = store_call(store, move |store| {
-        let id = store.resolve_task_id(&id, Scope::ALL)?;
-        Ok(store.add_comment(&id, new, OPERATOR)?)
-    })
-    .await?;
+    let id = store.resolve_task_id_async(id, None).await??;
+    let comment = store.add_comment_async(id, new, OPERATOR.into()).await??;
     Ok((
         StatusCode::CREATED,
         axum::Json(json!({ "comment": comment })),
@@ -355,13 +360,13 @@ async fn link(
     ApiJson(body): ApiJson<LinkBody>,
 ) -> Result<axum::Json<Value>, AppError> {
     let store = state.store();
-    let (task_id, dep) = store_call(store, move |store| {
-        let task_id = store.resolve_task_id(&id, Scope::ALL)?;
-        let dep = store.resolve_task_id(&body.depends_on_task_id, Scope::ALL)?;
-        store.link_task(&task_id, &dep, Scope::ALL)?;
-        Ok((task_id, dep))
-    })
-    .await?;
+    let task_id = store.resolve_task_id_async(id, None).await??;
+    let dep = store
+        .resolve_task_id_async(body.depends_on_task_id, None)
+        .await??;
+    store
+        .link_task_async(&task_id, &dep, Scope::ALL.into())
+        .await??;
     Ok(axum::Json(
         json!({ "taskId": task_id, "dependsOnTaskId": dep }),
     ))

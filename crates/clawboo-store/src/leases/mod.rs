@@ -16,7 +16,7 @@ use crate::db::{DbRow, PerEngine, Tx};
 use crate::error::{Result, StoreError};
 use crate::reads::{self, AsyncTx, Query, Reads, StoreRead, ready_now};
 use crate::run::RunError;
-use crate::task::{Scope, Status, Task, UNFINISHED_DEP, require_task};
+use crate::task::{Scope, Status, Task, UNFINISHED_DEP, require_task_on};
 use crate::writes::{AsyncWriteTx, StoreWrite, Writes};
 use crate::{Store, inbox};
 
@@ -244,17 +244,6 @@ fn renew_query(agent: &str, team: Option<&str>, now: i64, lease: i64) -> Query {
 /// Record `agent`'s call on `team` at `now` (its last-seen time there and, when given, its
 /// runtime) inside the caller's write transaction; an agent never seen before joins the
 /// roster under its id, on this team.
-pub(crate) fn seen_in(
-    tx: &dyn Tx,
-    agent: &str,
-    team: Option<&str>,
-    runtime: Option<&str>,
-    now: i64,
-) -> Result<()> {
-    ready_now(seen_on(tx, agent, team, runtime, now))
-}
-
-/// [`seen_in`] in any write transaction.
 pub(crate) async fn seen_on<W: Writes + ?Sized>(
     tx: &W,
     agent: &str,
@@ -399,14 +388,15 @@ pub struct Claimant<'a> {
 
 /// The claim of [`Store::claim_next`], inside the caller's write transaction: one
 /// conditional update whose target is the first ready row of `team`; the claimed task's id,
-/// or `None` when nothing is ready.
+/// or `None` when nothing is ready. The reclaim of expired leases goes first, in the same
+/// round trip as the first pick (SPEC §12: a claim that meets one reclaims it).
 ///
 /// The update tests readiness again on the row it picked: PostgreSQL re-checks an update's
 /// own `WHERE` (not the sub-select that picked the row) once the row's lock is free, so a
 /// racer that picked the same row as a winner changes nothing and picks again, up to
 /// [`CLAIM_NEXT_ATTEMPTS`] times while a ready task remains.
-fn claim_next_in(
-    tx: &dyn Tx,
+async fn claim_next_on<W: Writes + ?Sized>(
+    tx: &W,
     who: Claimant<'_>,
     team: Option<&str>,
     now: i64,
@@ -420,7 +410,8 @@ fn claim_next_in(
            AND NOT {UNFINISHED_DEP}"
     );
     if who.paths.is_some() {
-        return claim_next_reserving(tx, who, team, now, lease, &ready);
+        expire_on(tx, now).await?;
+        return claim_next_reserving(tx, who, team, now, lease, &ready).await;
     }
     // A claim that names no paths takes the first ready task only when it declares none
     // either (one statement, no lock, as before reservations); when the first declares
@@ -434,21 +425,44 @@ fn claim_next_in(
            AND {ready} AND paths IS NULL
          RETURNING id"
     );
-    let any_ready = format!("SELECT EXISTS (SELECT 1 FROM tasks WHERE {ready})");
-    for _ in 0..CLAIM_NEXT_ATTEMPTS {
-        let claimed = tx.query_opt(
-            &claim,
+    // Whether some ready task declares paths (only then does the claim take the
+    // reserving way and its lock), and whether any is ready at all.
+    let ready_kinds = format!(
+        "SELECT EXISTS (SELECT 1 FROM tasks WHERE {ready} AND paths IS NOT NULL),
+                EXISTS (SELECT 1 FROM tasks WHERE {ready})"
+    );
+    for attempt in 0..CLAIM_NEXT_ATTEMPTS {
+        let pick = Query::new(
+            claim.clone(),
             &[&team, &who.runtime, &who.agent_id, &now, &lease],
-            |r| r.get::<String>(0),
-        )?;
-        if claimed.is_some() {
-            return Ok(claimed);
+        );
+        let mut batch = Vec::with_capacity(2);
+        if attempt == 0 {
+            batch.push(expire_query(tx, now));
         }
-        if declared_paths_ready(tx, &ready, team, who.runtime)? {
-            return claim_next_reserving(tx, who, team, now, lease, &ready);
+        batch.push(pick);
+        let mut answers = tx.query_batch(batch).await?.into_iter();
+        if attempt == 0 {
+            let mut reclaimed = Vec::new();
+            for row in answers.next().unwrap_or_default() {
+                reclaimed.push(reclaimed_from_row(&*row)?);
+            }
+            narrate_reclaimed(tx, now, &mut reclaimed).await?;
+            crate::counters::leases_reclaimed(reclaimed.len());
         }
-        if !tx.query_one(&any_ready, &[&team, &who.runtime], |r| r.get::<bool>(0))? {
-            return Ok(None);
+        if let Some(row) = answers.next().unwrap_or_default().first() {
+            return Ok(Some(row.get::<String>(0)?));
+        }
+        let kinds = Query::new(ready_kinds.clone(), &[&team, &who.runtime]);
+        let kinds = tx
+            .query_map(kinds, |r| Ok((r.get::<bool>(0)?, r.get::<bool>(1)?)))
+            .await?;
+        match kinds.first() {
+            Some((true, _)) => {
+                return claim_next_reserving(tx, who, team, now, lease, &ready).await;
+            }
+            Some((false, true)) => {}
+            _ => return Ok(None),
         }
     }
     Err(lost_every_pick(who))
@@ -464,28 +478,13 @@ fn lost_every_pick(who: Claimant<'_>) -> StoreError {
     StoreError::Conflict
 }
 
-/// Whether some task `ready` (`?1` the team, `?2` the runtime) declares paths: only then
-/// does a `claim_next` that names none take the reserving way and its lock.
-fn declared_paths_ready(
-    tx: &dyn Tx,
-    ready: &str,
-    team: Option<&str>,
-    runtime: Option<&str>,
-) -> Result<bool> {
-    tx.query_one(
-        &format!("SELECT EXISTS (SELECT 1 FROM tasks WHERE {ready} AND paths IS NOT NULL)"),
-        &[&team, &runtime],
-        |r| r.get::<bool>(0),
-    )
-}
-
 /// The first ready task (`candidates`, in the board's order) that `who` may take: its
 /// declared paths free of other agents' reservations (`held`, the team's; a board-wide
 /// claim reads each task's team's under that team's lock), or, when `who` names paths, the
 /// first one at all, refused as [`StoreError::Reserved`] when those paths are held on its
 /// team. Pages through the ready tasks, twice as many each time.
-fn first_free(
-    tx: &dyn Tx,
+async fn first_free<W: Writes + ?Sized>(
+    tx: &W,
     who: Claimant<'_>,
     team: Option<&str>,
     now: i64,
@@ -494,13 +493,16 @@ fn first_free(
 ) -> Result<Option<String>> {
     let mut want: i64 = 8;
     loop {
-        let rows = tx.query_map(candidates, &[&team, &who.runtime, &want], |r| {
-            Ok((
-                r.get::<String>(0)?,
-                r.get::<Option<String>>(1)?,
-                r.get::<Option<String>>(2)?,
-            ))
-        })?;
+        let page = Query::new(candidates.to_owned(), &[&team, &who.runtime, &want]);
+        let rows = tx
+            .query_map(page, |r| {
+                Ok((
+                    r.get::<String>(0)?,
+                    r.get::<Option<String>>(1)?,
+                    r.get::<Option<String>>(2)?,
+                ))
+            })
+            .await?;
         let seen_all = (rows.len() as i64) < want;
         for (id, task_team, declared) in rows {
             let reserving = match who.paths {
@@ -510,13 +512,14 @@ fn first_free(
             let conflict = if reserving.is_empty() {
                 None
             } else if team.is_none() {
-                crate::reservations::lock(tx, task_team.as_deref())?;
-                let theirs = crate::reservations::held_by_others(
+                crate::reservations::lock_on(tx, task_team.as_deref()).await?;
+                let theirs = crate::reservations::held_by_others_on(
                     tx,
                     now,
                     task_team.as_deref(),
                     who.agent_id,
-                )?;
+                )
+                .await?;
                 crate::reservations::first_conflict(&reserving, &theirs)
             } else if who.paths.is_none() {
                 crate::reservations::first_conflict(&reserving, held)
@@ -541,9 +544,9 @@ fn first_free(
 /// `who.paths`, refused as [`StoreError::Reserved`] when another agent holds an overlapping
 /// reservation, else the first ready task; without, the first ready task whose declared
 /// paths no other agent holds. Claims that reserve nothing do not take the lock and may
-/// take the picked row first: the pick then moves on, as in [`claim_next_in`].
-fn claim_next_reserving(
-    tx: &dyn Tx,
+/// take the picked row first: the pick then moves on, as in [`claim_next_on`].
+async fn claim_next_reserving<W: Writes + ?Sized>(
+    tx: &W,
     who: Claimant<'_>,
     team: Option<&str>,
     now: i64,
@@ -554,8 +557,8 @@ fn claim_next_reserving(
     // (no team) reads each candidate's team's below instead.
     let held = match team {
         Some(_) => {
-            crate::reservations::lock(tx, team)?;
-            crate::reservations::held_by_others(tx, now, team, who.agent_id)?
+            crate::reservations::lock_on(tx, team).await?;
+            crate::reservations::held_by_others_on(tx, now, team, who.agent_id).await?
         }
         None => Vec::new(),
     };
@@ -579,11 +582,11 @@ fn claim_next_reserving(
          ORDER BY priority DESC, created_at, id LIMIT ?3"
     );
     for _ in 0..CLAIM_NEXT_ATTEMPTS {
-        let Some(id) = first_free(tx, who, team, now, &held, &candidates)? else {
+        let Some(id) = first_free(tx, who, team, now, &held, &candidates).await? else {
             return Ok(None);
         };
-        let claimed = tx.query_opt(
-            &claim,
+        let pick = Query::new(
+            claim.clone(),
             &[
                 &team,
                 &who.runtime,
@@ -593,13 +596,73 @@ fn claim_next_reserving(
                 &id,
                 &new_paths,
             ],
-            |r| r.get::<String>(0),
-        )?;
-        if claimed.is_some() {
-            return Ok(claimed);
+        );
+        if let Some(row) = reads::query_first(tx, pick).await? {
+            return Ok(Some(row.get::<String>(0)?));
         }
     }
     Err(lost_every_pick(who))
+}
+
+/// A [`Store::claim_next`] with its arguments checked, for [`Store::run_transaction`].
+struct ClaimNextWrite {
+    agent_id: String,
+    runtime: Option<String>,
+    /// Normalised; `None` reserves each candidate's declared paths.
+    paths: Option<Vec<String>>,
+    team_id: Option<String>,
+    now: i64,
+    lease: Option<i64>,
+}
+
+impl ClaimNextWrite {
+    fn new(store: &Store, who: Claimant<'_>, team_id: Option<&str>) -> Result<ClaimNextWrite> {
+        if who.agent_id.trim().is_empty() {
+            return Err(StoreError::Invalid(
+                "assigneeAgentId must not be empty".into(),
+            ));
+        }
+        let paths = who
+            .paths
+            .map(crate::reservations::normalize_paths)
+            .transpose()?;
+        Ok(ClaimNextWrite {
+            agent_id: who.agent_id.to_owned(),
+            runtime: who.runtime.map(str::to_owned),
+            paths,
+            team_id: team_id.map(str::to_owned),
+            now: store.now_ms(),
+            lease: store.lease_ms(),
+        })
+    }
+
+    async fn claim<W: Writes + ?Sized>(&self, tx: &W) -> Result<Option<Task>> {
+        let who = Claimant {
+            agent_id: &self.agent_id,
+            runtime: self.runtime.as_deref(),
+            paths: self.paths.as_deref(),
+        };
+        let team = self.team_id.as_deref();
+        let Some(id) = claim_next_on(tx, who, team, self.now, self.lease).await? else {
+            return Ok(None);
+        };
+        if who.runtime.is_some() {
+            seen_on(tx, who.agent_id, team, who.runtime, self.now).await?;
+        }
+        require_task_on(tx, &id, Scope::team(team)).await.map(Some)
+    }
+}
+
+impl StoreWrite for ClaimNextWrite {
+    type Output = Option<Task>;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Option<Task>> {
+        ready_now(self.claim(tx))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncWriteTx) -> BoxFuture<'a, Result<Option<Task>>> {
+        Box::pin(self.claim(tx))
+    }
 }
 
 impl Store {
@@ -724,35 +787,25 @@ impl Store {
     }
 
     /// Claim the first ready task (priority, then age) in `scope`'s team for `who`, in one
-    /// transaction (`claim_next_in`), so racing callers in any number of processes and
+    /// transaction (`claim_next_on`), so racing callers in any number of processes and
     /// hosts get distinct tasks, and none is told nothing (`None`) while a ready task is
     /// left. Tasks whose `assigneeRuntime` names another runtime than `who`'s are skipped.
     pub fn claim_next(&self, who: Claimant<'_>, scope: Scope<'_>) -> Result<Option<Task>> {
-        if who.agent_id.trim().is_empty() {
-            return Err(StoreError::Invalid(
-                "assigneeAgentId must not be empty".into(),
-            ));
+        let claim = ClaimNextWrite::new(self, who, scope.team_id)?;
+        self.write(|tx| claim.run(tx))
+    }
+
+    /// [`Store::claim_next`] for an async caller, run the way the engine runs writes best
+    /// ([`Store::run_transaction`]).
+    pub async fn claim_next_async(
+        self: &Arc<Store>,
+        who: Claimant<'_>,
+        team_id: Option<&str>,
+    ) -> std::result::Result<Result<Option<Task>>, RunError> {
+        match ClaimNextWrite::new(self, who, team_id) {
+            Ok(claim) => self.run_transaction(claim).await,
+            Err(e) => Ok(Err(e)),
         }
-        let paths = who
-            .paths
-            .map(crate::reservations::normalize_paths)
-            .transpose()?;
-        let who = Claimant {
-            paths: paths.as_deref(),
-            ..who
-        };
-        let now = self.now_ms();
-        let lease = self.lease_ms();
-        self.write(|tx| {
-            expire_in(tx, now)?;
-            let Some(id) = claim_next_in(tx, who, scope.team_id, now, lease)? else {
-                return Ok(None);
-            };
-            if who.runtime.is_some() {
-                seen_in(tx, who.agent_id, scope.team_id, who.runtime, now)?;
-            }
-            require_task(tx, &id, scope).map(Some)
-        })
     }
 
     /// Every agent on each team it is known or seen on (the roster's agents, those seen

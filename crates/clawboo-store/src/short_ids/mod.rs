@@ -11,11 +11,15 @@
 //! Tasks of no team share the key [`NO_TEAM_KEY`].
 
 use std::borrow::Cow;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
 
 use crate::Store;
 use crate::db::Tx;
 use crate::error::{Result, StoreError};
-use crate::reads::{self, Query, Reads, ready_now};
+use crate::reads::{self, AsyncTx, Query, Reads, StoreRead, ready_now};
+use crate::run::RunError;
 use crate::task::Scope;
 use crate::writes::Writes;
 
@@ -288,6 +292,46 @@ impl Store {
             return Ok(reference.to_owned());
         }
         self.read(|tx| resolve(tx, reference, scope).map(Cow::into_owned))
+    }
+
+    /// [`Store::resolve_task_id`] for an async caller in `team_id`'s scope (any team's for
+    /// `None`): no read unless `reference` is a short id, else one run the way the engine
+    /// runs reads best ([`Store::run_read_committed`]).
+    pub async fn resolve_task_id_async(
+        self: &Arc<Store>,
+        reference: String,
+        team_id: Option<String>,
+    ) -> std::result::Result<Result<String>, RunError> {
+        if parse(&reference).is_none() {
+            return Ok(Ok(reference));
+        }
+        self.run_read_committed(Resolve { reference, team_id })
+            .await
+    }
+}
+
+/// [`resolve_on`] with its arguments, for [`Store::run_read_committed`].
+struct Resolve {
+    reference: String,
+    team_id: Option<String>,
+}
+
+impl Resolve {
+    async fn resolve<R: Reads + ?Sized>(&self, tx: &R) -> Result<String> {
+        let scope = Scope::team(self.team_id.as_deref());
+        Ok(resolve_on(tx, &self.reference, scope).await?.into_owned())
+    }
+}
+
+impl StoreRead for Resolve {
+    type Output = String;
+
+    fn run(&self, tx: &dyn Tx) -> Result<String> {
+        ready_now(self.resolve(tx))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<String>> {
+        Box::pin(self.resolve(tx))
     }
 }
 
