@@ -4,13 +4,17 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use super::Caller;
 use clawboo_store::db::{DbRow, Tx};
-use clawboo_store::events::{self, Event};
-use clawboo_store::{Store, StoreError};
+use clawboo_store::events::Event;
+use clawboo_store::reads::{AsyncTx, Query, Reads, StoreRead, ready_now};
+use clawboo_store::writes::{AsyncWriteTx, StoreWrite, Writes};
+use clawboo_store::{RunError, Store, StoreError};
 
 /// Where an approval row stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -279,28 +283,21 @@ pub(crate) fn standing(
     expires_at: i64,
 ) -> Result<Standing, StoreError> {
     loop {
-        let row = store.read(|tx| {
-            tx.query_opt(
-                "SELECT status, decision FROM tool_call_approvals WHERE id = ?1",
-                &[&approval_id],
-                |r| Ok((r.get::<String>(0)?, r.get::<Option<String>>(1)?)),
-            )
-        })?;
-        let Some((status, decision)) = row else {
+        let row = store.read(|tx| ready_now(read_approval(tx, approval_id)))?;
+        let Some(row) = row else {
             return Ok(Standing::Expired);
         };
-        match ApprovalStatus::parse(&status) {
+        match row.status {
             ApprovalStatus::Allowed => {
-                let decision = decision
-                    .and_then(|d| d.parse().ok())
-                    .unwrap_or(Decision::AllowOnce);
+                let decision = row.decision.unwrap_or(Decision::AllowOnce);
                 return Ok(Standing::Allowed(decision));
             }
             ApprovalStatus::Denied => return Ok(Standing::Denied),
             ApprovalStatus::Expired => return Ok(Standing::Expired),
             ApprovalStatus::Pending if store.now_ms() < expires_at => return Ok(Standing::Pending),
             ApprovalStatus::Pending => {
-                if expire(store, approval_id)? {
+                let expire = Expire::new(store, approval_id);
+                if store.write(|tx| expire.run(tx))? {
                     return Ok(Standing::Expired);
                 }
                 // A decision landed just in time: read it.
@@ -309,31 +306,87 @@ pub(crate) fn standing(
     }
 }
 
-/// Mark a pending row expired; `false` when it was no longer pending.
-fn expire(store: &Store, approval_id: &str) -> Result<bool, StoreError> {
-    let now = store.now_ms();
-    store.write::<_, StoreError>(|tx| {
-        let changed = tx.execute(
-            "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?2
-             WHERE id = ?1 AND status = 'pending'",
-            &[&approval_id, &now],
-        )?;
+/// Approval `id`, or `None`, on any transaction.
+async fn read_approval<R: Reads + ?Sized>(
+    tx: &R,
+    id: &str,
+) -> Result<Option<Approval>, StoreError> {
+    let query = Query::new(
+        format!("SELECT {COLUMNS} FROM tool_call_approvals WHERE id = ?1"),
+        &[&id],
+    );
+    Ok(tx.query_map(query, from_row).await?.pop())
+}
+
+/// [`read_approval`] with its argument, for `Store::run_read_committed`.
+struct ApprovalRead {
+    id: String,
+}
+
+impl StoreRead for ApprovalRead {
+    type Output = Option<Approval>;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Option<Approval>, StoreError> {
+        ready_now(read_approval(tx, &self.id))
+    }
+
+    fn run_async<'a>(
+        &'a self,
+        tx: &'a AsyncTx,
+    ) -> BoxFuture<'a, Result<Option<Approval>, StoreError>> {
+        Box::pin(read_approval(tx, &self.id))
+    }
+}
+
+/// A pending row marked expired, for `Store::run_transaction`; `false` when it was no
+/// longer pending.
+struct Expire {
+    id: String,
+    now: i64,
+}
+
+impl Expire {
+    fn new(store: &Store, id: &str) -> Expire {
+        Expire {
+            id: id.to_owned(),
+            now: store.now_ms(),
+        }
+    }
+
+    async fn expire<W: Writes + ?Sized>(&self, tx: &W) -> Result<bool, StoreError> {
+        let expire = Query::new(EXPIRE_ONE, &[&self.id, &self.now]);
+        let changed = tx.execute(expire).await?;
         if changed == 1 {
-            events::raise(
-                tx,
-                Event::ApprovalSettled {
-                    id: approval_id.into(),
-                },
-            )?;
+            let id = self.id.clone();
+            tx.raise(Event::ApprovalSettled { id }).await?;
         }
         Ok(changed == 1)
-    })
+    }
 }
+
+impl StoreWrite for Expire {
+    type Output = bool;
+
+    fn run(&self, tx: &dyn Tx) -> Result<bool, StoreError> {
+        ready_now(self.expire(tx))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncWriteTx) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.expire(tx))
+    }
+}
+
+/// Mark pending approval `?1` expired at `?2`.
+const EXPIRE_ONE: &str = "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?2
+     WHERE id = ?1 AND status = 'pending'";
 
 /// Why a pending row read earlier in this transaction could not be decided or expired: a
 /// conditional `UPDATE` found it settled (or gone) by another process in between.
-fn settled_meanwhile(tx: &dyn Tx, select: &str, id: &str) -> Result<ApprovalError, StoreError> {
-    Ok(match tx.query_opt(select, &[&id], from_row)? {
+async fn settled_meanwhile<W: Writes + ?Sized>(
+    tx: &W,
+    id: &str,
+) -> Result<ApprovalError, StoreError> {
+    Ok(match read_approval(tx, id).await? {
         None => ApprovalError::NotFound(id.to_string()),
         Some(row) => ApprovalError::AlreadySettled {
             id: id.to_string(),
@@ -342,19 +395,31 @@ fn settled_meanwhile(tx: &dyn Tx, select: &str, id: &str) -> Result<ApprovalErro
     })
 }
 
-/// Record a human's decision on a pending approval and wake its waiting call.
-/// `allow_always` is remembered for the tool and the call's bound identity (agent, team
-/// and tenant; never for a call bound to no agent, which it allows once).
-pub(crate) fn resolve(
-    store: &Store,
-    id: &str,
+/// A human's decision on an approval, for `Store::run_transaction`: a refusal
+/// ([`ApprovalError`]) is its answer, not its error.
+struct Resolve {
+    id: String,
     decision: Decision,
-    decided_by: &str,
-) -> Result<Approval, ApprovalError> {
-    let now = store.now_ms();
-    store.write::<_, StoreError>(|tx| {
-        let sql = format!("SELECT {COLUMNS} FROM tool_call_approvals WHERE id = ?1");
-        let Some(row) = tx.query_opt(&sql, &[&id], from_row)? else {
+    decided_by: String,
+    now: i64,
+}
+
+impl Resolve {
+    fn new(store: &Store, id: &str, decision: Decision, decided_by: &str) -> Resolve {
+        Resolve {
+            id: id.to_owned(),
+            decision,
+            decided_by: decided_by.to_owned(),
+            now: store.now_ms(),
+        }
+    }
+
+    async fn resolve<W: Writes + ?Sized>(
+        &self,
+        tx: &W,
+    ) -> Result<Result<Approval, ApprovalError>, StoreError> {
+        let (id, decision, now) = (self.id.as_str(), self.decision, self.now);
+        let Some(row) = read_approval(tx, id).await? else {
             return Ok(Err(ApprovalError::NotFound(id.to_string())));
         };
         if row.status != ApprovalStatus::Pending {
@@ -366,15 +431,17 @@ pub(crate) fn resolve(
         // Each write below holds only while the row is still `pending`: on PostgreSQL
         // another host may have decided it, or its waiter expired it, since the read.
         if now >= row.expires_at {
-            let expired = tx.execute(
-                "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?2
-                 WHERE id = ?1 AND status = 'pending'",
-                &[&id, &now],
-            )?;
-            if expired == 0 {
-                return Ok(Err(settled_meanwhile(tx, &sql, id)?));
+            if !Expire::expire(
+                &Expire {
+                    id: id.to_owned(),
+                    now,
+                },
+                tx,
+            )
+            .await?
+            {
+                return Ok(Err(settled_meanwhile(tx, id).await?));
             }
-            events::raise(tx, Event::ApprovalSettled { id: id.into() })?;
             return Ok(Err(ApprovalError::Expired(id.to_string())));
         }
         let status = if decision == Decision::Deny {
@@ -382,19 +449,18 @@ pub(crate) fn resolve(
         } else {
             "allowed"
         };
-        let decided = tx.query_opt(
-            &format!(
+        let decide = Query::new(
+            format!(
                 "UPDATE tool_call_approvals
                  SET status = ?2, decision = ?3, decided_by = ?4, decided_at = ?5
                  WHERE id = ?1 AND status = 'pending' RETURNING {COLUMNS}"
             ),
-            &[&id, &status, &decision.as_str(), &decided_by, &now],
-            from_row,
-        )?;
-        let Some(row) = decided else {
-            return Ok(Err(settled_meanwhile(tx, &sql, id)?));
+            &[&id, &status, &decision.as_str(), &self.decided_by, &now],
+        );
+        let Some(row) = tx.query_map(decide, from_row).await?.pop() else {
+            return Ok(Err(settled_meanwhile(tx, id).await?));
         };
-        events::raise(tx, Event::ApprovalSettled { id: id.into() })?;
+        tx.raise(Event::ApprovalSettled { id: id.into() }).await?;
         if decision == Decision::AllowAlways
             && let Some([agent, team, tenant]) = grant_identity(
                 row.agent_id.as_deref(),
@@ -402,7 +468,7 @@ pub(crate) fn resolve(
                 row.tenant_id.as_deref(),
             )
         {
-            tx.execute(
+            let grant = Query::new(
                 "INSERT INTO tool_approval_grants(tool_name, agent_id, team_id, tenant_id,
                                                   approval_id, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -410,10 +476,53 @@ pub(crate) fn resolve(
                  DO UPDATE SET approval_id = excluded.approval_id,
                                created_at = excluded.created_at",
                 &[&row.tool_name, &agent, &team, &tenant, &id, &now],
-            )?;
+            );
+            tx.execute(grant).await?;
         }
         Ok(Ok(row))
-    })?
+    }
+}
+
+impl StoreWrite for Resolve {
+    type Output = Result<Approval, ApprovalError>;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Self::Output, StoreError> {
+        ready_now(self.resolve(tx))
+    }
+
+    fn run_async<'a>(
+        &'a self,
+        tx: &'a AsyncWriteTx,
+    ) -> BoxFuture<'a, Result<Self::Output, StoreError>> {
+        Box::pin(self.resolve(tx))
+    }
+}
+
+/// Record a human's decision on a pending approval and wake its waiting call.
+/// `allow_always` is remembered for the tool and the call's bound identity (agent, team
+/// and tenant; never for a call bound to no agent, which it allows once).
+pub(crate) fn resolve(
+    store: &Store,
+    id: &str,
+    decision: Decision,
+    decided_by: &str,
+) -> Result<Approval, ApprovalError> {
+    let resolve = Resolve::new(store, id, decision, decided_by);
+    store.write(|tx| resolve.run(tx))?
+}
+
+/// [`resolve`] for an async caller, run the way the engine runs writes best.
+pub(crate) async fn resolve_async(
+    store: &Arc<Store>,
+    id: &str,
+    decision: Decision,
+    decided_by: &str,
+) -> Result<Result<Approval, ApprovalError>, RunError> {
+    let resolve = Resolve::new(store, id, decision, decided_by);
+    Ok(match store.run_transaction(resolve).await? {
+        Ok(answer) => answer,
+        Err(e) => Err(e.into()),
+    })
 }
 
 /// Approvals, newest first (only `pending` ones when `pending_only`). Pending rows whose
@@ -443,16 +552,35 @@ pub(crate) fn list(
 /// offering it and the call's next round ends as `approval:expired`. `false` when it
 /// was already settled.
 pub(crate) fn abandon(store: &Store, id: &str) -> Result<bool, StoreError> {
-    expire(store, id)
+    let expire = Expire::new(store, id);
+    store.write(|tx| expire.run(tx))
+}
+
+/// [`abandon`] for an async caller, run the way the engine runs writes best.
+pub(crate) async fn abandon_async(
+    store: &Arc<Store>,
+    id: &str,
+) -> Result<Result<bool, StoreError>, RunError> {
+    store.run_transaction(Expire::new(store, id)).await
 }
 
 /// One approval by id.
 pub(crate) fn get(store: &Store, id: &str) -> Result<Approval, StoreError> {
-    store.read(|tx| {
-        let sql = format!("SELECT {COLUMNS} FROM tool_call_approvals WHERE id = ?1");
-        tx.query_opt(&sql, &[&id], from_row)?
-            .ok_or_else(|| StoreError::NotFound(id.to_string()))
-    })
+    store
+        .read(|tx| ready_now(read_approval(tx, id)))?
+        .ok_or_else(|| StoreError::NotFound(id.to_string()))
+}
+
+/// [`get`] for an async caller, run the way the engine runs reads best.
+pub(crate) async fn get_async(
+    store: &Arc<Store>,
+    id: &str,
+) -> Result<Result<Approval, StoreError>, RunError> {
+    let read = ApprovalRead { id: id.to_owned() };
+    Ok(store
+        .run_read_committed(read)
+        .await?
+        .and_then(|row| row.ok_or_else(|| StoreError::NotFound(id.to_string()))))
 }
 
 /// Forget a remembered `allow_always` for `tool` and exactly `caller`'s identity; `true`

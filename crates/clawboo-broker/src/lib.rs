@@ -38,6 +38,7 @@ mod exec;
 pub mod inspect;
 pub mod registry;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,7 +55,7 @@ pub use registry::{Requirement, Risk, ToolSpec};
 
 use approvals::{NewApproval, Standing};
 use clawboo_store::scrub::{scrub_json, scrub_text};
-use clawboo_store::{Store, StoreError, new_id};
+use clawboo_store::{RunError, Store, StoreError, new_id};
 use inspect::SecurityVerdict;
 
 /// The environment variable setting the approval wait (and row expiry) in milliseconds.
@@ -963,6 +964,28 @@ pub trait BrokerStore {
     /// One approval by id.
     fn approval(&self, id: &str) -> Result<Approval, StoreError>;
 
+    /// [`BrokerStore::resolve_approval`] for an async caller, run the way the engine runs
+    /// writes best (`Store::run_transaction`).
+    fn resolve_approval_async(
+        self: &Arc<Self>,
+        id: &str,
+        decision: Decision,
+        decided_by: &str,
+    ) -> impl Future<Output = Result<Result<Approval, ApprovalError>, RunError>> + Send;
+
+    /// [`BrokerStore::abandon_approval`] for an async caller.
+    fn abandon_approval_async(
+        self: &Arc<Self>,
+        id: &str,
+    ) -> impl Future<Output = Result<Result<bool, StoreError>, RunError>> + Send;
+
+    /// [`BrokerStore::approval`] for an async caller, run the way the engine runs reads
+    /// best (`Store::run_read_committed`): each round of an approval wait reads it so.
+    fn approval_async(
+        self: &Arc<Self>,
+        id: &str,
+    ) -> impl Future<Output = Result<Result<Approval, StoreError>, RunError>> + Send;
+
     /// Forget a remembered `allow_always` for `tool` and exactly `caller`'s identity; `true`
     /// if one existed.
     fn revoke_approval_grant(&self, tool: &str, caller: &Caller) -> Result<bool, StoreError>;
@@ -1008,6 +1031,29 @@ impl BrokerStore for Store {
 
     fn approval(&self, id: &str) -> Result<Approval, StoreError> {
         approvals::get(self, id)
+    }
+
+    fn resolve_approval_async(
+        self: &Arc<Self>,
+        id: &str,
+        decision: Decision,
+        decided_by: &str,
+    ) -> impl Future<Output = Result<Result<Approval, ApprovalError>, RunError>> + Send {
+        approvals::resolve_async(self, id, decision, decided_by)
+    }
+
+    fn abandon_approval_async(
+        self: &Arc<Self>,
+        id: &str,
+    ) -> impl Future<Output = Result<Result<bool, StoreError>, RunError>> + Send {
+        approvals::abandon_async(self, id)
+    }
+
+    fn approval_async(
+        self: &Arc<Self>,
+        id: &str,
+    ) -> impl Future<Output = Result<Result<Approval, StoreError>, RunError>> + Send {
+        approvals::get_async(self, id)
     }
 
     fn revoke_approval_grant(&self, tool: &str, caller: &Caller) -> Result<bool, StoreError> {

@@ -1063,3 +1063,102 @@ fn replays_of_one_round_racing_each_other_run_the_call_once_and_fail_none() {
         "{rows:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn async_approvals_decide_once_wake_the_waiter_and_refuse_what_is_settled() {
+    let h = harness();
+    let broker = h.default_broker();
+    // Each approval asked by an agent of its own (an `allow_always` answers its next).
+    let open = |who: &str, path: &str| {
+        let args = json!({ "path": path });
+        match broker
+            .call(&agent(who), "delete_path", args.as_object().unwrap())
+            .unwrap()
+        {
+            Round::Pending(opened) => opened.approval_id,
+            Round::Done(outcome) => panic!("delete_path needs a human: {outcome:?}"),
+        }
+    };
+
+    // Racing decisions: exactly one lands, the others find it settled; its waiter wakes.
+    let id = open("a1", "/raced");
+    let read = h.store.approval_async(&id).await.unwrap().unwrap();
+    assert_eq!(read.status, ApprovalStatus::Pending);
+    let mut bell = h.store.listen_to_approval(&id);
+    bell.mark();
+    let deciders = (0..8).map(|i| {
+        let (store, id) = (h.store.clone(), id.clone());
+        let decision = if i % 2 == 0 {
+            Decision::AllowAlways
+        } else {
+            Decision::Deny
+        };
+        tokio::spawn(async move {
+            store
+                .resolve_approval_async(&id, decision, "op")
+                .await
+                .unwrap()
+        })
+    });
+    let mut landed = Vec::new();
+    for answer in futures_util::future::join_all(deciders).await {
+        match answer.unwrap() {
+            Ok(approval) => landed.push(approval),
+            Err(ApprovalError::AlreadySettled { .. }) => {}
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert_eq!(landed.len(), 1, "{landed:?}");
+    bell.heard(Duration::from_secs(30)).await;
+    let settled = h.store.approval_async(&id).await.unwrap().unwrap();
+    assert_eq!(settled.status, landed[0].status);
+    assert_eq!(settled.decided_by.as_deref(), Some("op"));
+
+    // A caller gone: its pending approval expires once; a settled one is left alone.
+    let gone = open("a2", "/gone");
+    assert!(
+        h.store
+            .abandon_approval_async(&gone)
+            .await
+            .unwrap()
+            .unwrap()
+    );
+    assert!(
+        !h.store
+            .abandon_approval_async(&gone)
+            .await
+            .unwrap()
+            .unwrap()
+    );
+    assert!(!h.store.abandon_approval_async(&id).await.unwrap().unwrap());
+    let expired = h.store.approval_async(&gone).await.unwrap().unwrap();
+    assert_eq!(expired.status, ApprovalStatus::Expired);
+
+    // Refused: unknown, or its time ran out (then it is marked expired).
+    let missing = h.store.approval_async("missing").await.unwrap();
+    assert!(
+        matches!(missing, Err(StoreError::NotFound(_))),
+        "{missing:?}"
+    );
+    let refused = h
+        .store
+        .resolve_approval_async("missing", Decision::Deny, "op")
+        .await
+        .unwrap();
+    assert!(
+        matches!(refused, Err(ApprovalError::NotFound(_))),
+        "{refused:?}"
+    );
+    insert_pending_row(&h.store, "late", &agent("a1"), 2);
+    let refused = h
+        .store
+        .resolve_approval_async("late", Decision::AllowOnce, "op")
+        .await
+        .unwrap();
+    assert!(
+        matches!(refused, Err(ApprovalError::Expired(_))),
+        "{refused:?}"
+    );
+    let late = h.store.approval_async("late").await.unwrap().unwrap();
+    assert_eq!(late.status, ApprovalStatus::Expired);
+}

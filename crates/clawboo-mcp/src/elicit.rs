@@ -117,9 +117,8 @@ pub(crate) async fn settle(store: &Arc<Store>, approval_id: &str, answer: &Elici
             return;
         }
     };
-    let id = approval_id.to_owned();
     let settled = store
-        .run_off_thread(move |store| store.resolve_approval(&id, decision, DECIDED_BY))
+        .resolve_approval_async(approval_id, decision, DECIDED_BY)
         .await;
     match settled {
         Ok(Ok(_)) => {}

@@ -344,16 +344,6 @@ pub fn store_failure(e: StoreError) -> CallToolResult {
     internal_error(e)
 }
 
-/// Run one quick store read ([`Store::run_read`] decides where); a panic inside becomes an
-/// internal tool-error instead of taking the process down.
-pub async fn store_read<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
-where
-    T: Send + 'static,
-    F: FnOnce(&Store) -> T + Send + 'static,
-{
-    store.run_read(f).await.map_err(internal_error)
-}
-
 /// Run a store write ([`Store::run_write`]: SQLite's group commit, or a transaction of its
 /// own on PostgreSQL), answered once it committed.
 pub async fn store_write<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
@@ -362,15 +352,6 @@ where
     F: FnOnce(&Store) -> T + Send + 'static,
 {
     store.run_write(f).await.map_err(internal_error)
-}
-
-/// Run store work on the blocking pool ([`Store::run_off_thread`]).
-pub async fn store_off_thread<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
-where
-    T: Send + 'static,
-    F: FnOnce(&Store) -> T + Send + 'static,
-{
-    store.run_off_thread(f).await.map_err(internal_error)
 }
 
 /// The first text block of a result (tests and in-process callers).

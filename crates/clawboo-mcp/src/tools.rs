@@ -29,9 +29,7 @@ use serde_json::{Value, json};
 use crate::binding::Binding;
 use crate::elicit;
 use crate::metrics::ProtocolFamily;
-use crate::protocol::{
-    Effect, denied, described, internal_error, store_read, store_write, tool_error,
-};
+use crate::protocol::{Effect, denied, described, internal_error, tool_error};
 use crate::server::ToolSet;
 use crate::signing::ScopeSigner;
 use crate::waits::{WaitLimit, WaitOwner, WaitPermit};
@@ -189,8 +187,7 @@ impl ToolsServer {
         let mut reported: Option<Instant> = None;
         loop {
             bell.mark();
-            let approval_id = id.clone();
-            let row = match store_read(store, move |s| s.approval(&approval_id)).await {
+            let row = match store.approval_async(id).await {
                 Ok(Ok(row)) => row,
                 // The round that follows reads it again and says what went wrong.
                 Ok(Err(_)) | Err(_) => break,
@@ -420,8 +417,7 @@ fn to_result(outcome: CallOutcome) -> CallToolResult {
 
 /// Expire approval `approval_id`: its caller went away.
 async fn abandon(store: &Arc<Store>, approval_id: &str) {
-    let id = approval_id.to_owned();
-    match store_write(store, move |s| s.abandon_approval(&id)).await {
+    match store.abandon_approval_async(approval_id).await {
         Ok(Ok(_)) => {}
         Ok(Err(error)) => {
             tracing::warn!(%error, approval = %approval_id, "could not abandon an approval")

@@ -327,7 +327,7 @@ async fn sweep_leases(store: Arc<Store>, lease_ms: i64) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        match store.run_off_thread(|store| store.expire_leases()).await {
+        match store.expire_leases_async().await {
             Ok(Ok(_)) => {}
             Ok(Err(error)) => tracing::warn!(%error, "lease sweep failed; retrying next tick"),
             Err(error) => tracing::warn!(%error, "lease sweep panicked; retrying next tick"),

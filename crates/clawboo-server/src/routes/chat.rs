@@ -6,12 +6,12 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use clawboo_mcp::envelope::{PeerPost, format_peer_post};
-use clawboo_store::chat::{ChatQuery, MAX_READ_LIMIT, OPERATOR_AUTHOR, PostKind};
+use clawboo_store::chat::{MAX_READ_LIMIT, OPERATOR_AUTHOR, PostKind};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::AppState;
-use crate::error::{ApiJson, ApiQuery, AppError, store_call};
+use crate::error::{ApiJson, ApiQuery, AppError};
 
 /// The team-chat routes.
 pub fn routes() -> Router<AppState> {
@@ -53,16 +53,10 @@ async fn read(
             "limit must be 1..={MAX_READ_LIMIT}"
         )));
     }
-    let store = state.store();
-    let page = store_call(store, move |store| {
-        Ok(store.read_chat(&ChatQuery {
-            room_id: &room_id,
-            since_seq,
-            limit,
-            exclude_author: None,
-        })?)
-    })
-    .await?;
+    let page = state
+        .store()
+        .read_chat_async(room_id, since_seq, limit, None)
+        .await??;
     let posts: Vec<Value> = page
         .posts
         .iter()
@@ -102,11 +96,10 @@ async fn post(
     }
     let room_id = room(body.room_id, body.team_id)?;
     let author = body.author.unwrap_or_else(|| OPERATOR_AUTHOR.to_owned());
-    let store = state.store();
-    let posted = store_call(store, move |store| {
-        Ok(store.post_chat(&room_id, &author, PostKind::User, &body.text)?)
-    })
-    .await?;
+    let posted = state
+        .store()
+        .post_chat_async(room_id, author, PostKind::User, body.text)
+        .await??;
     Ok((
         StatusCode::CREATED,
         axum::Json(

@@ -85,20 +85,20 @@ async fn resolve(
             body.decision
         ))
     })?;
-    let store = state.store();
-    store_call(store, move |store| {
-        match store.resolve_approval(&id, decision, "api") {
-            Ok(approval) => Ok(axum::Json(json!({ "ok": true, "approval": approval }))),
-            Err(ApprovalError::Store(e)) => Err(e.into()),
-            Err(e @ ApprovalError::NotFound(_)) => {
-                Err(AppError::not_found(e.to_string()).with_ok_false())
-            }
-            Err(e) => {
-                Err(AppError::new(axum::http::StatusCode::CONFLICT, e.to_string()).with_ok_false())
-            }
+    let resolved = state
+        .store()
+        .resolve_approval_async(&id, decision, "api")
+        .await?;
+    match resolved {
+        Ok(approval) => Ok(axum::Json(json!({ "ok": true, "approval": approval }))),
+        Err(ApprovalError::Store(e)) => Err(e.into()),
+        Err(e @ ApprovalError::NotFound(_)) => {
+            Err(AppError::not_found(e.to_string()).with_ok_false())
         }
-    })
-    .await
+        Err(e) => {
+            Err(AppError::new(axum::http::StatusCode::CONFLICT, e.to_string()).with_ok_false())
+        }
+    }
 }
 
 #[derive(Deserialize)]
