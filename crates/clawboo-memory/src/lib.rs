@@ -25,6 +25,7 @@ mod vectors;
 
 use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
 use serde::Serialize;
 
 pub use clawboo_embed::{EmbedError, Embedder};
@@ -36,8 +37,9 @@ pub use search::{MAX_QUERY_CHARS, MatchedVia, SearchHit, SearchMode, SearchOutco
 
 use clawboo_store::db::{DbRow, Dialect, Findings, PerEngine, ToValue, Tx};
 use clawboo_store::extension::Extension;
+use clawboo_store::reads::{self, AsyncTx, Query, Reads, StoreRead, ready_now};
 use clawboo_store::scrub::{is_only_redactions, scrub_text};
-use clawboo_store::{Store, StoreError, new_id};
+use clawboo_store::{RunError, Store, StoreError, new_id};
 use engine::MemoryEngine;
 use terms::DocTerms;
 
@@ -500,13 +502,13 @@ impl Memory {
     /// highest sequence number, one index read (on PostgreSQL an aborted save may leave a
     /// gap, so it may run a little ahead).
     pub fn facts_stored(&self) -> Result<i64> {
-        self.store.read(|tx| {
-            tx.query_one(
-                "SELECT CAST(COALESCE(MAX(seq), 0) AS BIGINT) FROM memory_facts",
-                &[],
-                |row| row.get::<i64>(0),
-            )
-        })
+        self.store.read(|tx| ready_now(read_facts_stored(tx)))
+    }
+
+    /// [`Memory::facts_stored`] for an async caller (a scrape), run the way the engine
+    /// runs reads best (`Store::run_read_committed`).
+    pub async fn facts_stored_async(&self) -> std::result::Result<Result<i64>, RunError> {
+        self.store.run_read_committed(FactsStoredRead).await
     }
 
     /// The embedder in use, if any.
@@ -712,6 +714,30 @@ impl Memory {
     /// Give every fact a vector from the current embedder (`clawboo memory reindex`).
     pub fn reindex(&self) -> Result<ReindexReport> {
         self.reindex_scope(&ScopeFilter::default(), 64, None)
+    }
+}
+
+/// [`Memory::facts_stored`]' read, on any transaction.
+async fn read_facts_stored<R: Reads + ?Sized>(tx: &R) -> Result<i64> {
+    let highest = Query::new(
+        "SELECT CAST(COALESCE(MAX(seq), 0) AS BIGINT) FROM memory_facts",
+        &[],
+    );
+    reads::query_one(tx, highest, |row| row.get::<i64>(0)).await
+}
+
+/// [`read_facts_stored`], for `Store::run_read_committed`.
+struct FactsStoredRead;
+
+impl StoreRead for FactsStoredRead {
+    type Output = i64;
+
+    fn run(&self, tx: &dyn Tx) -> Result<i64> {
+        ready_now(read_facts_stored(tx))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<i64>> {
+        Box::pin(read_facts_stored(tx))
     }
 }
 

@@ -129,12 +129,11 @@ struct Counts {
 async fn read_counts(state: &AppState) -> Option<Counts> {
     let store = state.store();
     let memory = state.memory();
-    let read = store.run_off_thread(move |store| -> Result<Counts, clawboo_store::StoreError> {
-        Ok(Counts {
-            ops: store.ops_counts()?,
-            facts: memory.facts_stored()?,
-        })
-    });
+    let read = async {
+        let ops = store.ops_counts_async().await?;
+        let facts = memory.facts_stored_async().await?;
+        Ok::<_, clawboo_store::RunError>(ops.and_then(|ops| Ok(Counts { ops, facts: facts? })))
+    };
     match tokio::time::timeout(COUNTS_WITHIN, read).await {
         Ok(Ok(Ok(counts))) => Some(counts),
         Ok(Ok(Err(error))) => {

@@ -32,8 +32,7 @@ pub fn routes() -> Router<AppState> {
 async fn ops_summary(
     State(state): State<AppState>,
 ) -> Result<axum::Json<serde_json::Value>, AppError> {
-    let store = state.store();
-    let counts = crate::error::store_call(store, move |store| Ok(store.ops_counts()?)).await?;
+    let counts = state.store().ops_counts_async().await??;
     let totals = clawboo_mcp::metrics::call_totals();
     Ok(axum::Json(json!({
         "calls": totals.calls,
@@ -54,7 +53,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
     let store = state.store();
     let backend = store.backend_name();
     let vector_search = state.shared.memory.vector_search();
-    let asked = store.run_off_thread(|store| store.readiness());
+    let asked = store.readiness_async();
     let reason = match tokio::time::timeout(READY_WITHIN, asked).await {
         Ok(Ok(Ok(ready))) if ready.schema_current() => None,
         Ok(Ok(Ok(ready))) => Some(format!(

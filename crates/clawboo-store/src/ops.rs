@@ -8,10 +8,17 @@
 //! The counters are process-wide relaxed atomics: one add per round trip, so counting
 //! costs a round trip nothing next to the round trip itself.
 
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+
 use crate::Store;
 pub use crate::counters::{Counters, counters};
+use crate::db::Tx;
 pub use crate::engine::PoolStats;
 use crate::error::Result;
+use crate::reads::{self, AsyncTx, Query, Reads, StoreRead, ready_now};
+use crate::run::RunError;
 
 /// Whether the store answered a query and what schema version its database reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,43 +50,108 @@ pub struct OpsCounts {
 /// How soon a lease must run out to count in [`OpsCounts::leases_expiring`].
 pub const EXPIRING_WITHIN_MS: i64 = 60_000;
 
+/// Both counts of [`OpsCounts`] in one statement (so one snapshot): pending approvals not
+/// expired by `?1`; leases held, and those running out by `?2`.
+const OPS_COUNTS: &str = "SELECT a.pending, t.held, t.expiring
+     FROM (SELECT COUNT(*) AS pending FROM tool_call_approvals
+           WHERE status = 'pending' AND expires_at > ?1) a,
+          (SELECT COUNT(lease_expires_at) AS held,
+                  COUNT(CASE WHEN lease_expires_at <= ?2 THEN 1 END) AS expiring
+           FROM tasks WHERE status = 'in_progress') t";
+
+/// [`Store::ops_counts`]' read at `now`, on any transaction.
+async fn read_counts<R: Reads + ?Sized>(tx: &R, now: i64) -> Result<OpsCounts> {
+    let soon = now.saturating_add(EXPIRING_WITHIN_MS);
+    let counts = Query::new(OPS_COUNTS, &[&now, &soon]);
+    reads::query_one(tx, counts, |row| {
+        Ok(OpsCounts {
+            approvals_pending: row.get(0)?,
+            leases_held: row.get(1)?,
+            leases_expiring: row.get(2)?,
+        })
+    })
+    .await
+}
+
+/// The schema version (the engine's probe `sql`), on any transaction.
+async fn read_schema<R: Reads + ?Sized>(tx: &R, sql: &'static str) -> Result<i64> {
+    reads::query_one(tx, Query::new(sql, &[]), |row| row.get::<i64>(0)).await
+}
+
+/// [`read_counts`], for [`Store::run_read_committed`].
+struct CountsRead {
+    now: i64,
+}
+
+impl StoreRead for CountsRead {
+    type Output = OpsCounts;
+
+    fn run(&self, tx: &dyn Tx) -> Result<OpsCounts> {
+        ready_now(read_counts(tx, self.now))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<OpsCounts>> {
+        Box::pin(read_counts(tx, self.now))
+    }
+}
+
+/// [`read_schema`], for [`Store::run_read_committed`].
+struct SchemaRead {
+    sql: &'static str,
+}
+
+impl StoreRead for SchemaRead {
+    type Output = i64;
+
+    fn run(&self, tx: &dyn Tx) -> Result<i64> {
+        ready_now(read_schema(tx, self.sql))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<i64>> {
+        Box::pin(read_schema(tx, self.sql))
+    }
+}
+
 impl Store {
     /// Ask the database for its schema version: one short query, for a readiness probe.
     /// An error means the store does not answer (on PostgreSQL, `backend_unavailable`
     /// while the server is down).
     pub fn readiness(&self) -> Result<Readiness> {
         let (sql, expected) = self.schema_probe();
-        let found = self.read(|tx| tx.query_one(sql, &[], |row| row.get::<i64>(0)))?;
+        let found = self.read(|tx| ready_now(read_schema(tx, sql)))?;
         Ok(Readiness {
             schema_found: found,
             schema_expected: expected,
         })
     }
 
+    /// [`Store::readiness`] for an async caller (`/readyz`), run the way the engine runs
+    /// reads best ([`Store::run_read_committed`]), so a probe asks what requests use.
+    pub async fn readiness_async(
+        self: &Arc<Store>,
+    ) -> std::result::Result<Result<Readiness>, RunError> {
+        let (sql, expected) = self.schema_probe();
+        let found = self.run_read_committed(SchemaRead { sql }).await?;
+        Ok(found.map(|found| Readiness {
+            schema_found: found,
+            schema_expected: expected,
+        }))
+    }
+
     /// The counts behind the approvals and leases gauges, read through their partial
-    /// indexes in one snapshot.
+    /// indexes in one statement.
     pub fn ops_counts(&self) -> Result<OpsCounts> {
         let now = self.now_ms();
-        let soon = now.saturating_add(EXPIRING_WITHIN_MS);
-        self.snapshot(|tx| {
-            let approvals_pending = tx.query_one(
-                "SELECT COUNT(*) FROM tool_call_approvals WHERE status = 'pending' AND expires_at > ?1",
-                &[&now],
-                |row| row.get::<i64>(0),
-            )?;
-            let (leases_held, leases_expiring) = tx.query_one(
-                "SELECT COUNT(lease_expires_at), \
-                        COUNT(CASE WHEN lease_expires_at <= ?1 THEN 1 END) \
-                 FROM tasks WHERE status = 'in_progress'",
-                &[&soon],
-                |row| Ok((row.get::<i64>(0)?, row.get::<i64>(1)?)),
-            )?;
-            Ok(OpsCounts {
-                approvals_pending,
-                leases_held,
-                leases_expiring,
-            })
-        })
+        self.read(|tx| ready_now(read_counts(tx, now)))
+    }
+
+    /// [`Store::ops_counts`] for an async caller (a scrape, `/api/ops`), run the way the
+    /// engine runs reads best ([`Store::run_read_committed`]).
+    pub async fn ops_counts_async(
+        self: &Arc<Store>,
+    ) -> std::result::Result<Result<OpsCounts>, RunError> {
+        let now = self.now_ms();
+        self.run_read_committed(CountsRead { now }).await
     }
 
     /// The PostgreSQL pool's occupancy; `None` on SQLite, which has no pool.

@@ -181,6 +181,20 @@ pub async fn query_first<R: Reads + ?Sized>(tx: &R, query: Query) -> Result<Opti
     Ok(self::query(tx, query).await?.into_iter().next())
 }
 
+/// The one row a query always returns (an aggregate's), decoded by `decode`.
+pub async fn query_one<R: Reads + ?Sized, T: Send>(
+    tx: &R,
+    query: Query,
+    decode: fn(&dyn DbRow) -> Result<T>,
+) -> Result<T> {
+    tx.query_map(query, decode).await?.pop().ok_or_else(|| {
+        StoreError::Backend(BackendError {
+            kind: BackendErrorKind::Other,
+            message: "a query that always answers one row answered none".into(),
+        })
+    })
+}
+
 impl Reads for dyn Tx + '_ {
     fn statement(&self, per_engine: &PerEngine) -> &'static str {
         Tx::statement(self, per_engine)

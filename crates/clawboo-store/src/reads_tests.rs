@@ -337,3 +337,29 @@ async fn an_async_board_page_reclaims_expired_leases_then_pages_as_the_synchrono
         "{refused:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_async_reads_answer_what_the_synchronous_ones_answer() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    let quiet = store.activity_marks_async().await.unwrap().unwrap();
+    assert_eq!(quiet, store.activity_marks().unwrap());
+    let task = create(&store, "held", None);
+    store.claim_task(&task.id, "agent-1", None).unwrap();
+    store
+        .post_chat("team:red", "agent-1", PostKind::User, "on it")
+        .unwrap();
+
+    let marks = store.activity_marks_async().await.unwrap().unwrap();
+    assert_eq!(marks, store.activity_marks().unwrap());
+    assert_ne!(marks.board, quiet.board, "the claim moved the board's mark");
+    assert_ne!(marks.chat, quiet.chat, "the post moved the chat's mark");
+    assert_eq!(marks.memory, quiet.memory);
+
+    let counts = store.ops_counts_async().await.unwrap().unwrap();
+    assert_eq!(counts, store.ops_counts().unwrap());
+    assert_eq!((counts.leases_held, counts.approvals_pending), (1, 0));
+    let ready = store.readiness_async().await.unwrap().unwrap();
+    assert!(ready.schema_current(), "{ready:?}");
+    assert_eq!(ready, store.readiness().unwrap());
+}

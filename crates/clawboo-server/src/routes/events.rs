@@ -79,7 +79,7 @@ impl ActivityFeed {
                     return;
                 }
             }
-            match store.run_off_thread(|store| store.activity_marks()).await {
+            match store.activity_marks_async().await {
                 Ok(Ok(marks)) => {
                     self.latest.send_if_modified(|current| {
                         let changed = current.as_ref() != Some(&marks);
