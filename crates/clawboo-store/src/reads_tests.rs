@@ -15,6 +15,7 @@ use crate::board::{
 use crate::chat::{ChatQuery, PostKind};
 use crate::links::LinkKind;
 use crate::task::{Scope, Status, Task};
+use crate::teams::NewAgent;
 use crate::testing::TestStore;
 use crate::{Store, StoreConfig};
 
@@ -362,4 +363,54 @@ async fn the_operators_async_reads_answer_what_the_synchronous_ones_answer() {
     let ready = store.readiness_async().await.unwrap().unwrap();
     assert!(ready.schema_current(), "{ready:?}");
     assert_eq!(ready, store.readiness().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rosters_async_reads_and_upsert_answer_what_the_synchronous_ones_answer() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    store.upsert_team(Some("red"), "Red", None).unwrap();
+    let new = NewAgent {
+        id: Some("agent-1".into()),
+        name: "Ada".into(),
+        team_id: Some("red".into()),
+        runtime: Some("codex".into()),
+    };
+    let agent = store.upsert_agent_async(&new).await.unwrap().unwrap();
+    assert_eq!((agent.id.as_str(), agent.name.as_str()), ("agent-1", "Ada"));
+    let renamed = NewAgent {
+        name: "Ada L.".into(),
+        ..new.clone()
+    };
+    let agent = store.upsert_agent_async(&renamed).await.unwrap().unwrap();
+    assert_eq!(agent.name, "Ada L.", "an existing id is updated in place");
+    let nameless = NewAgent {
+        name: " ".into(),
+        ..new
+    };
+    let refused = store.upsert_agent_async(&nameless).await.unwrap();
+    assert_eq!(refused.unwrap_err().code(), "invalid_args");
+
+    let task = NewTask {
+        team_id: Some("red".into()),
+        paths: vec!["docs/**".into()],
+        ..NewTask::titled("docs")
+    };
+    let task = store.create_task(task, CreatePolicy::Uncapped).unwrap();
+    store.claim_task(&task.id, "agent-1", None).unwrap();
+
+    let teams = store.list_teams_async().await.unwrap().unwrap();
+    assert_eq!(teams, store.list_teams().unwrap());
+    assert_eq!(teams[0].id, "red");
+    let seen = store.agents_seen_async(Some("red")).await.unwrap().unwrap();
+    assert_eq!(seen, store.agents_seen(Some("red")).unwrap());
+    assert_eq!(seen[0].name, "Ada L.");
+    assert_eq!(seen[0].held[0].id, task.id);
+    let reserved = store
+        .reservations_async(Some("red".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(reserved, store.reservations(Some("red")).unwrap());
+    assert_eq!(reserved[0].paths, ["docs/**"]);
 }

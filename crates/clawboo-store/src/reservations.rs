@@ -8,6 +8,9 @@
 //! hosts never both win overlapping paths.
 
 use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
 use regex_automata::dfa::{Automaton, dense};
@@ -19,7 +22,8 @@ use serde::Serialize;
 use crate::Store;
 use crate::db::Tx;
 use crate::error::{Result, StoreError};
-use crate::reads::{Query, Reads, ready_now};
+use crate::reads::{AsyncTx, Query, Reads, StoreRead, ready_now};
+use crate::run::RunError;
 use crate::writes::Writes;
 
 /// Most patterns one task may reserve.
@@ -217,6 +221,24 @@ fn live(tx: &dyn Tx, sql: &'static str, now: i64, team: Option<&str>) -> Result<
     ready_now(live_on(tx, sql, now, team))
 }
 
+/// Every team's live reservations (or `team`'s), for [`Store::run_read_committed`].
+struct LiveRead {
+    now: i64,
+    team: Option<String>,
+}
+
+impl StoreRead for LiveRead {
+    type Output = Vec<Reservation>;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Vec<Reservation>> {
+        live(tx, LIVE_ANY_TEAM, self.now, self.team.as_deref())
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<Vec<Reservation>>> {
+        Box::pin(live_on(tx, LIVE_ANY_TEAM, self.now, self.team.as_deref()))
+    }
+}
+
 /// [`live`] on any transaction.
 async fn live_on<R: Reads + ?Sized>(
     tx: &R,
@@ -311,6 +333,16 @@ impl Store {
     pub fn reservations(&self, team: Option<&str>) -> Result<Vec<Reservation>> {
         let now = self.now_ms();
         self.read(|tx| live(tx, LIVE_ANY_TEAM, now, team))
+    }
+
+    /// [`Store::reservations`] for an async caller, run the way the engine runs reads
+    /// best ([`Store::run_read_committed`]).
+    pub async fn reservations_async(
+        self: &Arc<Store>,
+        team: Option<String>,
+    ) -> std::result::Result<Result<Vec<Reservation>>, RunError> {
+        let now = self.now_ms();
+        self.run_read_committed(LiveRead { now, team }).await
     }
 
     /// Which of `files` (paths relative to the repository root) a live reservation on

@@ -1,10 +1,15 @@
 //! Teams and their agents. Team ids are free strings: a `teams` row only gives a name.
 
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
 use serde::Serialize;
 
-use crate::db::DbRow;
+use crate::db::{DbRow, Tx};
 use crate::error::{Result, StoreError};
-use crate::reads::{Query, Reads, ready_now};
+use crate::reads::{AsyncTx, Query, Reads, StoreRead, ready_now};
+use crate::run::RunError;
+use crate::writes::{AsyncWriteTx, StoreWrite, Writes};
 use crate::{Store, new_id, short_ids};
 
 /// A named team.
@@ -71,6 +76,30 @@ pub(crate) async fn agents_on<R: Reads + ?Sized>(
     tx.query_map(query, agent_from_row).await
 }
 
+/// Every team, oldest first, on any transaction.
+async fn read_teams<R: Reads + ?Sized>(tx: &R) -> Result<Vec<Team>> {
+    let query = Query::new(
+        format!("{SELECT_TEAMS} ORDER BY teams.created_at, teams.id"),
+        &[],
+    );
+    tx.query_map(query, team_from_row).await
+}
+
+/// [`read_teams`], for [`Store::run_read_committed`].
+struct TeamsRead;
+
+impl StoreRead for TeamsRead {
+    type Output = Vec<Team>;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Vec<Team>> {
+        ready_now(read_teams(tx))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<Vec<Team>>> {
+        Box::pin(read_teams(tx))
+    }
+}
+
 fn team_from_row(r: &dyn DbRow) -> Result<Team> {
     Ok(Team {
         id: r.get(0)?,
@@ -78,6 +107,58 @@ fn team_from_row(r: &dyn DbRow) -> Result<Team> {
         key: r.get(2)?,
         created_at: r.get(3)?,
     })
+}
+
+/// An agent to create or update, checked, for [`Store::run_transaction`].
+struct AgentWrite {
+    new: NewAgent,
+    id: String,
+    now: i64,
+}
+
+impl AgentWrite {
+    fn new(store: &Store, new: &NewAgent) -> Result<AgentWrite> {
+        require_text("name", &new.name)?;
+        Ok(AgentWrite {
+            id: new.id.clone().unwrap_or_else(new_id),
+            new: new.clone(),
+            now: store.now_ms(),
+        })
+    }
+
+    /// The upsert and the row as it then stands, in one round trip on PostgreSQL.
+    async fn upsert<W: Writes + ?Sized>(&self, tx: &W) -> Result<Agent> {
+        let (id, new) = (&self.id, &self.new);
+        let batch = vec![
+            Query::new(
+                "INSERT INTO agents(id, name, team_id, runtime, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT(id) DO UPDATE SET name = excluded.name, team_id = excluded.team_id,
+                   runtime = excluded.runtime",
+                &[id, &new.name, &new.team_id, &new.runtime, &self.now],
+            ),
+            Query::new(
+                format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = ?1"),
+                &[id],
+            ),
+        ];
+        let answers = tx.query_batch(batch).await?;
+        match answers.last().and_then(|rows| rows.first()) {
+            Some(row) => agent_from_row(&**row),
+            None => Err(StoreError::NotFound(id.clone())),
+        }
+    }
+}
+
+impl StoreWrite for AgentWrite {
+    type Output = Agent;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Agent> {
+        ready_now(self.upsert(tx))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncWriteTx) -> BoxFuture<'a, Result<Agent>> {
+        Box::pin(self.upsert(tx))
+    }
 }
 
 fn require_text(field: &str, value: &str) -> Result<()> {
@@ -113,33 +194,33 @@ impl Store {
 
     /// Every team, oldest first.
     pub fn list_teams(&self) -> Result<Vec<Team>> {
-        self.read(|tx| {
-            tx.query_map(
-                &format!("{SELECT_TEAMS} ORDER BY teams.created_at, teams.id"),
-                &[],
-                team_from_row,
-            )
-        })
+        self.read(|tx| ready_now(read_teams(tx)))
+    }
+
+    /// [`Store::list_teams`] for an async caller, run the way the engine runs reads best
+    /// ([`Store::run_read_committed`]).
+    pub async fn list_teams_async(
+        self: &Arc<Store>,
+    ) -> std::result::Result<Result<Vec<Team>>, RunError> {
+        self.run_read_committed(TeamsRead).await
     }
 
     /// Create an agent (an existing id is updated in place).
     pub fn upsert_agent(&self, new: &NewAgent) -> Result<Agent> {
-        require_text("name", &new.name)?;
-        let id = new.id.clone().unwrap_or_else(new_id);
-        let now = self.now_ms();
-        self.write(|tx| {
-            tx.execute(
-                "INSERT INTO agents(id, name, team_id, runtime, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT(id) DO UPDATE SET name = excluded.name, team_id = excluded.team_id,
-                   runtime = excluded.runtime",
-                &[&id, &new.name, &new.team_id, &new.runtime, &now],
-            )?;
-            tx.query_one(
-                &format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = ?1"),
-                &[&id],
-                agent_from_row,
-            )
-        })
+        let write = AgentWrite::new(self, new)?;
+        self.write(|tx| write.run(tx))
+    }
+
+    /// [`Store::upsert_agent`] for an async caller, run the way the engine runs writes
+    /// best ([`Store::run_transaction`]).
+    pub async fn upsert_agent_async(
+        self: &Arc<Store>,
+        new: &NewAgent,
+    ) -> std::result::Result<Result<Agent>, RunError> {
+        match AgentWrite::new(self, new) {
+            Ok(write) => self.run_transaction(write).await,
+            Err(e) => Ok(Err(e)),
+        }
     }
 
     /// Agents, optionally of one team, by name.

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::AppState;
-use crate::error::{ApiQuery, AppError, store_call};
+use crate::error::{ApiQuery, AppError};
 
 /// The reservation routes.
 pub fn routes() -> Router<AppState> {
@@ -25,10 +25,6 @@ async fn list(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<axum::Json<Value>, AppError> {
-    let store = state.store();
-    let reservations = store_call(store, move |store| {
-        Ok(store.reservations(query.team_id.as_deref())?)
-    })
-    .await?;
+    let reservations = state.store().reservations_async(query.team_id).await??;
     Ok(axum::Json(json!({ "reservations": reservations })))
 }

@@ -19,8 +19,7 @@ pub fn routes() -> Router<AppState> {
 }
 
 async fn list_teams(State(state): State<AppState>) -> Result<axum::Json<Value>, AppError> {
-    let store = state.store();
-    let teams = store_call(store, move |store| Ok(store.list_teams()?)).await?;
+    let teams = state.store().list_teams_async().await??;
     Ok(axum::Json(json!({ "teams": teams })))
 }
 
@@ -55,12 +54,9 @@ async fn list_agents(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<AgentQuery>,
 ) -> Result<axum::Json<Value>, AppError> {
-    let store = state.store();
     // With each one's last call, liveness and held tasks (their leases), SPEC §12.
-    let agents = store_call(store, move |store| {
-        Ok(store.agents_seen(q.team_id.as_deref())?)
-    })
-    .await?;
+    let team = q.team_id.as_deref();
+    let agents = state.store().agents_seen_async(team).await??;
     Ok(axum::Json(json!({ "agents": agents })))
 }
 
@@ -83,7 +79,6 @@ async fn create_agent(
         team_id: body.team_id,
         runtime: body.runtime,
     };
-    let store = state.store();
-    let agent = store_call(store, move |store| Ok(store.upsert_agent(&new)?)).await?;
+    let agent = state.store().upsert_agent_async(&new).await??;
     Ok((StatusCode::CREATED, axum::Json(json!({ "agent": agent }))))
 }

@@ -812,12 +812,43 @@ impl Store {
     /// calling on a team, any holding a task) with its last call there, whether it is alive
     /// there and what it holds there, by name.
     pub fn agents_seen(&self, team: Option<&str>) -> Result<Vec<AgentSeen>> {
-        let now = self.now_ms();
-        let seen_every = SEEN_EVERY_MS.min(self.lease_ms().map_or(SEEN_EVERY_MS, |l| l / 2));
-        self.snapshot(|tx| {
-            // The roster's rows with their presence on their own team, then the presences on
-            // other teams.
-            let mut agents = tx.query_map(
+        let read = self.agents_seen_read(team);
+        self.snapshot(|tx| read.run(tx))
+    }
+
+    /// [`Store::agents_seen`] for an async caller, run the way the engine runs a
+    /// snapshot best ([`Store::run_snapshot`]).
+    pub async fn agents_seen_async(
+        self: &Arc<Store>,
+        team: Option<&str>,
+    ) -> std::result::Result<Result<Vec<AgentSeen>>, RunError> {
+        self.run_snapshot(self.agents_seen_read(team)).await
+    }
+
+    fn agents_seen_read(&self, team: Option<&str>) -> AgentsSeenRead {
+        AgentsSeenRead {
+            team: team.map(str::to_owned),
+            now: self.now_ms(),
+            seen_every: SEEN_EVERY_MS.min(self.lease_ms().map_or(SEEN_EVERY_MS, |l| l / 2)),
+        }
+    }
+}
+
+/// The agents view of `team` at `now` (alive: seen within twice `seen_every`), for
+/// [`Store::run_snapshot`].
+struct AgentsSeenRead {
+    team: Option<String>,
+    now: i64,
+    seen_every: i64,
+}
+
+impl AgentsSeenRead {
+    /// The roster's rows with their presence on their own team, then the presences on
+    /// other teams, and the tasks held: two statements in one round trip on PostgreSQL.
+    async fn read<R: Reads + ?Sized>(&self, tx: &R) -> Result<Vec<AgentSeen>> {
+        let (team, now, seen_every) = (self.team.as_deref(), self.now, self.seen_every);
+        let batch = vec![
+            Query::new(
                 "SELECT a.id, a.name, a.team_id, COALESCE(p.runtime, a.runtime), p.last_seen_at
                  FROM agents a LEFT JOIN agent_presence p
                    ON p.agent_id = a.id AND p.team_key = COALESCE(a.team_id, '')
@@ -829,21 +860,8 @@ impl Store {
                  WHERE (CAST(?1 AS TEXT) IS NULL OR p.team_key = ?1)
                    AND (a.id IS NULL OR p.team_key <> COALESCE(a.team_id, ''))",
                 &[&team],
-                |r| {
-                    let last_seen_at: Option<i64> = r.get(4)?;
-                    Ok(AgentSeen {
-                        id: r.get(0)?,
-                        name: r.get(1)?,
-                        team_id: r.get(2)?,
-                        runtime: r.get(3)?,
-                        last_seen_at,
-                        alive: last_seen_at.is_some_and(|at| now - at < 2 * seen_every),
-                        alive_until: last_seen_at.map(|at| at + 2 * seen_every),
-                        held: Vec::new(),
-                    })
-                },
-            )?;
-            let rows = tx.query_map(
+            ),
+            Query::new(
                 "SELECT assignee_agent_id, team_id, id, title, status, lease_expires_at, claim_token
                  FROM tasks
                  WHERE assignee_agent_id IS NOT NULL AND dropped = 0
@@ -851,49 +869,71 @@ impl Store {
                    AND (CAST(?1 AS TEXT) IS NULL OR team_id = ?1)
                  ORDER BY lease_expires_at IS NULL, lease_expires_at, id",
                 &[&team],
-                |r| {
-                    let status: String = r.get(4)?;
-                    Ok((
-                        r.get::<String>(0)?,
-                        r.get::<Option<String>>(1)?,
-                        HeldTask {
-                            id: r.get(2)?,
-                            title: r.get(3)?,
-                            status: status.parse().unwrap_or(Status::InProgress),
-                            lease_expires_at: r.get(5)?,
-                            claim_token: r.get(6)?,
-                        },
-                    ))
-                },
-            )?;
-            for (holder, team_id, task) in rows {
-                // Its holder on the task's team, else the holder bound to no team (whose
-                // scope is every team).
-                let on_team = agents
-                    .iter()
-                    .position(|a| a.id == holder && a.team_id == team_id)
-                    .or_else(|| {
-                        agents
-                            .iter()
-                            .position(|a| a.id == holder && a.team_id.is_none())
-                    });
-                match on_team.and_then(|at| agents.get_mut(at)) {
-                    Some(agent) => agent.held.push(task),
-                    None => agents.push(AgentSeen {
-                        id: holder.clone(),
-                        name: holder,
-                        team_id,
-                        runtime: None,
-                        last_seen_at: None,
-                        alive: false,
-                        alive_until: None,
-                        held: vec![task],
-                    }),
-                }
+            ),
+        ];
+        let mut answers = tx.query_batch(batch).await?.into_iter();
+        let mut agents = Vec::new();
+        for r in answers.next().unwrap_or_default() {
+            let last_seen_at: Option<i64> = r.get(4)?;
+            agents.push(AgentSeen {
+                id: r.get(0)?,
+                name: r.get(1)?,
+                team_id: r.get(2)?,
+                runtime: r.get(3)?,
+                last_seen_at,
+                alive: last_seen_at.is_some_and(|at| now - at < 2 * seen_every),
+                alive_until: last_seen_at.map(|at| at + 2 * seen_every),
+                held: Vec::new(),
+            });
+        }
+        for r in answers.next().unwrap_or_default() {
+            let (holder, team_id): (String, Option<String>) = (r.get(0)?, r.get(1)?);
+            let status: String = r.get(4)?;
+            let task = HeldTask {
+                id: r.get(2)?,
+                title: r.get(3)?,
+                status: status.parse().unwrap_or(Status::InProgress),
+                lease_expires_at: r.get(5)?,
+                claim_token: r.get(6)?,
+            };
+            // Its holder on the task's team, else the holder bound to no team (whose
+            // scope is every team).
+            let on_team = agents
+                .iter()
+                .position(|a| a.id == holder && a.team_id == team_id)
+                .or_else(|| {
+                    agents
+                        .iter()
+                        .position(|a| a.id == holder && a.team_id.is_none())
+                });
+            match on_team.and_then(|at| agents.get_mut(at)) {
+                Some(agent) => agent.held.push(task),
+                None => agents.push(AgentSeen {
+                    id: holder.clone(),
+                    name: holder,
+                    team_id,
+                    runtime: None,
+                    last_seen_at: None,
+                    alive: false,
+                    alive_until: None,
+                    held: vec![task],
+                }),
             }
-            agents.sort_by(|a, b| (&a.name, &a.id).cmp(&(&b.name, &b.id)));
-            Ok(agents)
-        })
+        }
+        agents.sort_by(|a, b| (&a.name, &a.id).cmp(&(&b.name, &b.id)));
+        Ok(agents)
+    }
+}
+
+impl StoreRead for AgentsSeenRead {
+    type Output = Vec<AgentSeen>;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Vec<AgentSeen>> {
+        ready_now(self.read(tx))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<Vec<AgentSeen>>> {
+        Box::pin(self.read(tx))
     }
 }
 
