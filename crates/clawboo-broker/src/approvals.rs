@@ -532,20 +532,76 @@ pub(crate) fn list(
     pending_only: bool,
     limit: usize,
 ) -> Result<Vec<Approval>, StoreError> {
-    let now = store.now_ms();
-    store.write(|tx| {
-        tx.execute(
-            "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?1
-             WHERE status = 'pending' AND expires_at <= ?1",
-            &[&now],
-        )?;
-        let sql = format!(
-            "SELECT {COLUMNS} FROM tool_call_approvals
-             WHERE (CAST(?1 AS BIGINT) = 0 OR status = 'pending')
-             ORDER BY created_at DESC, id DESC LIMIT ?2"
-        );
-        tx.query_map(&sql, &[&pending_only, &limit], from_row)
-    })
+    let list = List::new(store, pending_only, limit);
+    store.write(|tx| list.run(tx))
+}
+
+/// [`list`] for an async caller, run the way the engine runs writes best.
+pub(crate) async fn list_async(
+    store: &Arc<Store>,
+    pending_only: bool,
+    limit: usize,
+) -> Result<Result<Vec<Approval>, StoreError>, RunError> {
+    store
+        .run_transaction(List::new(store, pending_only, limit))
+        .await
+}
+
+/// A page of approvals, stale pending rows expired first, for `Store::run_transaction`.
+struct List {
+    pending_only: bool,
+    limit: i64,
+    now: i64,
+}
+
+impl List {
+    fn new(store: &Store, pending_only: bool, limit: usize) -> List {
+        List {
+            pending_only,
+            limit: i64::try_from(limit).unwrap_or(i64::MAX),
+            now: store.now_ms(),
+        }
+    }
+
+    /// The expiry and the page in one round trip on PostgreSQL.
+    async fn list<W: Writes + ?Sized>(&self, tx: &W) -> Result<Vec<Approval>, StoreError> {
+        let batch = vec![
+            Query::new(
+                "UPDATE tool_call_approvals SET status = 'expired', decided_at = ?1
+                 WHERE status = 'pending' AND expires_at <= ?1",
+                &[&self.now],
+            ),
+            Query::new(
+                format!(
+                    "SELECT {COLUMNS} FROM tool_call_approvals
+                     WHERE (CAST(?1 AS BIGINT) = 0 OR status = 'pending')
+                     ORDER BY created_at DESC, id DESC LIMIT ?2"
+                ),
+                &[&self.pending_only, &self.limit],
+            ),
+        ];
+        let answers = tx.query_batch(batch).await?;
+        let mut approvals = Vec::new();
+        for row in answers.last().into_iter().flatten() {
+            approvals.push(from_row(&**row)?);
+        }
+        Ok(approvals)
+    }
+}
+
+impl StoreWrite for List {
+    type Output = Vec<Approval>;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Vec<Approval>, StoreError> {
+        ready_now(self.list(tx))
+    }
+
+    fn run_async<'a>(
+        &'a self,
+        tx: &'a AsyncWriteTx,
+    ) -> BoxFuture<'a, Result<Vec<Approval>, StoreError>> {
+        Box::pin(self.list(tx))
+    }
 }
 
 /// The caller of pending approval `id` went away: expire it, so the board stops

@@ -42,7 +42,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clawboo_store::db::DbRow;
+use clawboo_store::db::{DbRow, Tx};
+use clawboo_store::reads::{AsyncTx, Query, Reads, StoreRead, ready_now};
+use futures_util::future::BoxFuture;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -373,6 +375,49 @@ fn audit_from_row(row: &dyn DbRow) -> Result<AuditRow, StoreError> {
         created_at: row.get(13)?,
         decided_by: row.get(14)?,
     })
+}
+
+/// A page of audit rows, newest first, optionally of one tool, for
+/// `Store::run_read_committed`.
+struct AuditRead {
+    tool_name: Option<String>,
+    limit: i64,
+}
+
+impl AuditRead {
+    fn new(tool_name: Option<&str>, limit: usize) -> AuditRead {
+        AuditRead {
+            tool_name: tool_name.map(str::to_owned),
+            limit: i64::try_from(limit).unwrap_or(i64::MAX),
+        }
+    }
+
+    async fn read<R: Reads + ?Sized>(&self, tx: &R) -> Result<Vec<AuditRow>, StoreError> {
+        let page = Query::new(
+            "SELECT id, call_id, phase, tool_name, agent_id, team_id, decision, reason,
+                    observations, args_json, result_text, is_error, approval_id, created_at,
+                    decided_by
+             FROM tool_call_audit WHERE (CAST(?1 AS TEXT) IS NULL OR tool_name = ?1)
+             ORDER BY created_at DESC, id DESC LIMIT ?2",
+            &[&self.tool_name, &self.limit],
+        );
+        tx.query_map(page, audit_from_row).await
+    }
+}
+
+impl StoreRead for AuditRead {
+    type Output = Vec<AuditRow>;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Vec<AuditRow>, StoreError> {
+        ready_now(self.read(tx))
+    }
+
+    fn run_async<'a>(
+        &'a self,
+        tx: &'a AsyncTx,
+    ) -> BoxFuture<'a, Result<Vec<AuditRow>, StoreError>> {
+        Box::pin(self.read(tx))
+    }
 }
 
 /// Cut `text` to [`AUDIT_MAX_CHARS`] characters, saying how much was cut.
@@ -997,6 +1042,22 @@ pub trait BrokerStore {
         limit: usize,
     ) -> Result<Vec<AuditRow>, StoreError>;
 
+    /// [`BrokerStore::tool_audit`] for an async caller, run the way the engine runs reads
+    /// best (`Store::run_read_committed`).
+    fn tool_audit_async(
+        self: &Arc<Self>,
+        tool_name: Option<&str>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Result<Vec<AuditRow>, StoreError>, RunError>> + Send;
+
+    /// [`BrokerStore::list_approvals`] for an async caller, run the way the engine runs
+    /// writes best (`Store::run_transaction`: the expiry of stale rows is a write).
+    fn list_approvals_async(
+        self: &Arc<Self>,
+        pending_only: bool,
+        limit: usize,
+    ) -> impl Future<Output = Result<Result<Vec<Approval>, StoreError>, RunError>> + Send;
+
     /// Switch a builtin on or off for every caller.
     fn set_tool_enabled(&self, tool: &str, enabled: bool) -> Result<(), StoreError>;
 
@@ -1065,17 +1126,24 @@ impl BrokerStore for Store {
         tool_name: Option<&str>,
         limit: usize,
     ) -> Result<Vec<AuditRow>, StoreError> {
-        self.read(|tx| {
-            tx.query_map(
-                "SELECT id, call_id, phase, tool_name, agent_id, team_id, decision, reason,
-                        observations, args_json, result_text, is_error, approval_id, created_at,
-                        decided_by
-                 FROM tool_call_audit WHERE (CAST(?1 AS TEXT) IS NULL OR tool_name = ?1)
-                 ORDER BY created_at DESC, id DESC LIMIT ?2",
-                &[&tool_name, &limit],
-                audit_from_row,
-            )
-        })
+        let read = AuditRead::new(tool_name, limit);
+        self.read(|tx| read.run(tx))
+    }
+
+    fn tool_audit_async(
+        self: &Arc<Self>,
+        tool_name: Option<&str>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Result<Vec<AuditRow>, StoreError>, RunError>> + Send {
+        self.run_read_committed(AuditRead::new(tool_name, limit))
+    }
+
+    fn list_approvals_async(
+        self: &Arc<Self>,
+        pending_only: bool,
+        limit: usize,
+    ) -> impl Future<Output = Result<Result<Vec<Approval>, StoreError>, RunError>> + Send {
+        approvals::list_async(self, pending_only, limit)
     }
 
     fn set_tool_enabled(&self, tool: &str, enabled: bool) -> Result<(), StoreError> {

@@ -1162,3 +1162,54 @@ async fn async_approvals_decide_once_wake_the_waiter_and_refuse_what_is_settled(
     let late = h.store.approval_async("late").await.unwrap().unwrap();
     assert_eq!(late.status, ApprovalStatus::Expired);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_listings_expire_stale_approvals_and_page_the_audit_as_the_synchronous_ones_do() {
+    let h = harness();
+    let broker = h.default_broker();
+    let (outcome, _) = call_deciding(
+        &broker,
+        &agent("a1"),
+        "delete_path",
+        json!({"path": "/tmp"}),
+        Decision::AllowOnce,
+    );
+    completed(outcome);
+    insert_pending_row(&h.store, "stale", &agent("a1"), 2);
+    let args = json!({"path": "/fresh"});
+    let Round::Pending(fresh) = broker
+        .call(&agent("a2"), "delete_path", args.as_object().unwrap())
+        .unwrap()
+    else {
+        panic!("delete_path needs a human");
+    };
+
+    let pending = h
+        .store
+        .list_approvals_async(true, 10)
+        .await
+        .unwrap()
+        .unwrap();
+    let ids: Vec<&str> = pending.iter().map(|a| a.id.as_str()).collect();
+    assert_eq!(ids, [fresh.approval_id.as_str()], "the stale one expired");
+    let every = h
+        .store
+        .list_approvals_async(false, 10)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(every, h.store.list_approvals(false, 10).unwrap());
+    let stale = every.iter().find(|a| a.id == "stale").unwrap();
+    assert_eq!(stale.status, ApprovalStatus::Expired);
+
+    let audit = h.store.tool_audit_async(None, 50).await.unwrap().unwrap();
+    assert_eq!(audit, h.store.tool_audit(None, 50).unwrap());
+    assert!(!audit.is_empty());
+    let one = h
+        .store
+        .tool_audit_async(Some("web_search"), 50)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(one.is_empty(), "{one:?}");
+}

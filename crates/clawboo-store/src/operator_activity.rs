@@ -5,11 +5,15 @@
 //! comment whose text says so: the audit reads a column, never parses prose, and a comment
 //! an agent writes can never pass for the operator's.
 
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
 use serde::Serialize;
 
-use crate::db::DbRow;
+use crate::db::{DbRow, Tx};
 use crate::error::{Result, StoreError};
-use crate::reads::Query;
+use crate::reads::{AsyncTx, Query, Reads, StoreRead, ready_now};
+use crate::run::RunError;
 use crate::task::Scope;
 use crate::writes::Writes;
 use crate::{Store, new_id};
@@ -108,21 +112,64 @@ impl Store {
         team_id: Option<&str>,
         limit: usize,
     ) -> Result<Vec<OperatorActivity>> {
+        let read = ActivityRead::new(team_id, limit)?;
+        self.read(|tx| read.run(tx))
+    }
+
+    /// [`Store::operator_activity`] for an async caller (the board's audit view), run the
+    /// way the engine runs reads best ([`Store::run_read_committed`]).
+    pub async fn operator_activity_async(
+        self: &Arc<Store>,
+        team_id: Option<&str>,
+        limit: usize,
+    ) -> std::result::Result<Result<Vec<OperatorActivity>>, RunError> {
+        match ActivityRead::new(team_id, limit) {
+            Ok(read) => self.run_read_committed(read).await,
+            Err(e) => Ok(Err(e)),
+        }
+    }
+}
+
+/// A page of the operator's activity, for [`Store::run_read_committed`].
+struct ActivityRead {
+    team_id: Option<String>,
+    limit: i64,
+}
+
+impl ActivityRead {
+    fn new(team_id: Option<&str>, limit: usize) -> Result<ActivityRead> {
         if !(1..=MAX_ACTIVITY_PAGE).contains(&limit) {
             return Err(StoreError::Invalid(format!(
                 "limit {limit} is out of range; use 1..={MAX_ACTIVITY_PAGE}"
             )));
         }
-        self.read(|tx| {
-            tx.query_map(
-                "SELECT a.id, a.task_id, t.title, t.team_id, a.actor, a.action, a.detail,
-                        a.created_at
-                 FROM operator_activity a JOIN tasks t ON t.id = a.task_id
-                 WHERE CAST(?1 AS TEXT) IS NULL OR t.team_id = ?1
-                 ORDER BY a.created_at DESC, a.id DESC LIMIT ?2",
-                &[&team_id, &limit],
-                activity_from_row,
-            )
+        Ok(ActivityRead {
+            team_id: team_id.map(str::to_owned),
+            limit: i64::try_from(limit).unwrap_or(i64::MAX),
         })
+    }
+
+    async fn read<R: Reads + ?Sized>(&self, tx: &R) -> Result<Vec<OperatorActivity>> {
+        let page = Query::new(
+            "SELECT a.id, a.task_id, t.title, t.team_id, a.actor, a.action, a.detail,
+                    a.created_at
+             FROM operator_activity a JOIN tasks t ON t.id = a.task_id
+             WHERE CAST(?1 AS TEXT) IS NULL OR t.team_id = ?1
+             ORDER BY a.created_at DESC, a.id DESC LIMIT ?2",
+            &[&self.team_id, &self.limit],
+        );
+        tx.query_map(page, activity_from_row).await
+    }
+}
+
+impl StoreRead for ActivityRead {
+    type Output = Vec<OperatorActivity>;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Vec<OperatorActivity>> {
+        ready_now(self.read(tx))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<Vec<OperatorActivity>>> {
+        Box::pin(self.read(tx))
     }
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::db::{DbRow, Tx};
 use crate::error::{Result, StoreError};
-use crate::reads::{AsyncTx, Query, Reads, StoreRead, ready_now};
+use crate::reads::{self, AsyncTx, Query, Reads, StoreRead, ready_now};
 use crate::run::RunError;
 use crate::writes::{AsyncWriteTx, StoreWrite, Writes};
 use crate::{Store, new_id, short_ids};
@@ -109,6 +109,51 @@ fn team_from_row(r: &dyn DbRow) -> Result<Team> {
     })
 }
 
+/// A team to create or rename, with the key it asks for, for [`Store::run_transaction`].
+struct TeamWrite {
+    id: String,
+    name: String,
+    key: Option<String>,
+    now: i64,
+}
+
+impl TeamWrite {
+    fn new(store: &Store, id: Option<&str>, name: &str, key: Option<&str>) -> Result<TeamWrite> {
+        require_text("name", name)?;
+        Ok(TeamWrite {
+            id: id.map(str::to_owned).unwrap_or_else(new_id),
+            name: name.to_owned(),
+            key: key.map(str::to_owned),
+            now: store.now_ms(),
+        })
+    }
+
+    async fn upsert<W: Writes + ?Sized>(&self, tx: &W) -> Result<Team> {
+        let id = &self.id;
+        let upsert = Query::new(
+            "INSERT INTO teams(id, name, created_at) VALUES (?1, ?2, ?3)
+             ON CONFLICT(id) DO UPDATE SET name = excluded.name",
+            &[id, &self.name, &self.now],
+        );
+        tx.execute(upsert).await?;
+        short_ids::set_key(tx, id, self.key.as_deref()).await?;
+        let team = Query::new(format!("{SELECT_TEAMS} WHERE teams.id = ?1"), &[id]);
+        reads::query_one(tx, team, team_from_row).await
+    }
+}
+
+impl StoreWrite for TeamWrite {
+    type Output = Team;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Team> {
+        ready_now(self.upsert(tx))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncWriteTx) -> BoxFuture<'a, Result<Team>> {
+        Box::pin(self.upsert(tx))
+    }
+}
+
 /// An agent to create or update, checked, for [`Store::run_transaction`].
 struct AgentWrite {
     new: NewAgent,
@@ -174,22 +219,22 @@ impl Store {
     /// the default derived from `name`; once its tasks carry a key it never changes (a
     /// rename keeps it).
     pub fn upsert_team(&self, id: Option<&str>, name: &str, key: Option<&str>) -> Result<Team> {
-        require_text("name", name)?;
-        let id = id.map(str::to_owned).unwrap_or_else(new_id);
-        let now = self.now_ms();
-        self.write(|tx| {
-            tx.execute(
-                "INSERT INTO teams(id, name, created_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(id) DO UPDATE SET name = excluded.name",
-                &[&id, &name, &now],
-            )?;
-            short_ids::set_key(tx, &id, key)?;
-            tx.query_one(
-                &format!("{SELECT_TEAMS} WHERE teams.id = ?1"),
-                &[&id],
-                team_from_row,
-            )
-        })
+        let write = TeamWrite::new(self, id, name, key)?;
+        self.write(|tx| write.run(tx))
+    }
+
+    /// [`Store::upsert_team`] for an async caller, run the way the engine runs writes best
+    /// ([`Store::run_transaction`]).
+    pub async fn upsert_team_async(
+        self: &Arc<Store>,
+        id: Option<&str>,
+        name: &str,
+        key: Option<&str>,
+    ) -> std::result::Result<Result<Team>, RunError> {
+        match TeamWrite::new(self, id, name, key) {
+            Ok(write) => self.run_transaction(write).await,
+            Err(e) => Ok(Err(e)),
+        }
     }
 
     /// Every team, oldest first.

@@ -1069,6 +1069,10 @@ async fn an_operators_async_edits_land_scrubbed_in_scope_and_in_the_activity() {
             .unwrap();
         assert_eq!(task.dropped, dropped);
     }
+    let page = store.operator_activity_async(None, 10).await.unwrap();
+    assert_eq!(page.unwrap(), store.operator_activity(None, 10).unwrap());
+    let refused = store.operator_activity_async(None, 0).await.unwrap();
+    assert_eq!(refused.unwrap_err().code(), "invalid_args");
     let actions: Vec<String> = store
         .operator_activity(None, 10)
         .unwrap()
@@ -1083,4 +1087,42 @@ async fn an_operators_async_edits_land_scrubbed_in_scope_and_in_the_activity() {
             "edited title, description, priority",
         ]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_async_teams_asking_for_one_key_leave_it_to_exactly_one() {
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    for round in 0..3 {
+        let key = format!("K{round}");
+        let racers = (0..6).map(|i| {
+            let (store, key) = (Arc::clone(&store), key.clone());
+            tokio::spawn(async move {
+                let id = format!("team-{round}-{i}");
+                store
+                    .upsert_team_async(Some(&id), "racer", Some(&key))
+                    .await
+                    .unwrap()
+            })
+        });
+        let mut keyed = 0;
+        for answer in futures_util::future::join_all(racers).await {
+            match answer.unwrap() {
+                Ok(team) => {
+                    assert_eq!(team.key.as_deref(), Some(key.as_str()));
+                    keyed += 1;
+                }
+                Err(refused) => assert!(refused.to_string().contains("is taken by"), "{refused}"),
+            }
+        }
+        assert_eq!(keyed, 1, "round {round}");
+    }
+    let refused = store.upsert_team_async(None, " ", None).await.unwrap();
+    assert_eq!(refused.unwrap_err().code(), "invalid_args");
+    let renamed = store
+        .upsert_team_async(Some("team-0-0"), "renamed", None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(renamed.name, "renamed");
 }

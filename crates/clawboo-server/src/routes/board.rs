@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::AppState;
-use crate::error::{ApiJson, ApiPath, ApiQuery, AppError, store_call};
+use crate::error::{ApiJson, ApiPath, ApiQuery, AppError};
 
 /// The board routes.
 pub fn routes() -> Router<AppState> {
@@ -51,10 +51,10 @@ async fn activity(
 ) -> Result<axum::Json<Value>, AppError> {
     let team = q.team_id.filter(|t| !t.is_empty());
     let limit = q.limit.unwrap_or(100);
-    let rows = store_call(state.store(), move |store| {
-        Ok(store.operator_activity(team.as_deref(), limit)?)
-    })
-    .await?;
+    let rows = state
+        .store()
+        .operator_activity_async(team.as_deref(), limit)
+        .await??;
     Ok(axum::Json(json!({ "activity": rows })))
 }
 

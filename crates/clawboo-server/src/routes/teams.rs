@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::AppState;
-use crate::error::{ApiJson, ApiQuery, AppError, store_call};
+use crate::error::{ApiJson, ApiQuery, AppError};
 
 /// The team and agent routes.
 pub fn routes() -> Router<AppState> {
@@ -36,11 +36,11 @@ async fn create_team(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<TeamBody>,
 ) -> Result<(StatusCode, axum::Json<Value>), AppError> {
-    let store = state.store();
-    let team = store_call(store, move |store| {
-        Ok(store.upsert_team(body.id.as_deref(), &body.name, body.key.as_deref())?)
-    })
-    .await?;
+    let (id, key) = (body.id.as_deref(), body.key.as_deref());
+    let team = state
+        .store()
+        .upsert_team_async(id, &body.name, key)
+        .await??;
     Ok((StatusCode::CREATED, axum::Json(json!({ "team": team }))))
 }
 

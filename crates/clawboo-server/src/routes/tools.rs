@@ -51,10 +51,7 @@ async fn list_approvals(
     };
     let limit = page_limit(q.limit)?;
     let store = state.store();
-    let approvals = store_call(store, move |store| {
-        Ok(store.list_approvals(pending_only, limit)?)
-    })
-    .await?;
+    let approvals = store.list_approvals_async(pending_only, limit).await??;
     Ok(axum::Json(json!({ "ok": true, "approvals": approvals })))
 }
 
@@ -113,10 +110,7 @@ async fn audit(
     ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> Result<axum::Json<Value>, AppError> {
     let limit = page_limit(q.limit)?;
-    let store = state.store();
-    let rows = store_call(store, move |store| {
-        Ok(store.tool_audit(q.tool_name.as_deref(), limit)?)
-    })
-    .await?;
+    let tool = q.tool_name.as_deref();
+    let rows = state.store().tool_audit_async(tool, limit).await??;
     Ok(axum::Json(json!({ "ok": true, "audit": rows })))
 }

@@ -182,9 +182,13 @@ async fn first_text<R: Reads + ?Sized>(tx: &R, query: Query) -> Result<Option<St
 /// Give team `team` its key: `wanted` when asked for (refused when another team holds it,
 /// or when the team's tasks already carry another key: short ids never change), else the
 /// default one when it has none.
-pub(crate) fn set_key(tx: &dyn Tx, team: &str, wanted: Option<&str>) -> Result<String> {
+pub(crate) async fn set_key<W: Writes + ?Sized>(
+    tx: &W,
+    team: &str,
+    wanted: Option<&str>,
+) -> Result<String> {
     let Some(wanted) = wanted else {
-        return ready_now(give_key(tx, team));
+        return give_key(tx, team).await;
     };
     let wanted = wanted.trim().to_ascii_uppercase();
     if !valid_key(&wanted) {
@@ -193,8 +197,8 @@ pub(crate) fn set_key(tx: &dyn Tx, team: &str, wanted: Option<&str>) -> Result<S
             MAX_KEY_CHARS - 1
         )));
     }
-    tx.serialize_on(KEYS_LOCK)?;
-    match ready_now(holder_of(tx, &wanted))? {
+    tx.serialize_on(KEYS_LOCK.to_owned()).await?;
+    match holder_of(tx, &wanted).await? {
         Some(holder) if holder == team => return Ok(wanted),
         Some(holder) => {
             return Err(StoreError::Invalid(format!(
@@ -208,31 +212,31 @@ pub(crate) fn set_key(tx: &dyn Tx, team: &str, wanted: Option<&str>) -> Result<S
         }
         None => {}
     }
-    let numbered: Option<(String, i64)> = tx.query_opt(
+    let numbered = Query::new(
         "SELECT key, next_number FROM task_keys WHERE team_id = ?1",
         &[&team],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
-    match numbered {
-        Some((key, next)) if next > 1 => Err(StoreError::Invalid(format!(
-            "team {team}'s tasks already carry the key {key} ({key}-1 to {key}-{}): a short id never changes, so neither does the key",
-            next - 1
-        ))),
-        Some(_) => {
-            tx.execute(
-                "UPDATE task_keys SET key = ?2 WHERE team_id = ?1",
-                &[&team, &wanted],
-            )?;
-            Ok(wanted)
+    );
+    let numbered = tx
+        .query_map(numbered, |r| Ok((r.get::<String>(0)?, r.get::<i64>(1)?)))
+        .await?;
+    let change = match numbered.first() {
+        Some((key, next)) if *next > 1 => {
+            return Err(StoreError::Invalid(format!(
+                "team {team}'s tasks already carry the key {key} ({key}-1 to {key}-{}): a short id never changes, so neither does the key",
+                next - 1
+            )));
         }
-        None => {
-            tx.execute(
-                "INSERT INTO task_keys(team_id, key, next_number) VALUES (?1, ?2, 1)",
-                &[&team, &wanted],
-            )?;
-            Ok(wanted)
-        }
-    }
+        Some(_) => Query::new(
+            "UPDATE task_keys SET key = ?2 WHERE team_id = ?1",
+            &[&team, &wanted],
+        ),
+        None => Query::new(
+            "INSERT INTO task_keys(team_id, key, next_number) VALUES (?1, ?2, 1)",
+            &[&team, &wanted],
+        ),
+    };
+    tx.execute(change).await?;
+    Ok(wanted)
 }
 
 /// Tasks made before short ids existed (or teams without a key) get theirs, each team's in
