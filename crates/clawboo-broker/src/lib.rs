@@ -42,9 +42,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clawboo_store::db::{DbRow, Tx};
-use clawboo_store::reads::{AsyncTx, Query, Reads, StoreRead, ready_now};
-use futures_util::future::BoxFuture;
+use clawboo_store::db::DbRow;
+use clawboo_store::reads::{Query, RowsRead, StoreRead};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -379,44 +378,18 @@ fn audit_from_row(row: &dyn DbRow) -> Result<AuditRow, StoreError> {
 
 /// A page of audit rows, newest first, optionally of one tool, for
 /// `Store::run_read_committed`.
-struct AuditRead {
-    tool_name: Option<String>,
-    limit: i64,
-}
-
-impl AuditRead {
-    fn new(tool_name: Option<&str>, limit: usize) -> AuditRead {
-        AuditRead {
-            tool_name: tool_name.map(str::to_owned),
-            limit: i64::try_from(limit).unwrap_or(i64::MAX),
-        }
-    }
-
-    async fn read<R: Reads + ?Sized>(&self, tx: &R) -> Result<Vec<AuditRow>, StoreError> {
-        let page = Query::new(
+fn audit_read(tool_name: Option<&str>, limit: usize) -> RowsRead<AuditRow> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    RowsRead {
+        query: Query::new(
             "SELECT id, call_id, phase, tool_name, agent_id, team_id, decision, reason,
                     observations, args_json, result_text, is_error, approval_id, created_at,
                     decided_by
              FROM tool_call_audit WHERE (CAST(?1 AS TEXT) IS NULL OR tool_name = ?1)
              ORDER BY created_at DESC, id DESC LIMIT ?2",
-            &[&self.tool_name, &self.limit],
-        );
-        tx.query_map(page, audit_from_row).await
-    }
-}
-
-impl StoreRead for AuditRead {
-    type Output = Vec<AuditRow>;
-
-    fn run(&self, tx: &dyn Tx) -> Result<Vec<AuditRow>, StoreError> {
-        ready_now(self.read(tx))
-    }
-
-    fn run_async<'a>(
-        &'a self,
-        tx: &'a AsyncTx,
-    ) -> BoxFuture<'a, Result<Vec<AuditRow>, StoreError>> {
-        Box::pin(self.read(tx))
+            &[&tool_name, &limit],
+        ),
+        decode: audit_from_row,
     }
 }
 
@@ -1126,7 +1099,7 @@ impl BrokerStore for Store {
         tool_name: Option<&str>,
         limit: usize,
     ) -> Result<Vec<AuditRow>, StoreError> {
-        let read = AuditRead::new(tool_name, limit);
+        let read = audit_read(tool_name, limit);
         self.read(|tx| read.run(tx))
     }
 
@@ -1135,7 +1108,7 @@ impl BrokerStore for Store {
         tool_name: Option<&str>,
         limit: usize,
     ) -> impl Future<Output = Result<Result<Vec<AuditRow>, StoreError>, RunError>> + Send {
-        self.run_read_committed(AuditRead::new(tool_name, limit))
+        self.run_read_committed(audit_read(tool_name, limit))
     }
 
     fn list_approvals_async(

@@ -337,17 +337,25 @@ impl MemoryServer {
         let limit = check_limit(a.limit, clawboo_memory::MAX_BROWSE_LIMIT)?;
         let scope = read_scope(ctx.binding, a.scope_team_id, a.scope_agent_id);
         let with_procedures = a.include_procedures.unwrap_or(false);
-        let answer = memory_work(&self.memory, move |m| {
-            let facts = m.browse(&scope, limit)?;
-            if with_procedures {
-                let procedures = m.latest_procedures(&scope, None, limit)?;
-                Ok::<_, StoreError>(json!({"facts": facts, "procedures": procedures}))
-            } else {
-                Ok(json!({ "facts": facts }))
-            }
-        })
-        .await?;
-        Ok(answer.map_or_else(store_error, |v| json_result(&v)))
+        // Browsing embeds nothing: awaited, as the board's reads are.
+        let memory = &self.memory;
+        let facts = match memory.browse_async(&scope, limit).await {
+            Ok(Ok(facts)) => facts,
+            Ok(Err(e)) => return Ok(store_error(e)),
+            Err(e) => return Err(internal_error(e)),
+        };
+        if !with_procedures {
+            return Ok(json_result(&json!({ "facts": facts })));
+        }
+        Ok(
+            match memory.latest_procedures_async(&scope, None, limit).await {
+                Ok(Ok(procedures)) => {
+                    json_result(&json!({"facts": facts, "procedures": procedures}))
+                }
+                Ok(Err(e)) => store_error(e),
+                Err(e) => return Err(internal_error(e)),
+            },
+        )
     }
 }
 

@@ -37,7 +37,7 @@ pub use search::{MAX_QUERY_CHARS, MatchedVia, SearchHit, SearchMode, SearchOutco
 
 use clawboo_store::db::{DbRow, Dialect, Findings, PerEngine, ToValue, Tx};
 use clawboo_store::extension::Extension;
-use clawboo_store::reads::{self, AsyncTx, Query, Reads, StoreRead, ready_now};
+use clawboo_store::reads::{self, AsyncTx, Query, Reads, RowsRead, StoreRead, ready_now};
 use clawboo_store::scrub::{is_only_redactions, scrub_text};
 use clawboo_store::{RunError, Store, StoreError, new_id};
 use engine::MemoryEngine;
@@ -605,15 +605,21 @@ impl Memory {
     /// The newest facts in `scope` not retired, newest first. `limit` must be
     /// 1..=[`MAX_BROWSE_LIMIT`].
     pub fn browse(&self, scope: &ScopeFilter, limit: u32) -> Result<Vec<Fact>> {
-        check_limit(limit, MAX_BROWSE_LIMIT)?;
-        let (cond, args) = scope.sql("f", 2);
-        let live = retire::live("f");
-        let sql = format!(
-            "SELECT {FACT_COLUMNS} FROM memory_facts f WHERE {cond} AND {live}
-             ORDER BY f.created_at DESC, f.seq DESC LIMIT ?1"
-        );
-        self.store
-            .read(|tx| tx.query_map(&sql, &params_with(&limit, &args), fact_from_row))
+        let read = browse_read(scope, limit)?;
+        self.store.read(|tx| read.run(tx))
+    }
+
+    /// [`Memory::browse`] for an async caller, run the way the engine runs reads best
+    /// (`Store::run_read_committed`): browsing embeds nothing.
+    pub async fn browse_async(
+        &self,
+        scope: &ScopeFilter,
+        limit: u32,
+    ) -> std::result::Result<Result<Vec<Fact>>, RunError> {
+        match browse_read(scope, limit) {
+            Ok(read) => self.store.run_read_committed(read).await,
+            Err(e) => Ok(Err(e)),
+        }
     }
 
     /// Give every fact in `scope` that lacks a vector from the current embedder one
@@ -715,6 +721,21 @@ impl Memory {
     pub fn reindex(&self) -> Result<ReindexReport> {
         self.reindex_scope(&ScopeFilter::default(), 64, None)
     }
+}
+
+/// The newest facts in `scope` not retired, newest first (`limit` checked).
+fn browse_read(scope: &ScopeFilter, limit: u32) -> Result<RowsRead<Fact>> {
+    check_limit(limit, MAX_BROWSE_LIMIT)?;
+    let (cond, args) = scope.sql("f", 2);
+    let live = retire::live("f");
+    let sql = format!(
+        "SELECT {FACT_COLUMNS} FROM memory_facts f WHERE {cond} AND {live}
+         ORDER BY f.created_at DESC, f.seq DESC LIMIT ?1"
+    );
+    Ok(RowsRead {
+        query: Query::new(sql, &params_with(&limit, &args)),
+        decode: fact_from_row,
+    })
 }
 
 /// [`Memory::facts_stored`]' read, on any transaction.

@@ -11,10 +11,11 @@ use super::{
     clean_tags, params_with,
 };
 use crate::Result;
-use clawboo_store::StoreError;
 use clawboo_store::db::{DbRow, Tx};
 use clawboo_store::new_id;
+use clawboo_store::reads::{Query, RowsRead, StoreRead};
 use clawboo_store::scrub::scrub_text;
+use clawboo_store::{RunError, StoreError};
 
 /// One version of a procedure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -126,40 +127,70 @@ impl Memory {
         query: Option<&str>,
         limit: u32,
     ) -> Result<Vec<Procedure>> {
-        check_limit(limit, super::MAX_BROWSE_LIMIT)?;
-        let (cond, mut args) = scope.sql("p", 2);
-        let mut word_cond = String::new();
-        if let Some(q) = query {
-            let words = super::search::fts_words(&super::search::query_words(q));
-            if words.is_empty() {
-                return Ok(Vec::new());
-            }
-            // The words are lowercase already; `lower` makes the match ignore case on
-            // PostgreSQL too (SQLite's LIKE does for ASCII by itself).
-            let mut likes = Vec::with_capacity(words.len());
-            for w in &words {
-                let n = 2 + args.len();
-                likes.push(format!(
-                    "(lower(p.name) LIKE ?{n} ESCAPE '\\' OR lower(p.content) LIKE ?{n} ESCAPE '\\')"
-                ));
-                args.push(format!("%{}%", escape_like(w)));
-            }
-            word_cond = format!(" AND ({})", likes.join(" OR "));
+        match latest_read(scope, query, limit)? {
+            Some(read) => self.store.read(|tx| read.run(tx)),
+            None => Ok(Vec::new()),
         }
-        // A version is the latest when no version above it exists in the same scope.
-        let sql = format!(
-            "SELECT {PROCEDURE_COLUMNS} FROM memory_procedures p
-             WHERE {cond}{word_cond} AND NOT EXISTS (
-                 SELECT 1 FROM memory_procedures n
-                 WHERE n.name = p.name AND n.version > p.version
-                   AND COALESCE(n.tenant_id, '') = COALESCE(p.tenant_id, '')
-                   AND COALESCE(n.team_id, '') = COALESCE(p.team_id, '')
-                   AND COALESCE(n.agent_id, '') = COALESCE(p.agent_id, ''))
-             ORDER BY p.created_at DESC, p.id DESC LIMIT ?1"
-        );
-        self.store
-            .read(|tx| tx.query_map(&sql, &params_with(&limit, &args), procedure_from_row))
     }
+
+    /// [`Memory::latest_procedures`] for an async caller, run the way the engine runs
+    /// reads best (`Store::run_read_committed`).
+    pub async fn latest_procedures_async(
+        &self,
+        scope: &ScopeFilter,
+        query: Option<&str>,
+        limit: u32,
+    ) -> std::result::Result<Result<Vec<Procedure>>, RunError> {
+        match latest_read(scope, query, limit) {
+            Ok(Some(read)) => self.store.run_read_committed(read).await,
+            Ok(None) => Ok(Ok(Vec::new())),
+            Err(e) => Ok(Err(e)),
+        }
+    }
+}
+
+/// The latest version of each procedure in `scope` (whose name or content holds a word of
+/// `query`, when given), newest first; `None` when `query` has no word to match.
+fn latest_read(
+    scope: &ScopeFilter,
+    query: Option<&str>,
+    limit: u32,
+) -> Result<Option<RowsRead<Procedure>>> {
+    check_limit(limit, super::MAX_BROWSE_LIMIT)?;
+    let (cond, mut args) = scope.sql("p", 2);
+    let mut word_cond = String::new();
+    if let Some(q) = query {
+        let words = super::search::fts_words(&super::search::query_words(q));
+        if words.is_empty() {
+            return Ok(None);
+        }
+        // The words are lowercase already; `lower` makes the match ignore case on
+        // PostgreSQL too (SQLite's LIKE does for ASCII by itself).
+        let mut likes = Vec::with_capacity(words.len());
+        for w in &words {
+            let n = 2 + args.len();
+            likes.push(format!(
+                "(lower(p.name) LIKE ?{n} ESCAPE '\\' OR lower(p.content) LIKE ?{n} ESCAPE '\\')"
+            ));
+            args.push(format!("%{}%", escape_like(w)));
+        }
+        word_cond = format!(" AND ({})", likes.join(" OR "));
+    }
+    // A version is the latest when no version above it exists in the same scope.
+    let sql = format!(
+        "SELECT {PROCEDURE_COLUMNS} FROM memory_procedures p
+         WHERE {cond}{word_cond} AND NOT EXISTS (
+             SELECT 1 FROM memory_procedures n
+             WHERE n.name = p.name AND n.version > p.version
+               AND COALESCE(n.tenant_id, '') = COALESCE(p.tenant_id, '')
+               AND COALESCE(n.team_id, '') = COALESCE(p.team_id, '')
+               AND COALESCE(n.agent_id, '') = COALESCE(p.agent_id, ''))
+         ORDER BY p.created_at DESC, p.id DESC LIMIT ?1"
+    );
+    Ok(Some(RowsRead {
+        query: Query::new(sql, &params_with(&limit, &args)),
+        decode: procedure_from_row,
+    }))
 }
 
 /// Insert `procedure` as the next version of its name in its scope, in the caller's write

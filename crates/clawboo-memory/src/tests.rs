@@ -134,6 +134,49 @@ fn browse_is_newest_first() {
     assert_eq!(names, ["f4", "f3", "f2"]);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_browsing_reads_what_browsing_reads() {
+    let (_d, m) = memory(None);
+    for (i, team) in [None, Some("A"), Some("B"), None].into_iter().enumerate() {
+        m.save_fact(fact(&format!("f{i}"), "body", team, None))
+            .unwrap();
+    }
+    let step = |content: &str| NewProcedure {
+        name: "release".into(),
+        content: content.into(),
+        ..NewProcedure::default()
+    };
+    m.save_procedure(step("v1 steps")).unwrap();
+    m.save_procedure(step("v2 steps")).unwrap();
+
+    let a = ScopeFilter {
+        team: TeamFilter::TeamOrGlobal("A".into()),
+        ..ScopeFilter::default()
+    };
+    let facts = m.browse_async(&a, 10).await.unwrap().unwrap();
+    assert_eq!(facts, m.browse(&a, 10).unwrap());
+    let titles: Vec<&str> = facts.iter().map(|f| f.title.as_str()).collect();
+    assert_eq!(
+        titles,
+        ["f3", "f1", "f0"],
+        "team B's fact is not in A's scope"
+    );
+    let refused = m.browse_async(&a, 0).await.unwrap();
+    assert!(refused.is_err(), "{refused:?}");
+
+    let latest = m
+        .latest_procedures_async(&a, None, 10)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(latest, m.latest_procedures(&a, None, 10).unwrap());
+    assert_eq!(latest[0].content, "v2 steps");
+    let matched = m.latest_procedures_async(&a, Some("release"), 10).await;
+    assert_eq!(matched.unwrap().unwrap().len(), 1);
+    let wordless = m.latest_procedures_async(&a, Some("is it"), 10).await;
+    assert!(wordless.unwrap().unwrap().is_empty());
+}
+
 #[test]
 fn scope_filters_team_agent_and_tenant_in_every_mode() {
     let (_d, m) = memory(hashed());

@@ -7,12 +7,11 @@
 
 use std::sync::Arc;
 
-use futures_util::future::BoxFuture;
 use serde::Serialize;
 
-use crate::db::{DbRow, Tx};
+use crate::db::DbRow;
 use crate::error::{Result, StoreError};
-use crate::reads::{AsyncTx, Query, Reads, StoreRead, ready_now};
+use crate::reads::{Query, RowsRead, StoreRead};
 use crate::run::RunError;
 use crate::task::Scope;
 use crate::writes::Writes;
@@ -112,7 +111,7 @@ impl Store {
         team_id: Option<&str>,
         limit: usize,
     ) -> Result<Vec<OperatorActivity>> {
-        let read = ActivityRead::new(team_id, limit)?;
+        let read = activity_read(team_id, limit)?;
         self.read(|tx| read.run(tx))
     }
 
@@ -123,53 +122,30 @@ impl Store {
         team_id: Option<&str>,
         limit: usize,
     ) -> std::result::Result<Result<Vec<OperatorActivity>>, RunError> {
-        match ActivityRead::new(team_id, limit) {
+        match activity_read(team_id, limit) {
             Ok(read) => self.run_read_committed(read).await,
             Err(e) => Ok(Err(e)),
         }
     }
 }
 
-/// A page of the operator's activity, for [`Store::run_read_committed`].
-struct ActivityRead {
-    team_id: Option<String>,
-    limit: i64,
-}
-
-impl ActivityRead {
-    fn new(team_id: Option<&str>, limit: usize) -> Result<ActivityRead> {
-        if !(1..=MAX_ACTIVITY_PAGE).contains(&limit) {
-            return Err(StoreError::Invalid(format!(
-                "limit {limit} is out of range; use 1..={MAX_ACTIVITY_PAGE}"
-            )));
-        }
-        Ok(ActivityRead {
-            team_id: team_id.map(str::to_owned),
-            limit: i64::try_from(limit).unwrap_or(i64::MAX),
-        })
+/// A page of the operator's activity (`limit` checked), for [`Store::run_read_committed`].
+fn activity_read(team_id: Option<&str>, limit: usize) -> Result<RowsRead<OperatorActivity>> {
+    if !(1..=MAX_ACTIVITY_PAGE).contains(&limit) {
+        return Err(StoreError::Invalid(format!(
+            "limit {limit} is out of range; use 1..={MAX_ACTIVITY_PAGE}"
+        )));
     }
-
-    async fn read<R: Reads + ?Sized>(&self, tx: &R) -> Result<Vec<OperatorActivity>> {
-        let page = Query::new(
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    Ok(RowsRead {
+        query: Query::new(
             "SELECT a.id, a.task_id, t.title, t.team_id, a.actor, a.action, a.detail,
                     a.created_at
              FROM operator_activity a JOIN tasks t ON t.id = a.task_id
              WHERE CAST(?1 AS TEXT) IS NULL OR t.team_id = ?1
              ORDER BY a.created_at DESC, a.id DESC LIMIT ?2",
-            &[&self.team_id, &self.limit],
-        );
-        tx.query_map(page, activity_from_row).await
-    }
-}
-
-impl StoreRead for ActivityRead {
-    type Output = Vec<OperatorActivity>;
-
-    fn run(&self, tx: &dyn Tx) -> Result<Vec<OperatorActivity>> {
-        ready_now(self.read(tx))
-    }
-
-    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<Vec<OperatorActivity>>> {
-        Box::pin(self.read(tx))
-    }
+            &[&team_id, &limit],
+        ),
+        decode: activity_from_row,
+    })
 }

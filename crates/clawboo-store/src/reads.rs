@@ -300,6 +300,25 @@ pub trait StoreRead: Send + 'static {
     fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<Self::Output>>;
 }
 
+/// The simplest [`StoreRead`]: one query's rows, each decoded by `decode`. A read that is
+/// one statement needs no type of its own.
+pub struct RowsRead<T> {
+    pub query: Query,
+    pub decode: fn(&dyn DbRow) -> Result<T>,
+}
+
+impl<T: Send + 'static> StoreRead for RowsRead<T> {
+    type Output = Vec<T>;
+
+    fn run(&self, tx: &dyn Tx) -> Result<Vec<T>> {
+        ready_now(Reads::query_map(tx, self.query.clone(), self.decode))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<Vec<T>>> {
+        Box::pin(tx.query_map(self.query.clone(), self.decode))
+    }
+}
+
 /// The value of a read over a synchronous [`Tx`], whose every statement has run by the
 /// time it returns, so its future is ready at once.
 pub fn ready_now<T>(read: impl Future<Output = Result<T>>) -> Result<T> {

@@ -10,8 +10,6 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
-use futures_util::future::BoxFuture;
-
 use globset::{Glob, GlobBuilder, GlobMatcher};
 use regex_automata::dfa::{Automaton, dense};
 use regex_automata::nfa::thompson;
@@ -22,7 +20,7 @@ use serde::Serialize;
 use crate::Store;
 use crate::db::Tx;
 use crate::error::{Result, StoreError};
-use crate::reads::{AsyncTx, Query, Reads, StoreRead, ready_now};
+use crate::reads::{Query, Reads, RowsRead, ready_now};
 use crate::run::RunError;
 use crate::writes::Writes;
 
@@ -221,24 +219,6 @@ fn live(tx: &dyn Tx, sql: &'static str, now: i64, team: Option<&str>) -> Result<
     ready_now(live_on(tx, sql, now, team))
 }
 
-/// Every team's live reservations (or `team`'s), for [`Store::run_read_committed`].
-struct LiveRead {
-    now: i64,
-    team: Option<String>,
-}
-
-impl StoreRead for LiveRead {
-    type Output = Vec<Reservation>;
-
-    fn run(&self, tx: &dyn Tx) -> Result<Vec<Reservation>> {
-        live(tx, LIVE_ANY_TEAM, self.now, self.team.as_deref())
-    }
-
-    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<Vec<Reservation>>> {
-        Box::pin(live_on(tx, LIVE_ANY_TEAM, self.now, self.team.as_deref()))
-    }
-}
-
 /// [`live`] on any transaction.
 async fn live_on<R: Reads + ?Sized>(
     tx: &R,
@@ -247,17 +227,19 @@ async fn live_on<R: Reads + ?Sized>(
     team: Option<&str>,
 ) -> Result<Vec<Reservation>> {
     let query = Query::new(sql, &[&now, &team]);
-    tx.query_map(query, |r| {
-        Ok(Reservation {
-            task_id: r.get(0)?,
-            title: r.get(1)?,
-            team_id: r.get(2)?,
-            holder: r.get(3)?,
-            paths: split(r.get::<Option<String>>(4)?.as_deref()),
-            lease_expires_at: r.get(5)?,
-        })
+    tx.query_map(query, reservation_from_row).await
+}
+
+/// One row of [`LIVE_ON_TEAM`] or [`LIVE_ANY_TEAM`].
+fn reservation_from_row(r: &dyn crate::db::DbRow) -> Result<Reservation> {
+    Ok(Reservation {
+        task_id: r.get(0)?,
+        title: r.get(1)?,
+        team_id: r.get(2)?,
+        holder: r.get(3)?,
+        paths: split(r.get::<Option<String>>(4)?.as_deref()),
+        lease_expires_at: r.get(5)?,
     })
-    .await
 }
 
 /// Make the rest of the caller's write the only one reserving paths on `team`, so the
@@ -342,7 +324,11 @@ impl Store {
         team: Option<String>,
     ) -> std::result::Result<Result<Vec<Reservation>>, RunError> {
         let now = self.now_ms();
-        self.run_read_committed(LiveRead { now, team }).await
+        let read = RowsRead {
+            query: Query::new(LIVE_ANY_TEAM, &[&now, &team]),
+            decode: reservation_from_row,
+        };
+        self.run_read_committed(read).await
     }
 
     /// Which of `files` (paths relative to the repository root) a live reservation on

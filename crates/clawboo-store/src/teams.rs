@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::db::{DbRow, Tx};
 use crate::error::{Result, StoreError};
-use crate::reads::{self, AsyncTx, Query, Reads, StoreRead, ready_now};
+use crate::reads::{self, Query, Reads, RowsRead, StoreRead, ready_now};
 use crate::run::RunError;
 use crate::writes::{AsyncWriteTx, StoreWrite, Writes};
 use crate::{Store, new_id, short_ids};
@@ -76,27 +76,14 @@ pub(crate) async fn agents_on<R: Reads + ?Sized>(
     tx.query_map(query, agent_from_row).await
 }
 
-/// Every team, oldest first, on any transaction.
-async fn read_teams<R: Reads + ?Sized>(tx: &R) -> Result<Vec<Team>> {
-    let query = Query::new(
-        format!("{SELECT_TEAMS} ORDER BY teams.created_at, teams.id"),
-        &[],
-    );
-    tx.query_map(query, team_from_row).await
-}
-
-/// [`read_teams`], for [`Store::run_read_committed`].
-struct TeamsRead;
-
-impl StoreRead for TeamsRead {
-    type Output = Vec<Team>;
-
-    fn run(&self, tx: &dyn Tx) -> Result<Vec<Team>> {
-        ready_now(read_teams(tx))
-    }
-
-    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<Vec<Team>>> {
-        Box::pin(read_teams(tx))
+/// Every team, oldest first.
+fn teams_read() -> RowsRead<Team> {
+    RowsRead {
+        query: Query::new(
+            format!("{SELECT_TEAMS} ORDER BY teams.created_at, teams.id"),
+            &[],
+        ),
+        decode: team_from_row,
     }
 }
 
@@ -239,7 +226,7 @@ impl Store {
 
     /// Every team, oldest first.
     pub fn list_teams(&self) -> Result<Vec<Team>> {
-        self.read(|tx| ready_now(read_teams(tx)))
+        self.read(|tx| teams_read().run(tx))
     }
 
     /// [`Store::list_teams`] for an async caller, run the way the engine runs reads best
@@ -247,7 +234,7 @@ impl Store {
     pub async fn list_teams_async(
         self: &Arc<Store>,
     ) -> std::result::Result<Result<Vec<Team>>, RunError> {
-        self.run_read_committed(TeamsRead).await
+        self.run_read_committed(teams_read()).await
     }
 
     /// Create an agent (an existing id is updated in place).

@@ -104,23 +104,22 @@ async fn search(
     let memory = state.memory();
     let scope = scope(q.team_id, q.agent_id);
     let query = q.query.filter(|text| !text.trim().is_empty());
-    store_call(state.store(), move |_| match query {
-        Some(text) => {
-            let outcome = memory.search(&text, mode, &scope, q.limit.unwrap_or(10))?;
-            clawboo_mcp::metrics::record_search(outcome.mode);
-            let results: Vec<Value> = outcome
-                .hits
-                .iter()
-                .map(|h| json!({"fact": h.fact, "score": h.score, "matchedVia": h.matched_via}))
-                .collect();
-            Ok(axum::Json(
-                json!({ "results": results, "mode": outcome.mode }),
-            ))
-        }
-        None => {
-            let facts = memory.browse(&scope, q.limit.unwrap_or(10))?;
-            Ok(axum::Json(json!({ "facts": facts })))
-        }
+    let Some(text) = query else {
+        // Browsing embeds nothing: awaited, as the board's reads are.
+        let facts = memory.browse_async(&scope, q.limit.unwrap_or(10)).await??;
+        return Ok(axum::Json(json!({ "facts": facts })));
+    };
+    store_call(state.store(), move |_| {
+        let outcome = memory.search(&text, mode, &scope, q.limit.unwrap_or(10))?;
+        clawboo_mcp::metrics::record_search(outcome.mode);
+        let results: Vec<Value> = outcome
+            .hits
+            .iter()
+            .map(|h| json!({"fact": h.fact, "score": h.score, "matchedVia": h.matched_via}))
+            .collect();
+        Ok(axum::Json(
+            json!({ "results": results, "mode": outcome.mode }),
+        ))
     })
     .await
 }
@@ -142,11 +141,15 @@ async fn procedures(
 ) -> Result<axum::Json<Value>, AppError> {
     let memory = state.memory();
     let scope = scope(q.team_id, q.agent_id);
+    let Some(name) = q.name else {
+        let (query, limit) = (q.query.as_deref(), q.limit.unwrap_or(50));
+        let procedures = memory
+            .latest_procedures_async(&scope, query, limit)
+            .await??;
+        return Ok(axum::Json(json!({ "procedures": procedures })));
+    };
     store_call(state.store(), move |_| {
-        let procedures = match q.name.as_deref() {
-            Some(name) => memory.procedure_versions(name, &scope)?,
-            None => memory.latest_procedures(&scope, q.query.as_deref(), q.limit.unwrap_or(50))?,
-        };
+        let procedures = memory.procedure_versions(&name, &scope)?;
         Ok(axum::Json(json!({ "procedures": procedures })))
     })
     .await
