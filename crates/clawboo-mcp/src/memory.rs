@@ -24,7 +24,7 @@ use crate::binding::Binding;
 use crate::handlers::{CallContext, Handlers, Outcome, ToolEntry, ToolTable};
 use crate::protocol::{
     Effect, check_link_task, internal_error, invalid_args, json_result, link_stored, store_failure,
-    store_write, tool_error,
+    tool_error,
 };
 
 /// Settings of a Memory server.
@@ -285,7 +285,10 @@ impl MemoryServer {
                     memory_work(&self.memory, move |m| m.prepare_fact(new)).await?
                 };
                 let saved = match prepared {
-                    Ok(fact) => store_write(self.memory.store(), move |s| fact.insert(s)).await?,
+                    Ok(fact) => fact
+                        .insert_async(self.memory.store())
+                        .await
+                        .map_err(internal_error)?,
                     Err(e) => Err(e),
                 };
                 if let Ok(fact) = &saved {

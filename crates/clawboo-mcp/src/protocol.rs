@@ -344,16 +344,6 @@ pub fn store_failure(e: StoreError) -> CallToolResult {
     internal_error(e)
 }
 
-/// Run a store write ([`Store::run_write`]: SQLite's group commit, or a transaction of its
-/// own on PostgreSQL), answered once it committed.
-pub async fn store_write<T, F>(store: &Arc<Store>, f: F) -> Result<T, CallToolResult>
-where
-    T: Send + 'static,
-    F: FnOnce(&Store) -> T + Send + 'static,
-{
-    store.run_write(f).await.map_err(internal_error)
-}
-
 /// The first text block of a result (tests and in-process callers).
 pub fn result_text(result: &CallToolResult) -> Option<&str> {
     result.content.iter().find_map(|c| match c {

@@ -10,6 +10,7 @@ use crate::vectors::Vectors;
 use crate::{Fact, Memory, Result, ScopeFilter};
 use clawboo_store::Store;
 use clawboo_store::db::{Findings, Tx};
+use clawboo_store::reads::Query;
 
 /// What memory does differently on each engine. Stateless: the per-process state an
 /// engine keeps (SQLite's caches, PostgreSQL's index check) lives in [`Memory`], which
@@ -26,16 +27,21 @@ pub(crate) trait MemoryEngine: Sync {
     /// keeps them with the fact; `None` when it indexes the text itself.
     fn terms_before_write(&self, title: &str, content: &str, tags_json: &str) -> Option<DocTerms>;
 
-    /// Index the text of the fact just inserted as `seq`, in the save's own transaction;
+    /// The statement that indexes the text of the fact just inserted as `seq`, to run in
+    /// the save's own transaction, whose one row says (first column) whether the index
+    /// wants [`MemoryEngine::pack`]ing now; `None` when the engine indexes the text itself.
     /// `terms` are [`MemoryEngine::terms_before_write`]'s, when made.
-    fn index_fact_text(
+    fn text_index(
         &self,
-        tx: &dyn Tx,
         seq: i64,
         fact: &Fact,
         tags_json: &str,
         terms: Option<&DocTerms>,
-    ) -> Result<()>;
+    ) -> Result<Option<Query>>;
+
+    /// Pack what saves added to the full-text index, in `tx`, when
+    /// [`MemoryEngine::text_index`] said it is due.
+    fn pack(&self, tx: &dyn Tx) -> Result<()>;
 
     /// Recompute the full-text index from every fact in `tx`'s database; the facts
     /// indexed by this step ([`crate::rebuild_text_index`]).

@@ -39,6 +39,7 @@ use clawboo_store::db::{DbRow, Dialect, Findings, PerEngine, ToValue, Tx};
 use clawboo_store::extension::Extension;
 use clawboo_store::reads::{self, AsyncTx, Query, Reads, RowsRead, StoreRead, ready_now};
 use clawboo_store::scrub::{is_only_redactions, scrub_text};
+use clawboo_store::writes::{AsyncWriteTx, StoreWrite, Writes};
 use clawboo_store::{RunError, Store, StoreError, new_id};
 use engine::MemoryEngine;
 use terms::DocTerms;
@@ -277,75 +278,133 @@ impl PreparedFact {
     /// the same transaction, so full-text search never lags the committed facts (SQLite
     /// indexes it before the commit, through the hooks of [`EXTENSION`]).
     pub fn insert(self, store: &Store) -> Result<Fact> {
+        let write = FactWrite::new(self, store);
+        store.write(|tx| write.run(tx))?;
+        Ok(write.fact)
+    }
+
+    /// [`PreparedFact::insert`] for an async caller, run the way the engine runs writes
+    /// best (`Store::run_transaction`). On PostgreSQL a save that finds the tail of
+    /// postings long packs it right after its commit, in a write of its own.
+    pub async fn insert_async(
+        self,
+        store: &Arc<Store>,
+    ) -> std::result::Result<Result<Fact>, RunError> {
+        let write = FactWrite::new(self, store);
+        let fact = write.fact.clone();
+        let engine = write.engine;
+        match store.run_transaction(write).await? {
+            Ok(false) => {}
+            Ok(true) => {
+                // The fact is saved whatever the packing does: a later save packs again.
+                let packed = store
+                    .run_write(move |s| s.write(|tx| engine.pack(tx)))
+                    .await?;
+                if let Err(error) = packed {
+                    tracing::warn!(%error, "packing the full-text tail failed; a later save retries");
+                }
+            }
+            Err(e) => return Ok(Err(e)),
+        }
+        Ok(Ok(fact))
+    }
+}
+
+/// A prepared fact with its vector as written (its portable bytes and dimension, and on
+/// PostgreSQL with pgvector the same vector as pgvector's text for `embedding_vec`), for
+/// `Store::run_transaction`. Its answer: whether the full-text index wants packing.
+struct FactWrite {
+    fact: Fact,
+    tags_json: String,
+    blob: Option<Vec<u8>>,
+    dim: Option<i64>,
+    pgvector: Option<Option<String>>,
+    terms: Option<DocTerms>,
+    engine: &'static dyn MemoryEngine,
+}
+
+impl FactWrite {
+    fn new(prepared: PreparedFact, store: &Store) -> FactWrite {
         let PreparedFact {
             mut fact,
             tags_json,
             vector,
             terms,
-        } = self;
+        } = prepared;
         fact.created_at = store.now_ms();
-        let blob = vector.as_deref().map(vector_to_blob);
-        let dim = vector.as_ref().map(|v| v.len() as i64);
-        let stored = StoredVector {
-            blob: blob.as_deref(),
-            dim,
+        FactWrite {
+            blob: vector.as_deref().map(vector_to_blob),
+            dim: vector.as_ref().map(|v| v.len() as i64),
             pgvector: uses_pgvector(store)
                 .then(|| vector.as_deref().map(postgres::pgvector::vector_literal)),
+            fact,
+            tags_json,
+            terms,
+            engine: engine_for(store.dialect()),
+        }
+    }
+
+    /// The fact's row (and, on PostgreSQL, its term statistics) in the caller's
+    /// transaction: whether the full-text index wants packing now.
+    async fn insert<W: Writes + ?Sized>(&self, tx: &W) -> Result<bool> {
+        let (fact, tags_json) = (&self.fact, &self.tags_json);
+        // A fact has a vector exactly when it has a dimension; `embed_seq` moves only then.
+        let (vector_column, vector_value) = match self.pgvector {
+            Some(_) => (", embedding_vec", ", CAST(CAST(?12 AS TEXT) AS vector)"),
+            None => ("", ""),
         };
-        store.write(|tx| insert_fact(tx, &fact, &tags_json, &stored, terms.as_ref()))?;
-        Ok(fact)
+        let sql = format!(
+            "INSERT INTO memory_facts (id, title, content, tags, team_id, agent_id, tenant_id,
+                 created_at, embedding, embedding_model, embedding_dim, embed_seq{vector_column})
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
+                 CASE WHEN CAST(?11 AS BIGINT) IS NULL THEN 0
+                      ELSE (SELECT COALESCE(MAX(embed_seq), 0) + 1 FROM memory_facts) END
+                 {vector_value})
+             RETURNING seq"
+        );
+        let insert = {
+            let literal = self.pgvector.as_ref().and_then(Option::as_deref);
+            let mut params: Vec<&dyn ToValue> = vec![
+                &fact.id,
+                &fact.title,
+                &fact.content,
+                tags_json,
+                &fact.team_id,
+                &fact.agent_id,
+                &fact.tenant_id,
+                &fact.created_at,
+                &self.blob,
+                &fact.embedding_model,
+                &self.dim,
+            ];
+            if self.pgvector.is_some() {
+                params.push(&literal);
+            }
+            Query::new(sql, &params)
+        };
+        let seq = reads::query_one(tx, insert, |r| r.get::<i64>(0)).await?;
+        let terms = self.terms.as_ref();
+        match self.engine.text_index(seq, fact, tags_json, terms)? {
+            Some(index) => reads::query_one(tx, index, |r| r.get::<bool>(0)).await,
+            None => Ok(false),
+        }
     }
 }
 
-/// A fact's vector as written: its portable bytes and dimension, and, on PostgreSQL with
-/// pgvector, `Some` with the same vector as pgvector's text for `embedding_vec`.
-struct StoredVector<'a> {
-    blob: Option<&'a [u8]>,
-    dim: Option<i64>,
-    pgvector: Option<Option<String>>,
-}
+impl StoreWrite for FactWrite {
+    type Output = bool;
 
-/// Insert `fact` (and, on PostgreSQL, its term statistics) in the caller's transaction.
-fn insert_fact(
-    tx: &dyn Tx,
-    fact: &Fact,
-    tags_json: &str,
-    vector: &StoredVector<'_>,
-    terms: Option<&DocTerms>,
-) -> Result<()> {
-    // A fact has a vector exactly when it has a dimension; `embed_seq` moves only then.
-    let (vector_column, vector_value) = match vector.pgvector {
-        Some(_) => (", embedding_vec", ", CAST(CAST(?12 AS TEXT) AS vector)"),
-        None => ("", ""),
-    };
-    let sql = format!(
-        "INSERT INTO memory_facts (id, title, content, tags, team_id, agent_id, tenant_id,
-             created_at, embedding, embedding_model, embedding_dim, embed_seq{vector_column})
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
-             CASE WHEN CAST(?11 AS BIGINT) IS NULL THEN 0
-                  ELSE (SELECT COALESCE(MAX(embed_seq), 0) + 1 FROM memory_facts) END
-             {vector_value})
-         RETURNING seq"
-    );
-    let literal = vector.pgvector.as_ref().and_then(Option::as_deref);
-    let mut params: Vec<&dyn ToValue> = vec![
-        &fact.id,
-        &fact.title,
-        &fact.content,
-        &tags_json,
-        &fact.team_id,
-        &fact.agent_id,
-        &fact.tenant_id,
-        &fact.created_at,
-        &vector.blob,
-        &fact.embedding_model,
-        &vector.dim,
-    ];
-    if vector.pgvector.is_some() {
-        params.push(&literal);
+    /// In a synchronous transaction the packing, when due, runs inside it.
+    fn run(&self, tx: &dyn Tx) -> Result<bool> {
+        if ready_now(self.insert(tx))? {
+            self.engine.pack(tx)?;
+        }
+        Ok(false)
     }
-    let seq: i64 = tx.query_one(&sql, &params, |r| r.get(0))?;
-    engine_for(tx.dialect()).index_fact_text(tx, seq, fact, tags_json, terms)
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncWriteTx) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.insert(tx))
+    }
 }
 
 impl std::fmt::Debug for Memory {

@@ -177,6 +177,57 @@ async fn async_browsing_reads_what_browsing_reads() {
     assert!(wordless.unwrap().unwrap().is_empty());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_async_saves_are_all_found_and_leave_a_sound_packed_index() {
+    let (_d, m) = memory(hashed());
+    let m = Arc::new(m);
+    // More than the tests' packing threshold, so saves find the tail long and pack it
+    // (on PostgreSQL right after their commit).
+    let saves = (0..150).map(|i| {
+        let m = Arc::clone(&m);
+        tokio::spawn(async move {
+            let new = fact(
+                &format!("note {i}"),
+                &format!("word{i} nightly"),
+                Some("A"),
+                None,
+            );
+            let prepared = m.prepare_fact(new).unwrap();
+            prepared.insert_async(m.store()).await.unwrap().unwrap()
+        })
+    });
+    let saved = futures_util::future::join_all(saves).await;
+    assert!(saved.iter().all(|joined| joined.is_ok()));
+    let a = ScopeFilter {
+        team: TeamFilter::TeamOrGlobal("A".into()),
+        ..ScopeFilter::default()
+    };
+    for i in [0, 77, 149] {
+        let hits = m
+            .search(&format!("word{i}"), Some(SearchMode::Fts), &a, 5)
+            .unwrap()
+            .hits;
+        let titles: Vec<&str> = hits.iter().map(|h| h.fact.title.as_str()).collect();
+        assert_eq!(titles, [format!("note {i}")], "word{i}");
+    }
+    assert_eq!(m.facts_stored().unwrap(), 150);
+    let found = check_text_index(m.store()).unwrap();
+    assert!(found.problems.is_empty(), "{:?}", found.problems);
+    if m.store().dialect() == Dialect::Postgres {
+        let waiting: i64 = m
+            .store()
+            .read(|tx| {
+                tx.query_one(
+                    "SELECT count(DISTINCT seq) FROM memory_fts_postings",
+                    &[],
+                    |r| r.get(0),
+                )
+            })
+            .unwrap();
+        assert!(waiting < 150, "the tail was packed ({waiting} facts wait)");
+    }
+}
+
 #[test]
 fn scope_filters_team_agent_and_tenant_in_every_mode() {
     let (_d, m) = memory(hashed());

@@ -32,6 +32,7 @@ use crate::retire;
 use crate::terms::DocTerms;
 use crate::{FACT_COLUMNS, Fact, SEQ_IN_LIST, ScopeFilter, ScopeKey, fact_from_row};
 use clawboo_store::db::{DbRow, Findings, ToValue, Tx, Value};
+use clawboo_store::reads::Query;
 use clawboo_store::{Store, StoreError};
 
 /// Rows of `memory_fts_totals` writers spread over.
@@ -93,19 +94,17 @@ fn json<T: Serialize + ?Sized>(value: &T) -> Result<String> {
         .map_err(|e| StoreError::Invalid(format!("full-text statistics: {e}")))
 }
 
-/// Write fact `seq`'s postings and totals inside the transaction that inserted it, and
-/// pack the tail when it has grown to [`PACK_AT`] facts.
-pub(super) fn record_terms(tx: &dyn Tx, seq: i64, fact: &Fact, terms: &DocTerms) -> Result<()> {
-    let tail = record_terms_of(tx, &[(seq, fact, terms)])?;
-    if tail >= PACK_AT {
-        pack(tx)?;
-    }
-    Ok(())
+/// Fact `seq`'s postings and totals, to write inside the transaction that inserted it:
+/// the statement's one row says whether the tail has grown to [`PACK_AT`] facts, so the
+/// save (or right after it) [`pack`]s it.
+pub(super) fn record_terms(seq: i64, fact: &Fact, terms: &DocTerms) -> Result<Query> {
+    record_terms_of(&[(seq, fact, terms)])
 }
 
-/// Write several facts' postings to the tail and add them to the totals, in one
-/// statement; the facts in the tail, about (not counting other writers' uncommitted ones).
-fn record_terms_of(tx: &dyn Tx, facts: &[(i64, &Fact, &DocTerms)]) -> Result<i64> {
+/// Several facts' postings written to the tail and added to the totals, in one
+/// statement, answering whether the facts in the tail (about: other writers' uncommitted
+/// ones not counted) reach [`PACK_AT`].
+fn record_terms_of(facts: &[(i64, &Fact, &DocTerms)]) -> Result<Query> {
     let rows: Vec<TermRow<'_>> = facts
         .iter()
         .flat_map(|(seq, fact, terms)| {
@@ -127,7 +126,7 @@ fn record_terms_of(tx: &dyn Tx, facts: &[(i64, &Fact, &DocTerms)]) -> Result<i64
     let tokens: i64 = facts.iter().map(|(_, _, t)| i64::from(t.length)).sum();
     // Each writer adds to the totals row of its connection's shard, so concurrent saves
     // do not queue on one row lock.
-    tx.query_one(
+    Ok(Query::new(
         "WITH t AS (
              SELECT t.seq, t.term, t.freq, t.positions, t.length, t.team_id, t.agent_id,
                  t.tenant_id
@@ -150,10 +149,9 @@ fn record_terms_of(tx: &dyn Tx, facts: &[(i64, &Fact, &DocTerms)]) -> Result<i64
          )
          SELECT CAST(?2 AS BIGINT)
              + CAST(COALESCE((SELECT SUM(docs) FROM memory_fts_totals), 0) AS BIGINT)
-             - (SELECT docs FROM memory_fts_packed)",
-        &[&json(&rows)?, &facts.len(), &tokens, &SHARDS],
-        |r| r.get(0),
-    )
+             - (SELECT docs FROM memory_fts_packed) >= CAST(?5 AS BIGINT)",
+        &[&json(&rows)?, &facts.len(), &tokens, &SHARDS, &PACK_AT],
+    ))
 }
 
 /// Blocks on their way to `memory_fts_blocks`.

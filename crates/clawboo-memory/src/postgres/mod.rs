@@ -17,6 +17,7 @@ use crate::terms::{self, DocTerms};
 use crate::vectors::{Vectors, scan_vectors};
 use crate::{Fact, Memory, Result, ScopeFilter};
 use clawboo_store::db::{Findings, ToValue, Tx};
+use clawboo_store::reads::Query;
 use clawboo_store::{Store, StoreError};
 
 /// Full-text matches added to the HNSW walk's candidates for a vector search with an
@@ -52,14 +53,13 @@ impl MemoryEngine for Postgres {
         Some(DocTerms::of([title, content, tags_json]))
     }
 
-    fn index_fact_text(
+    fn text_index(
         &self,
-        tx: &dyn Tx,
         seq: i64,
         fact: &Fact,
         tags_json: &str,
         terms: Option<&DocTerms>,
-    ) -> Result<()> {
+    ) -> Result<Option<Query>> {
         let made;
         let terms = match terms {
             Some(terms) => terms,
@@ -68,7 +68,11 @@ impl MemoryEngine for Postgres {
                 &made
             }
         };
-        fts::record_terms(tx, seq, fact, terms)
+        fts::record_terms(seq, fact, terms).map(Some)
+    }
+
+    fn pack(&self, tx: &dyn Tx) -> Result<()> {
+        fts::pack(tx)
     }
 
     /// The postings emptied and written again, packed, from each fact, in `tx`.

@@ -21,6 +21,7 @@ use crate::vectors::{VectorCache, Vectors, scan_vectors};
 use crate::{Fact, Memory, Result, ScopeFilter, ScopeKey, blob_to_vector};
 use clawboo_store::Store;
 use clawboo_store::db::{Findings, Tx};
+use clawboo_store::reads::Query;
 
 /// What a [`Memory`] on SQLite keeps in its process.
 #[derive(Default)]
@@ -50,16 +51,14 @@ impl MemoryEngine for Sqlite {
         None
     }
 
-    /// Nothing: the store's pre-commit hook ([`register_sqlite_hooks`]) indexes every fact
+    /// None: the store's pre-commit hook ([`register_sqlite_hooks`]) indexes every fact
     /// a transaction inserted, just before it commits.
-    fn index_fact_text(
-        &self,
-        _: &dyn Tx,
-        _: i64,
-        _: &Fact,
-        _: &str,
-        _: Option<&DocTerms>,
-    ) -> Result<()> {
+    fn text_index(&self, _: i64, _: &Fact, _: &str, _: Option<&DocTerms>) -> Result<Option<Query>> {
+        Ok(None)
+    }
+
+    /// Nothing: [`MemoryEngine::text_index`] never asks (FTS5 merges its segments itself).
+    fn pack(&self, _: &dyn Tx) -> Result<()> {
         Ok(())
     }
 
