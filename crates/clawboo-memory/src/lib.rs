@@ -655,10 +655,19 @@ impl Memory {
     /// A fact by id (`None` when absent or outside `scope`), retired or not
     /// ([`Memory::fact_retirement`] says which).
     pub fn get_fact(&self, id: &str, scope: &ScopeFilter) -> Result<Option<Fact>> {
-        let (cond, args) = scope.sql("f", 2);
-        let sql = format!("SELECT {FACT_COLUMNS} FROM memory_facts f WHERE f.id = ?1 AND {cond}");
-        self.store
-            .read(|tx| tx.query_opt(&sql, &params_with(&id, &args), fact_from_row))
+        let read = fact_read(id, scope);
+        Ok(self.store.read(|tx| read.run(tx))?.pop())
+    }
+
+    /// [`Memory::get_fact`] for an async caller, run the way the engine runs reads best
+    /// (`Store::run_read_committed`).
+    pub async fn get_fact_async(
+        &self,
+        id: &str,
+        scope: &ScopeFilter,
+    ) -> std::result::Result<Result<Option<Fact>>, RunError> {
+        let read = self.store.run_read_committed(fact_read(id, scope)).await?;
+        Ok(read.map(|mut rows| rows.pop()))
     }
 
     /// The newest facts in `scope` not retired, newest first. `limit` must be
@@ -779,6 +788,16 @@ impl Memory {
     /// Give every fact a vector from the current embedder (`clawboo memory reindex`).
     pub fn reindex(&self) -> Result<ReindexReport> {
         self.reindex_scope(&ScopeFilter::default(), 64, None)
+    }
+}
+
+/// Fact `id` in `scope` (none, or one row).
+fn fact_read(id: &str, scope: &ScopeFilter) -> RowsRead<Fact> {
+    let (cond, args) = scope.sql("f", 2);
+    let sql = format!("SELECT {FACT_COLUMNS} FROM memory_facts f WHERE f.id = ?1 AND {cond}");
+    RowsRead {
+        query: Query::new(sql, &params_with(&id, &args)),
+        decode: fact_from_row,
     }
 }
 

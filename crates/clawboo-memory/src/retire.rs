@@ -14,9 +14,12 @@ use serde::Serialize;
 
 use super::{Fact, Memory, ScopeFilter, check_len};
 use crate::Result;
-use clawboo_store::StoreError;
-use clawboo_store::db::{DbRow, ToValue};
+use clawboo_store::db::{DbRow, ToValue, Tx};
+use clawboo_store::reads::{Query, RowsRead, StoreRead, ready_now};
 use clawboo_store::scrub::{is_only_redactions, scrub_text};
+use clawboo_store::writes::{AsyncWriteTx, StoreWrite, Writes};
+use clawboo_store::{RunError, StoreError};
+use futures_util::future::BoxFuture;
 
 /// Longest accepted reason for a retirement, in characters.
 pub const MAX_REASON_CHARS: usize = 1_000;
@@ -59,6 +62,95 @@ fn retirement_from_row(r: &dyn DbRow) -> Result<Retirement> {
 const RETIREMENT_BY_FACT: &str = "SELECT fact_id, retired_by, reason, retired_at
      FROM memory_fact_retirements WHERE fact_id = ?1";
 
+/// The retirement of fact `id` (none, or one row).
+fn retirement_read(id: &str) -> RowsRead<Retirement> {
+    RowsRead {
+        query: Query::new(RETIREMENT_BY_FACT, &[&id]),
+        decode: retirement_from_row,
+    }
+}
+
+/// A fact's retirement with its reason checked and scrubbed, for `Store::run_transaction`.
+struct RetireWrite {
+    id: String,
+    by: String,
+    reason: String,
+    now: i64,
+}
+
+impl RetireWrite {
+    fn new(memory: &Memory, id: &str, by: &str, reason: &str) -> Result<RetireWrite> {
+        let reason = reason.trim();
+        if reason.is_empty() {
+            return Err(StoreError::Invalid(
+                "a retirement needs a reason: say why the fact is wrong or stale".into(),
+            ));
+        }
+        check_len("reason", reason, MAX_REASON_CHARS)?;
+        let reason = scrub_text(reason);
+        if is_only_redactions(&reason) {
+            return Err(StoreError::Invalid(
+                "the reason was entirely redacted secrets; say why without the credential".into(),
+            ));
+        }
+        Ok(RetireWrite {
+            id: id.to_owned(),
+            by: by.to_owned(),
+            reason,
+            now: memory.store().now_ms(),
+        })
+    }
+
+    /// Whether the fact exists, its retirement (a first one only: a retirement is
+    /// final) and the retirement as it stands, in one round trip on PostgreSQL.
+    async fn retire<W: Writes + ?Sized>(&self, tx: &W) -> Result<RetireOutcome> {
+        let id = &self.id;
+        let batch = vec![
+            Query::new(
+                "SELECT EXISTS(SELECT 1 FROM memory_facts WHERE id = ?1)",
+                &[id],
+            ),
+            Query::new(
+                "INSERT INTO memory_fact_retirements(fact_id, retired_by, reason, retired_at)
+                 SELECT ?1, ?2, ?3, ?4 WHERE EXISTS(SELECT 1 FROM memory_facts WHERE id = ?1)
+                 ON CONFLICT (fact_id) DO NOTHING RETURNING fact_id",
+                &[id, &self.by, &self.reason, &self.now],
+            ),
+            Query::new(RETIREMENT_BY_FACT, &[id]),
+        ];
+        let mut answers = tx.query_batch(batch).await?.into_iter();
+        let exists = match answers.next().unwrap_or_default().first() {
+            Some(row) => row.get::<bool>(0)?,
+            None => false,
+        };
+        if !exists {
+            return Err(StoreError::NotFound(format!("fact {id}")));
+        }
+        let inserted = !answers.next().unwrap_or_default().is_empty();
+        let retirement = match answers.next().unwrap_or_default().first() {
+            Some(row) => retirement_from_row(&**row)?,
+            None => return Err(StoreError::NotFound(format!("retirement of fact {id}"))),
+        };
+        Ok(if inserted {
+            RetireOutcome::Retired(retirement)
+        } else {
+            RetireOutcome::AlreadyRetired(retirement)
+        })
+    }
+}
+
+impl StoreWrite for RetireWrite {
+    type Output = RetireOutcome;
+
+    fn run(&self, tx: &dyn Tx) -> Result<RetireOutcome> {
+        ready_now(self.retire(tx))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncWriteTx) -> BoxFuture<'a, Result<RetireOutcome>> {
+        Box::pin(self.retire(tx))
+    }
+}
+
 /// The retired facts a search in one scope must pass over, by row number and by id.
 #[derive(Debug, Default)]
 pub(crate) struct Retired {
@@ -98,47 +190,38 @@ impl Memory {
     /// exist is [`StoreError::NotFound`]; an empty reason, or one that was nothing but
     /// secrets, [`StoreError::Invalid`].
     pub fn retire_fact(&self, id: &str, by: &str, reason: &str) -> Result<RetireOutcome> {
-        let reason = reason.trim();
-        if reason.is_empty() {
-            return Err(StoreError::Invalid(
-                "a retirement needs a reason: say why the fact is wrong or stale".into(),
-            ));
+        let write = RetireWrite::new(self, id, by, reason)?;
+        self.store().write(|tx| write.run(tx))
+    }
+
+    /// [`Memory::retire_fact`] for an async caller, run the way the engine runs writes
+    /// best (`Store::run_transaction`).
+    pub async fn retire_fact_async(
+        &self,
+        id: &str,
+        by: &str,
+        reason: &str,
+    ) -> std::result::Result<Result<RetireOutcome>, RunError> {
+        match RetireWrite::new(self, id, by, reason) {
+            Ok(write) => self.store().run_transaction(write).await,
+            Err(e) => Ok(Err(e)),
         }
-        check_len("reason", reason, MAX_REASON_CHARS)?;
-        let reason = scrub_text(reason);
-        if is_only_redactions(&reason) {
-            return Err(StoreError::Invalid(
-                "the reason was entirely redacted secrets; say why without the credential".into(),
-            ));
-        }
-        let now = self.store().now_ms();
-        self.store().write(|tx| {
-            let exists: bool = tx.query_one(
-                "SELECT EXISTS(SELECT 1 FROM memory_facts WHERE id = ?1)",
-                &[&id],
-                |r| r.get(0),
-            )?;
-            if !exists {
-                return Err(StoreError::NotFound(format!("fact {id}")));
-            }
-            let inserted = tx.execute(
-                "INSERT INTO memory_fact_retirements(fact_id, retired_by, reason, retired_at)
-                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (fact_id) DO NOTHING",
-                &[&id, &by, &reason, &now],
-            )?;
-            let retirement = tx.query_one(RETIREMENT_BY_FACT, &[&id], retirement_from_row)?;
-            Ok(if inserted == 1 {
-                RetireOutcome::Retired(retirement)
-            } else {
-                RetireOutcome::AlreadyRetired(retirement)
-            })
-        })
     }
 
     /// The retirement of fact `id`, if it was retired.
     pub fn fact_retirement(&self, id: &str) -> Result<Option<Retirement>> {
-        self.store()
-            .read(|tx| tx.query_opt(RETIREMENT_BY_FACT, &[&id], retirement_from_row))
+        let read = retirement_read(id);
+        Ok(self.store().read(|tx| read.run(tx))?.pop())
+    }
+
+    /// [`Memory::fact_retirement`] for an async caller, run the way the engine runs reads
+    /// best (`Store::run_read_committed`).
+    pub async fn fact_retirement_async(
+        &self,
+        id: &str,
+    ) -> std::result::Result<Result<Option<Retirement>>, RunError> {
+        let read = self.store().run_read_committed(retirement_read(id)).await?;
+        Ok(read.map(|mut rows| rows.pop()))
     }
 
     /// The retired facts in `scope`: what a search there passes over.

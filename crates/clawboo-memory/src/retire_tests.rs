@@ -149,3 +149,56 @@ fn reading_the_retired_facts_does_not_scan_the_facts() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_async_retirements_keep_the_first_and_refuse_the_unknown() {
+    let at = location();
+    let m = std::sync::Arc::new(Memory::new(open(&at), hashed()));
+    let saved = m.save_fact(deploy_fact(0, 1)).unwrap();
+    let retirements = (0..6).map(|i| {
+        let (m, id) = (std::sync::Arc::clone(&m), saved.id.clone());
+        tokio::spawn(async move {
+            let reason = format!("stale, says reviewer {i}");
+            m.retire_fact_async(&id, "api", &reason)
+                .await
+                .unwrap()
+                .unwrap()
+        })
+    });
+    let mut first = Vec::new();
+    for outcome in futures_util::future::join_all(retirements).await {
+        if let RetireOutcome::Retired(retirement) = outcome.unwrap() {
+            first.push(retirement);
+        }
+    }
+    assert_eq!(first.len(), 1, "{first:?}");
+    let kept = m.fact_retirement_async(&saved.id).await.unwrap().unwrap();
+    assert_eq!(kept.as_ref(), first.first());
+    assert_eq!(kept, m.fact_retirement(&saved.id).unwrap());
+    let by_id = m.get_fact_async(&saved.id, &team("red")).await.unwrap();
+    assert_eq!(by_id.unwrap().map(|f| f.id), Some(saved.id.clone()));
+    let elsewhere = m.get_fact_async(&saved.id, &team("blue")).await.unwrap();
+    assert_eq!(
+        elsewhere.unwrap(),
+        None,
+        "another team's caller does not see it"
+    );
+
+    let unknown = m
+        .retire_fact_async("no-such-fact", "api", "gone")
+        .await
+        .unwrap();
+    assert!(
+        matches!(unknown, Err(StoreError::NotFound(_))),
+        "{unknown:?}"
+    );
+    let blank = m.retire_fact_async(&saved.id, "api", "  ").await.unwrap();
+    assert!(matches!(blank, Err(StoreError::Invalid(_))), "{blank:?}");
+    assert_eq!(
+        m.fact_retirement_async("no-such-fact")
+            .await
+            .unwrap()
+            .unwrap(),
+        None
+    );
+}

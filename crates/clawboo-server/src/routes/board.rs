@@ -252,45 +252,74 @@ async fn patch(
             "nothing to change: pass status, title, description, priority or dropped",
         ));
     }
+    let changes = Changes {
+        fields: has_fields.then_some(fields),
+        status,
+        actor: body.actor_agent_id,
+        assignee: body.assignee_agent_id,
+        dropped: body.dropped,
+    };
+    // The edit, the move and the drop are writes of their own: spawned, so a client
+    // that goes away between two of them leaves none half-done.
     let store = state.store();
-    let id = store.resolve_task_id_async(id, None).await??;
-    let mut task = None;
-    if has_fields {
-        task = Some(
-            store
-                .patch_task_async(&id, &fields, OPERATOR.into())
-                .await??,
-        );
-    }
-    if let Some(status) = status {
-        // A move into in_progress of a task nobody holds claims it for the assignee the
-        // operator names.
-        let before = store.get_task_async(id.clone(), None).await??;
-        let moved = store
-            .set_status_async(
-                id.clone(),
-                status,
-                body.actor_agent_id.clone(),
-                body.assignee_agent_id,
-                OPERATOR.into(),
-            )
-            .await??;
-        let actor = body.actor_agent_id.as_deref();
-        if let Some(note) = before.and_then(|b| taken_back_note(&b, &moved, actor)) {
-            store
-                .add_comment_async(id.clone(), note, Scope::ALL.into())
-                .await??;
+    tokio::spawn(async move { changes.apply(&store, id).await })
+        .await
+        .map_err(|_| AppError::from(clawboo_store::RunError::Panicked))?
+}
+
+/// What one `PATCH` asks, checked.
+struct Changes {
+    fields: Option<TaskPatch>,
+    status: Option<Status>,
+    /// Who made the change.
+    actor: Option<String>,
+    /// Who takes the task when the move to `in_progress` claims it.
+    assignee: Option<String>,
+    dropped: Option<bool>,
+}
+
+impl Changes {
+    /// The writes, in order: the fields, the status (noting a task the operator took back
+    /// from its holder), the drop; the task as the last one left it.
+    async fn apply(
+        self,
+        store: &std::sync::Arc<clawboo_store::Store>,
+        id: String,
+    ) -> Result<axum::Json<Value>, AppError> {
+        let id = store.resolve_task_id_async(id, None).await??;
+        let mut task = None;
+        if let Some(fields) = &self.fields {
+            task = Some(
+                store
+                    .patch_task_async(&id, fields, OPERATOR.into())
+                    .await??,
+            );
         }
-        task = Some(moved);
+        if let Some(status) = self.status {
+            // A move into in_progress of a task nobody holds claims it for the assignee
+            // the operator names.
+            let before = store.get_task_async(id.clone(), None).await??;
+            let actor = self.actor.clone();
+            let moved = store
+                .set_status_async(id.clone(), status, actor, self.assignee, OPERATOR.into())
+                .await??;
+            let actor = self.actor.as_deref();
+            if let Some(note) = before.and_then(|b| taken_back_note(&b, &moved, actor)) {
+                store
+                    .add_comment_async(id.clone(), note, Scope::ALL.into())
+                    .await??;
+            }
+            task = Some(moved);
+        }
+        if let Some(dropped) = self.dropped {
+            task = Some(
+                store
+                    .set_dropped_async(&id, dropped, OPERATOR.into())
+                    .await??,
+            );
+        }
+        Ok(axum::Json(json!({ "task": task })))
     }
-    if let Some(dropped) = body.dropped {
-        task = Some(
-            store
-                .set_dropped_async(&id, dropped, OPERATOR.into())
-                .await??,
-        );
-    }
-    Ok(axum::Json(json!({ "task": task })))
 }
 
 /// The server's comment when the operator's move took a task from the agent who held it

@@ -27,16 +27,14 @@ async fn fact(
     ApiPath(id): ApiPath<String>,
 ) -> Result<axum::Json<Value>, AppError> {
     let memory = state.memory();
-    store_call(state.store(), move |_| {
-        let fact = memory
-            .get_fact(&id, &ScopeFilter::default())?
-            .ok_or_else(|| AppError::not_found(format!("no fact {id}")))?;
-        let retirement = memory.fact_retirement(&id)?;
-        Ok(axum::Json(
-            json!({ "fact": fact, "retirement": retirement }),
-        ))
-    })
-    .await
+    let fact = memory
+        .get_fact_async(&id, &ScopeFilter::default())
+        .await??
+        .ok_or_else(|| AppError::not_found(format!("no fact {id}")))?;
+    let retirement = memory.fact_retirement_async(&id).await??;
+    Ok(axum::Json(
+        json!({ "fact": fact, "retirement": retirement }),
+    ))
 }
 
 #[derive(Deserialize)]
@@ -54,22 +52,19 @@ async fn retire(
     ApiJson(body): ApiJson<RetireBody>,
 ) -> Result<(StatusCode, axum::Json<Value>), AppError> {
     let memory = state.memory();
-    store_call(state.store(), move |_| {
-        match memory.retire_fact(&id, "api", &body.reason)? {
-            RetireOutcome::Retired(retirement) => Ok((
-                StatusCode::CREATED,
-                axum::Json(json!({ "retirement": retirement })),
-            )),
-            RetireOutcome::AlreadyRetired(r) => Err(AppError::new(
-                StatusCode::CONFLICT,
-                format!(
-                    "fact {id} is already retired (by {}: {:?}); a retirement is final, so nothing changed",
-                    r.retired_by, r.reason
-                ),
-            )),
-        }
-    })
-    .await
+    match memory.retire_fact_async(&id, "api", &body.reason).await?? {
+        RetireOutcome::Retired(retirement) => Ok((
+            StatusCode::CREATED,
+            axum::Json(json!({ "retirement": retirement })),
+        )),
+        RetireOutcome::AlreadyRetired(r) => Err(AppError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "fact {id} is already retired (by {}: {:?}); a retirement is final, so nothing changed",
+                r.retired_by, r.reason
+            ),
+        )),
+    }
 }
 
 #[derive(Deserialize)]
