@@ -1126,3 +1126,43 @@ async fn racing_async_teams_asking_for_one_key_leave_it_to_exactly_one() {
         .unwrap();
     assert_eq!(renamed.name, "renamed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claim_nexts_back_to_back_each_take_a_task_without_losing_every_pick() {
+    const AGENTS: usize = 16;
+    const CLAIMS_EACH: usize = 20;
+    let test = TestStore::new();
+    let store = Arc::new(test.store());
+    for i in 0..AGENTS * CLAIMS_EACH {
+        create(&store, &format!("queued {i}"), &[]);
+    }
+    // Agents claiming back to back, as a team draining a queue does: every pick goes
+    // for the same first ready row unless it passes over the ones others hold.
+    let agents = (0..AGENTS).map(|a| {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            let mut taken = Vec::new();
+            for _ in 0..CLAIMS_EACH {
+                match claim_next(&store, &format!("agent-{a}"), None).await {
+                    Ok(Some(id)) => taken.push(id),
+                    Ok(None) => break,
+                    Err(e) => panic!("agent-{a}: {e:?}"),
+                }
+            }
+            taken
+        })
+    });
+    let mut taken: Vec<String> = Vec::new();
+    for agent in futures_util::future::join_all(agents).await {
+        taken.extend(agent.unwrap());
+    }
+    let count = taken.len();
+    taken.sort();
+    taken.dedup();
+    let all = AGENTS * CLAIMS_EACH;
+    assert_eq!(
+        (count, taken.len()),
+        (all, all),
+        "each task once, none missed"
+    );
+}

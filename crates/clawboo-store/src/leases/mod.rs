@@ -394,7 +394,10 @@ pub struct Claimant<'a> {
 /// The update tests readiness again on the row it picked: PostgreSQL re-checks an update's
 /// own `WHERE` (not the sub-select that picked the row) once the row's lock is free, so a
 /// racer that picked the same row as a winner changes nothing and picks again, up to
-/// [`CLAIM_NEXT_ATTEMPTS`] times while a ready task remains.
+/// [`CLAIM_NEXT_ATTEMPTS`] times while a ready task remains. On PostgreSQL a pick passes
+/// over the rows other transactions hold ([`SKIP_LOCKED`]) unless every ready row is held,
+/// so racers rarely meet on one row: with every pick aimed at the first ready row, a team
+/// draining a queue over HTTP lost all of them and was told `conflict`.
 async fn claim_next_on<W: Writes + ?Sized>(
     tx: &W,
     who: Claimant<'_>,
@@ -413,18 +416,29 @@ async fn claim_next_on<W: Writes + ?Sized>(
         expire_on(tx, now).await?;
         return claim_next_reserving(tx, who, team, now, lease, &ready).await;
     }
-    // A claim that names no paths takes the first ready task only when it declares none
-    // either (one statement, no lock, as before reservations); when the first declares
-    // some, the claim goes the reserving way, which skips what others hold.
-    let claim = format!(
-        "UPDATE tasks SET assignee_agent_id = ?3,
-             assignee_runtime = COALESCE(?2, assignee_runtime), status = 'in_progress',
-             updated_at = ?4, lease_expires_at = ?4 + CAST(?5 AS BIGINT), {GRANT_LEASE}
-         WHERE id = (SELECT id FROM tasks WHERE {ready}
-                     ORDER BY priority DESC, created_at, id LIMIT 1)
-           AND {ready} AND paths IS NULL
-         RETURNING id"
-    );
+    // A claim that names no paths takes the first ready task only when no ready task
+    // declares paths (one statement, no team lock, as before reservations); when one
+    // does, the claim goes the reserving way, which skips what others hold. The pick
+    // locks no row it does not claim, so a claim that then goes the reserving way takes
+    // the team's lock before any row's, as every reserving claim does (the other order
+    // deadlocks).
+    let claim = |locking: &str| {
+        format!(
+            "UPDATE tasks SET assignee_agent_id = ?3,
+                 assignee_runtime = COALESCE(?2, assignee_runtime), status = 'in_progress',
+                 updated_at = ?4, lease_expires_at = ?4 + CAST(?5 AS BIGINT), {GRANT_LEASE}
+             WHERE id = (SELECT id FROM tasks WHERE {ready} AND paths IS NULL
+                           AND NOT EXISTS (SELECT 1 FROM tasks WHERE {ready} AND paths IS NOT NULL)
+                         ORDER BY priority DESC, created_at, id LIMIT 1{locking})
+               AND {ready} AND paths IS NULL
+             RETURNING id"
+        )
+    };
+    // A pick that passes over the rows other claimers hold takes a task nobody else is
+    // taking; only when every ready row is held does the next pick wait for one (whose
+    // holder may yet let it go), then pass over held rows again.
+    let (skipping, waiting) = (claim(tx.statement(&SKIP_LOCKED)), claim(""));
+    let mut skip = true;
     // Whether some ready task declares paths (only then does the claim take the
     // reserving way and its lock), and whether any is ready at all.
     let ready_kinds = format!(
@@ -432,8 +446,9 @@ async fn claim_next_on<W: Writes + ?Sized>(
                 EXISTS (SELECT 1 FROM tasks WHERE {ready})"
     );
     for attempt in 0..CLAIM_NEXT_ATTEMPTS {
+        let text = if skip { &skipping } else { &waiting };
         let pick = Query::new(
-            claim.clone(),
+            text.clone(),
             &[&team, &who.runtime, &who.agent_id, &now, &lease],
         );
         let mut batch = Vec::with_capacity(2);
@@ -461,12 +476,21 @@ async fn claim_next_on<W: Writes + ?Sized>(
             Some((true, _)) => {
                 return claim_next_reserving(tx, who, team, now, lease, &ready).await;
             }
-            Some((false, true)) => {}
+            Some((false, true)) => skip = !skip,
             _ => return Ok(None),
         }
     }
     Err(lost_every_pick(who))
 }
+
+/// The locking clause of `claim_next`'s pick that passes over rows another transaction
+/// holds (another claimer's pick), so racers on PostgreSQL take distinct tasks instead of
+/// all queueing on the first ready one and all but one losing it; SQLite's writers take
+/// turns, so it needs none (and has no such clause).
+const SKIP_LOCKED: PerEngine = PerEngine {
+    sqlite: "",
+    postgres: " FOR UPDATE SKIP LOCKED",
+};
 
 /// The refusal of a `claim_next` whose every pick another claimer took first.
 fn lost_every_pick(who: Claimant<'_>) -> StoreError {
