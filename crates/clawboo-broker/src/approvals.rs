@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::Caller;
 use clawboo_store::db::{DbRow, Tx};
 use clawboo_store::events::Event;
-use clawboo_store::reads::{AsyncTx, Query, Reads, StoreRead, ready_now};
+use clawboo_store::reads::{Query, Reads, RowsRead, ready_now};
 use clawboo_store::writes::{AsyncWriteTx, StoreWrite, Writes};
 use clawboo_store::{RunError, Store, StoreError};
 
@@ -306,36 +306,24 @@ pub(crate) fn standing(
     }
 }
 
+/// Approval `id` (none, or one row).
+fn approval_read(id: &str) -> RowsRead<Approval> {
+    RowsRead {
+        query: Query::new(
+            format!("SELECT {COLUMNS} FROM tool_call_approvals WHERE id = ?1"),
+            &[&id],
+        ),
+        decode: from_row,
+    }
+}
+
 /// Approval `id`, or `None`, on any transaction.
 async fn read_approval<R: Reads + ?Sized>(
     tx: &R,
     id: &str,
 ) -> Result<Option<Approval>, StoreError> {
-    let query = Query::new(
-        format!("SELECT {COLUMNS} FROM tool_call_approvals WHERE id = ?1"),
-        &[&id],
-    );
-    Ok(tx.query_map(query, from_row).await?.pop())
-}
-
-/// [`read_approval`] with its argument, for `Store::run_read_committed`.
-struct ApprovalRead {
-    id: String,
-}
-
-impl StoreRead for ApprovalRead {
-    type Output = Option<Approval>;
-
-    fn run(&self, tx: &dyn Tx) -> Result<Option<Approval>, StoreError> {
-        ready_now(read_approval(tx, &self.id))
-    }
-
-    fn run_async<'a>(
-        &'a self,
-        tx: &'a AsyncTx,
-    ) -> BoxFuture<'a, Result<Option<Approval>, StoreError>> {
-        Box::pin(read_approval(tx, &self.id))
-    }
+    let read = approval_read(id);
+    Ok(tx.query_map(read.query, read.decode).await?.pop())
 }
 
 /// A pending row marked expired, for `Store::run_transaction`; `false` when it was no
@@ -632,11 +620,11 @@ pub(crate) async fn get_async(
     store: &Arc<Store>,
     id: &str,
 ) -> Result<Result<Approval, StoreError>, RunError> {
-    let read = ApprovalRead { id: id.to_owned() };
-    Ok(store
-        .run_read_committed(read)
-        .await?
-        .and_then(|row| row.ok_or_else(|| StoreError::NotFound(id.to_string()))))
+    let read = approval_read(id);
+    Ok(store.run_read_committed(read).await?.and_then(|mut rows| {
+        rows.pop()
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))
+    }))
 }
 
 /// Forget a remembered `allow_always` for `tool` and exactly `caller`'s identity; `true`

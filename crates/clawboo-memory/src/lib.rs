@@ -37,7 +37,7 @@ pub use search::{MAX_QUERY_CHARS, MatchedVia, SearchHit, SearchMode, SearchOutco
 
 use clawboo_store::db::{DbRow, Dialect, Findings, PerEngine, ToValue, Tx};
 use clawboo_store::extension::Extension;
-use clawboo_store::reads::{self, AsyncTx, Query, Reads, RowsRead, StoreRead, ready_now};
+use clawboo_store::reads::{self, OneRowRead, Query, RowsRead, StoreRead, ready_now};
 use clawboo_store::scrub::{is_only_redactions, scrub_text};
 use clawboo_store::writes::{AsyncWriteTx, StoreWrite, Writes};
 use clawboo_store::{RunError, Store, StoreError, new_id};
@@ -561,13 +561,13 @@ impl Memory {
     /// highest sequence number, one index read (on PostgreSQL an aborted save may leave a
     /// gap, so it may run a little ahead).
     pub fn facts_stored(&self) -> Result<i64> {
-        self.store.read(|tx| ready_now(read_facts_stored(tx)))
+        self.store.read(|tx| facts_stored_read().run(tx))
     }
 
     /// [`Memory::facts_stored`] for an async caller (a scrape), run the way the engine
     /// runs reads best (`Store::run_read_committed`).
     pub async fn facts_stored_async(&self) -> std::result::Result<Result<i64>, RunError> {
-        self.store.run_read_committed(FactsStoredRead).await
+        self.store.run_read_committed(facts_stored_read()).await
     }
 
     /// The embedder in use, if any.
@@ -816,27 +816,14 @@ fn browse_read(scope: &ScopeFilter, limit: u32) -> Result<RowsRead<Fact>> {
     })
 }
 
-/// [`Memory::facts_stored`]' read, on any transaction.
-async fn read_facts_stored<R: Reads + ?Sized>(tx: &R) -> Result<i64> {
-    let highest = Query::new(
-        "SELECT CAST(COALESCE(MAX(seq), 0) AS BIGINT) FROM memory_facts",
-        &[],
-    );
-    reads::query_one(tx, highest, |row| row.get::<i64>(0)).await
-}
-
-/// [`read_facts_stored`], for `Store::run_read_committed`.
-struct FactsStoredRead;
-
-impl StoreRead for FactsStoredRead {
-    type Output = i64;
-
-    fn run(&self, tx: &dyn Tx) -> Result<i64> {
-        ready_now(read_facts_stored(tx))
-    }
-
-    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<i64>> {
-        Box::pin(read_facts_stored(tx))
+/// [`Memory::facts_stored`]' read.
+fn facts_stored_read() -> OneRowRead<i64> {
+    OneRowRead {
+        query: Query::new(
+            "SELECT CAST(COALESCE(MAX(seq), 0) AS BIGINT) FROM memory_facts",
+            &[],
+        ),
+        decode: |row| row.get::<i64>(0),
     }
 }
 

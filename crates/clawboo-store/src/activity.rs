@@ -8,14 +8,12 @@
 
 use std::sync::Arc;
 
-use futures_util::future::BoxFuture;
 use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::Store;
-use crate::db::Tx;
 use crate::error::Result;
-use crate::reads::{self, AsyncTx, Query, Reads, StoreRead, ready_now};
+use crate::reads::{OneRowRead, Query, StoreRead};
 use crate::run::RunError;
 
 /// What each area of the store looks like now, as opaque marks: compare two readings
@@ -71,7 +69,7 @@ impl Store {
 
     /// Read the change mark of every area in one snapshot.
     pub fn activity_marks(&self) -> Result<ActivityMarks> {
-        self.read(|tx| ready_now(read_marks(tx)))
+        self.read(|tx| marks_read().run(tx))
     }
 
     /// [`Store::activity_marks`] for an async caller (the live feed, after each write
@@ -80,38 +78,24 @@ impl Store {
     pub async fn activity_marks_async(
         self: &Arc<Store>,
     ) -> std::result::Result<Result<ActivityMarks>, RunError> {
-        self.run_read_committed(MarksRead).await
+        self.run_read_committed(marks_read()).await
     }
 }
 
-/// [`Store::activity_marks`]' read, on any transaction.
-async fn read_marks<R: Reads + ?Sized>(tx: &R) -> Result<ActivityMarks> {
-    let marks = Query::new(MARKS_SQL, &[]);
-    reads::query_one(tx, marks, |row| {
-        Ok(ActivityMarks {
-            board: row.get(0)?,
-            chat: row.get(1)?,
-            memory: row.get(2)?,
-            approvals: row.get(3)?,
-            audit: row.get(4)?,
-            pending_approvals: row.get(5)?,
-        })
-    })
-    .await
-}
-
-/// [`read_marks`], for [`Store::run_read_committed`].
-struct MarksRead;
-
-impl StoreRead for MarksRead {
-    type Output = ActivityMarks;
-
-    fn run(&self, tx: &dyn Tx) -> Result<ActivityMarks> {
-        ready_now(read_marks(tx))
-    }
-
-    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<ActivityMarks>> {
-        Box::pin(read_marks(tx))
+/// [`Store::activity_marks`]' read: one statement, so one snapshot.
+fn marks_read() -> OneRowRead<ActivityMarks> {
+    OneRowRead {
+        query: Query::new(MARKS_SQL, &[]),
+        decode: |row| {
+            Ok(ActivityMarks {
+                board: row.get(0)?,
+                chat: row.get(1)?,
+                memory: row.get(2)?,
+                approvals: row.get(3)?,
+                audit: row.get(4)?,
+                pending_approvals: row.get(5)?,
+            })
+        },
     }
 }
 

@@ -10,14 +10,11 @@
 
 use std::sync::Arc;
 
-use futures_util::future::BoxFuture;
-
 use crate::Store;
 pub use crate::counters::{Counters, counters};
-use crate::db::Tx;
 pub use crate::engine::PoolStats;
 use crate::error::Result;
-use crate::reads::{self, AsyncTx, Query, Reads, StoreRead, ready_now};
+use crate::reads::{OneRowRead, Query, StoreRead};
 use crate::run::RunError;
 
 /// Whether the store answered a query and what schema version its database reports.
@@ -59,56 +56,26 @@ const OPS_COUNTS: &str = "SELECT a.pending, t.held, t.expiring
                   COUNT(CASE WHEN lease_expires_at <= ?2 THEN 1 END) AS expiring
            FROM tasks WHERE status = 'in_progress') t";
 
-/// [`Store::ops_counts`]' read at `now`, on any transaction.
-async fn read_counts<R: Reads + ?Sized>(tx: &R, now: i64) -> Result<OpsCounts> {
+/// [`Store::ops_counts`]' read at `now`.
+fn counts_read(now: i64) -> OneRowRead<OpsCounts> {
     let soon = now.saturating_add(EXPIRING_WITHIN_MS);
-    let counts = Query::new(OPS_COUNTS, &[&now, &soon]);
-    reads::query_one(tx, counts, |row| {
-        Ok(OpsCounts {
-            approvals_pending: row.get(0)?,
-            leases_held: row.get(1)?,
-            leases_expiring: row.get(2)?,
-        })
-    })
-    .await
-}
-
-/// The schema version (the engine's probe `sql`), on any transaction.
-async fn read_schema<R: Reads + ?Sized>(tx: &R, sql: &'static str) -> Result<i64> {
-    reads::query_one(tx, Query::new(sql, &[]), |row| row.get::<i64>(0)).await
-}
-
-/// [`read_counts`], for [`Store::run_read_committed`].
-struct CountsRead {
-    now: i64,
-}
-
-impl StoreRead for CountsRead {
-    type Output = OpsCounts;
-
-    fn run(&self, tx: &dyn Tx) -> Result<OpsCounts> {
-        ready_now(read_counts(tx, self.now))
-    }
-
-    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<OpsCounts>> {
-        Box::pin(read_counts(tx, self.now))
+    OneRowRead {
+        query: Query::new(OPS_COUNTS, &[&now, &soon]),
+        decode: |row| {
+            Ok(OpsCounts {
+                approvals_pending: row.get(0)?,
+                leases_held: row.get(1)?,
+                leases_expiring: row.get(2)?,
+            })
+        },
     }
 }
 
-/// [`read_schema`], for [`Store::run_read_committed`].
-struct SchemaRead {
-    sql: &'static str,
-}
-
-impl StoreRead for SchemaRead {
-    type Output = i64;
-
-    fn run(&self, tx: &dyn Tx) -> Result<i64> {
-        ready_now(read_schema(tx, self.sql))
-    }
-
-    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<i64>> {
-        Box::pin(read_schema(tx, self.sql))
+/// The schema version, by the engine's probe `sql`.
+fn schema_read(sql: &'static str) -> OneRowRead<i64> {
+    OneRowRead {
+        query: Query::new(sql, &[]),
+        decode: |row| row.get::<i64>(0),
     }
 }
 
@@ -118,7 +85,7 @@ impl Store {
     /// while the server is down).
     pub fn readiness(&self) -> Result<Readiness> {
         let (sql, expected) = self.schema_probe();
-        let found = self.read(|tx| ready_now(read_schema(tx, sql)))?;
+        let found = self.read(|tx| schema_read(sql).run(tx))?;
         Ok(Readiness {
             schema_found: found,
             schema_expected: expected,
@@ -131,7 +98,7 @@ impl Store {
         self: &Arc<Store>,
     ) -> std::result::Result<Result<Readiness>, RunError> {
         let (sql, expected) = self.schema_probe();
-        let found = self.run_read_committed(SchemaRead { sql }).await?;
+        let found = self.run_read_committed(schema_read(sql)).await?;
         Ok(found.map(|found| Readiness {
             schema_found: found,
             schema_expected: expected,
@@ -142,7 +109,7 @@ impl Store {
     /// indexes in one statement.
     pub fn ops_counts(&self) -> Result<OpsCounts> {
         let now = self.now_ms();
-        self.read(|tx| ready_now(read_counts(tx, now)))
+        self.read(|tx| counts_read(now).run(tx))
     }
 
     /// [`Store::ops_counts`] for an async caller (a scrape, `/api/ops`), run the way the
@@ -151,7 +118,7 @@ impl Store {
         self: &Arc<Store>,
     ) -> std::result::Result<Result<OpsCounts>, RunError> {
         let now = self.now_ms();
-        self.run_read_committed(CountsRead { now }).await
+        self.run_read_committed(counts_read(now)).await
     }
 
     /// The PostgreSQL pool's occupancy; `None` on SQLite, which has no pool.

@@ -319,6 +319,25 @@ impl<T: Send + 'static> StoreRead for RowsRead<T> {
     }
 }
 
+/// [`RowsRead`] for a query that always answers one row (an aggregate's): [`query_one`]
+/// as a [`StoreRead`].
+pub struct OneRowRead<T> {
+    pub query: Query,
+    pub decode: fn(&dyn DbRow) -> Result<T>,
+}
+
+impl<T: Send + 'static> StoreRead for OneRowRead<T> {
+    type Output = T;
+
+    fn run(&self, tx: &dyn Tx) -> Result<T> {
+        ready_now(query_one(tx, self.query.clone(), self.decode))
+    }
+
+    fn run_async<'a>(&'a self, tx: &'a AsyncTx) -> BoxFuture<'a, Result<T>> {
+        Box::pin(query_one(tx, self.query.clone(), self.decode))
+    }
+}
+
 /// The value of a read over a synchronous [`Tx`], whose every statement has run by the
 /// time it returns, so its future is ready at once.
 pub fn ready_now<T>(read: impl Future<Output = Result<T>>) -> Result<T> {
